@@ -1,0 +1,216 @@
+//! A queue's settings: typed, validated, with SQS's defaults.
+//!
+//! The wire layer turns SQS attribute strings into a [`QueueConfigPatch`]; the engine applies the
+//! patch to a [`QueueConfig`] with [`QueueConfig::patched`], which checks every range against the
+//! [`Limits`]. Whether a dead-letter target exists is checked by the engine, which knows the queues.
+
+use std::collections::BTreeMap;
+
+use crate::error::{Error, Field, Result};
+use crate::limits::Limits;
+
+/// Settings of one queue. `QueueConfig::default()` is a new SQS standard queue's.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct QueueConfig {
+    /// Lease length when a receive does not override it.
+    pub visibility_timeout_seconds: u32,
+    /// How long a message is kept after it was first enqueued.
+    pub retention_seconds: u32,
+    /// Delay of every message sent without its own delay.
+    pub delay_seconds: u32,
+    /// Largest body plus attributes accepted.
+    pub maximum_message_size_bytes: u32,
+    /// Long-poll wait of a receive that does not give its own.
+    pub receive_wait_time_seconds: u32,
+    /// Where messages go after `max_receive_count` receives.
+    pub redrive_policy: Option<RedrivePolicy>,
+    /// Which source queues may name this queue as their dead-letter queue.
+    pub redrive_allow_policy: Option<RedriveAllowPolicy>,
+    /// An access policy document, stored and returned but not enforced.
+    pub policy: Option<String>,
+    /// Settings the engine stores and returns but does not interpret (server-side encryption
+    /// settings, for example), keyed by the wire layer's names.
+    pub passthrough: BTreeMap<String, String>,
+}
+
+impl Default for QueueConfig {
+    fn default() -> Self {
+        QueueConfig {
+            visibility_timeout_seconds: 30,
+            retention_seconds: 345_600,
+            delay_seconds: 0,
+            maximum_message_size_bytes: 1_048_576,
+            receive_wait_time_seconds: 0,
+            redrive_policy: None,
+            redrive_allow_policy: None,
+            policy: None,
+            passthrough: BTreeMap::new(),
+        }
+    }
+}
+
+/// A dead-letter rule: after `max_receive_count` receives, the next receive moves the message to
+/// `dead_letter_queue` instead of delivering it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RedrivePolicy {
+    /// Name of the dead-letter queue.
+    pub dead_letter_queue: String,
+    /// Receives allowed before the move (1 to `Limits::max_receive_count_max`).
+    pub max_receive_count: u32,
+}
+
+/// Which queues may use a queue as their dead-letter queue.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RedriveAllowPolicy {
+    /// Any queue (the default when no policy is set).
+    AllowAll,
+    /// No queue.
+    DenyAll,
+    /// Only the named source queues.
+    ByQueue(Vec<String>),
+}
+
+impl RedriveAllowPolicy {
+    /// Whether `source` may send its dead letters here.
+    pub fn allows(&self, source: &str) -> bool {
+        match self {
+            RedriveAllowPolicy::AllowAll => true,
+            RedriveAllowPolicy::DenyAll => false,
+            RedriveAllowPolicy::ByQueue(names) => names.iter().any(|name| name == source),
+        }
+    }
+}
+
+/// A change to some settings; `None` leaves a setting as it is. For the optional settings,
+/// `Some(None)` removes it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct QueueConfigPatch {
+    /// See [`QueueConfig::visibility_timeout_seconds`].
+    pub visibility_timeout_seconds: Option<u32>,
+    /// See [`QueueConfig::retention_seconds`].
+    pub retention_seconds: Option<u32>,
+    /// See [`QueueConfig::delay_seconds`].
+    pub delay_seconds: Option<u32>,
+    /// See [`QueueConfig::maximum_message_size_bytes`].
+    pub maximum_message_size_bytes: Option<u32>,
+    /// See [`QueueConfig::receive_wait_time_seconds`].
+    pub receive_wait_time_seconds: Option<u32>,
+    /// See [`QueueConfig::redrive_policy`].
+    pub redrive_policy: Option<Option<RedrivePolicy>>,
+    /// See [`QueueConfig::redrive_allow_policy`].
+    pub redrive_allow_policy: Option<Option<RedriveAllowPolicy>>,
+    /// See [`QueueConfig::policy`].
+    pub policy: Option<Option<String>>,
+    /// See [`QueueConfig::passthrough`]; an empty value removes the key.
+    pub passthrough: BTreeMap<String, String>,
+}
+
+fn check_range(field: Field, value: u32, min: u32, max: u32) -> Result<u32> {
+    if value < min || value > max {
+        return Err(Error::invalid(
+            field,
+            format!("must be between {min} and {max}, got {value}"),
+        ));
+    }
+    Ok(value)
+}
+
+impl QueueConfig {
+    /// This config with `patch` applied, or the first setting out of range.
+    pub fn patched(&self, patch: &QueueConfigPatch, limits: &Limits) -> Result<QueueConfig> {
+        let mut next = self.clone();
+        if let Some(v) = patch.visibility_timeout_seconds {
+            next.visibility_timeout_seconds = check_range(
+                Field::VisibilityTimeout,
+                v,
+                0,
+                limits.visibility_timeout_max_seconds,
+            )?;
+        }
+        if let Some(v) = patch.retention_seconds {
+            next.retention_seconds = check_range(
+                Field::MessageRetentionPeriod,
+                v,
+                limits.retention_min_seconds,
+                limits.retention_max_seconds,
+            )?;
+        }
+        if let Some(v) = patch.delay_seconds {
+            next.delay_seconds = check_range(Field::DelaySeconds, v, 0, limits.delay_max_seconds)?;
+        }
+        if let Some(v) = patch.maximum_message_size_bytes {
+            next.maximum_message_size_bytes = check_range(
+                Field::MaximumMessageSize,
+                v,
+                limits.message_size_min_bytes,
+                limits.message_size_max_bytes,
+            )?;
+        }
+        if let Some(v) = patch.receive_wait_time_seconds {
+            next.receive_wait_time_seconds = check_range(
+                Field::ReceiveMessageWaitTimeSeconds,
+                v,
+                0,
+                limits.wait_time_max_seconds,
+            )?;
+        }
+        if let Some(policy) = &patch.redrive_policy {
+            if let Some(policy) = policy {
+                check_range(
+                    Field::RedrivePolicy,
+                    policy.max_receive_count,
+                    1,
+                    limits.max_receive_count_max,
+                )?;
+            }
+            next.redrive_policy = policy.clone();
+        }
+        if let Some(policy) = &patch.redrive_allow_policy {
+            next.redrive_allow_policy = policy.clone();
+        }
+        if let Some(policy) = &patch.policy {
+            next.policy = policy.clone();
+        }
+        for (key, value) in &patch.passthrough {
+            if value.is_empty() {
+                next.passthrough.remove(key);
+            } else {
+                next.passthrough.insert(key.clone(), value.clone());
+            }
+        }
+        Ok(next)
+    }
+
+    /// The first setting named by `patch` whose value differs from this config's, if any. Used by
+    /// an idempotent create: asking again for what exists is fine, asking for something else is not.
+    pub fn conflicting_setting(&self, patch: &QueueConfigPatch) -> Option<String> {
+        let differs = |name: &str, same: bool| (!same).then(|| name.to_string());
+        let p = patch;
+        let checks = [
+            p.visibility_timeout_seconds
+                .and_then(|v| differs("VisibilityTimeout", v == self.visibility_timeout_seconds)),
+            p.retention_seconds
+                .and_then(|v| differs("MessageRetentionPeriod", v == self.retention_seconds)),
+            p.delay_seconds
+                .and_then(|v| differs("DelaySeconds", v == self.delay_seconds)),
+            p.maximum_message_size_bytes
+                .and_then(|v| differs("MaximumMessageSize", v == self.maximum_message_size_bytes)),
+            p.receive_wait_time_seconds.and_then(|v| {
+                differs("ReceiveMessageWaitTimeSeconds", v == self.receive_wait_time_seconds)
+            }),
+            p.redrive_policy
+                .as_ref()
+                .and_then(|v| differs("RedrivePolicy", *v == self.redrive_policy)),
+            p.redrive_allow_policy
+                .as_ref()
+                .and_then(|v| differs("RedriveAllowPolicy", *v == self.redrive_allow_policy)),
+            p.policy.as_ref().and_then(|v| differs("Policy", *v == self.policy)),
+        ];
+        checks.into_iter().flatten().next().or_else(|| {
+            p.passthrough
+                .iter()
+                .find(|(key, value)| self.passthrough.get(*key) != Some(*value))
+                .map(|(key, _)| key.clone())
+        })
+    }
+}

@@ -1,0 +1,31 @@
+//! The lease engine of leaseq: queues, messages, leases, receipts and dead letters, as a pure
+//! state machine.
+//!
+//! Invariant: this crate reads no clock, opens no file or socket, spawns nothing and draws no
+//! random number. The caller passes the time (`now_ms`) and any randomness (message ids, the
+//! receipt key). Every state change is a [`Record`] applied by [`Engine::apply`], for live traffic
+//! and for replay alike.
+//!
+//! Start at [`Engine`]; the states of a message and their indexes are described in [`queue`].
+
+pub mod config;
+pub mod engine;
+pub mod error;
+pub mod limits;
+pub mod message;
+pub mod queue;
+pub mod receipt;
+pub mod record;
+pub mod store;
+
+pub use config::{QueueConfig, QueueConfigPatch, RedriveAllowPolicy, RedrivePolicy};
+pub use engine::{
+    Created, DeleteOutcome, Delivery, Engine, EngineConfig, Journal, QueueInfo, ReceiveRequest,
+    Sent,
+};
+pub use error::{Error, Field, Result};
+pub use limits::Limits;
+pub use message::{AttributeValue, BaseType, MessageAttribute, MessageId, Payload, SendInput};
+pub use queue::{Message, MessageState, Queue, QueueCounters};
+pub use receipt::{Receipt, ReceiptKey};
+pub use record::Record;

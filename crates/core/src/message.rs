@@ -1,0 +1,326 @@
+//! What a producer sends: body, attributes, and the checks SQS applies to them.
+//!
+//! A [`Payload`] is immutable once accepted and shared (`Arc`) between the queue, the record that
+//! logged it and every receive that returns it, so a delivery never copies a body.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::Arc;
+
+use crate::error::{Error, Field, Result};
+use crate::limits::Limits;
+
+/// A message's stable identity (a UUID), the same across all its delivery attempts.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct MessageId(pub [u8; 16]);
+
+impl MessageId {
+    /// A version-4 UUID made from 16 random bytes the caller drew.
+    pub fn from_random(mut bytes: [u8; 16]) -> MessageId {
+        bytes[6] = (bytes[6] & 0x0f) | 0x40;
+        bytes[8] = (bytes[8] & 0x3f) | 0x80;
+        MessageId(bytes)
+    }
+}
+
+impl fmt::Display for MessageId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        uuid::Uuid::from_bytes(self.0).hyphenated().fmt(f)
+    }
+}
+
+impl fmt::Debug for MessageId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
+    }
+}
+
+/// One message attribute: a data type (`String`, `Number`, `Binary`, each optionally with a
+/// custom suffix like `Number.float`) and a value.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MessageAttribute {
+    /// The full data type, custom suffix included.
+    pub data_type: String,
+    /// The value; `String` and `Number` types carry text, `Binary` carries bytes.
+    pub value: AttributeValue,
+}
+
+/// The value of a [`MessageAttribute`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum AttributeValue {
+    /// Text (for `String` and `Number` types).
+    Text(String),
+    /// Bytes (for `Binary` types).
+    Binary(Vec<u8>),
+}
+
+/// The base type of a data type string.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BaseType {
+    /// `String`.
+    String,
+    /// `Number`.
+    Number,
+    /// `Binary`.
+    Binary,
+}
+
+impl MessageAttribute {
+    /// The base type, or `None` if the data type is not one SQS knows.
+    pub fn base_type(&self) -> Option<BaseType> {
+        base_type(&self.data_type)
+    }
+
+    fn size_bytes(&self) -> usize {
+        self.data_type.len()
+            + match &self.value {
+                AttributeValue::Text(text) => text.len(),
+                AttributeValue::Binary(bytes) => bytes.len(),
+            }
+    }
+}
+
+fn base_type(data_type: &str) -> Option<BaseType> {
+    let (base, custom) = match data_type.split_once('.') {
+        Some((base, custom)) => (base, Some(custom)),
+        None => (data_type, None),
+    };
+    if custom.is_some_and(str::is_empty) {
+        return None;
+    }
+    match base {
+        "String" => Some(BaseType::String),
+        "Number" => Some(BaseType::Number),
+        "Binary" => Some(BaseType::Binary),
+        _ => None,
+    }
+}
+
+/// Everything a message carries besides its queue state. Shared, never mutated.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Payload {
+    /// The body: non-empty text in SQS's character set.
+    pub body: String,
+    /// Message attributes by name (sorted, as SQS's MD5 needs them).
+    pub attributes: BTreeMap<String, MessageAttribute>,
+    /// The `AWSTraceHeader` system attribute.
+    pub trace_header: Option<String>,
+    /// Who sent it (`SenderId`).
+    pub sender_id: Arc<str>,
+}
+
+/// A send request, before validation.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SendInput {
+    /// The message body.
+    pub body: String,
+    /// Message attributes by name.
+    pub attributes: BTreeMap<String, MessageAttribute>,
+    /// The `AWSTraceHeader` system attribute.
+    pub trace_header: Option<String>,
+    /// Per-message delay; the queue's `DelaySeconds` when `None`.
+    pub delay_seconds: Option<u32>,
+    /// Who sends it.
+    pub sender_id: Arc<str>,
+}
+
+impl SendInput {
+    /// A message with just a body, from an anonymous sender.
+    pub fn body(body: impl Into<String>) -> SendInput {
+        SendInput {
+            body: body.into(),
+            attributes: BTreeMap::new(),
+            trace_header: None,
+            delay_seconds: None,
+            sender_id: Arc::from(""),
+        }
+    }
+}
+
+/// Checks a send against SQS's rules and the queue's size limit, and returns the payload to
+/// store with its size in bytes (body plus attributes, as SQS counts it).
+pub fn validate_send(input: SendInput, size_max_bytes: u32, limits: &Limits) -> Result<Payload> {
+    if input.body.is_empty() {
+        return Err(Error::InvalidMessageContents(
+            "The request must contain the parameter MessageBody.".into(),
+        ));
+    }
+    check_characters(&input.body, Field::MessageBody)?;
+    if let Some(delay) = input.delay_seconds {
+        if delay > limits.delay_max_seconds {
+            return Err(Error::invalid(
+                Field::DelaySeconds,
+                format!(
+                    "Value {delay} for parameter DelaySeconds is invalid. Reason: DelaySeconds must be >= 0 and <= {}.",
+                    limits.delay_max_seconds
+                ),
+            ));
+        }
+    }
+    if input.attributes.len() > limits.message_attributes_max {
+        return Err(Error::invalid(
+            Field::MessageAttributes,
+            format!(
+                "Number of message attributes [{}] exceeds the allowed maximum [{}].",
+                input.attributes.len(),
+                limits.message_attributes_max
+            ),
+        ));
+    }
+    let mut size_bytes = input.body.len();
+    for (name, attribute) in &input.attributes {
+        validate_attribute(name, attribute, limits)?;
+        size_bytes += name.len() + attribute.size_bytes();
+    }
+    if let Some(header) = &input.trace_header {
+        check_characters(header, Field::MessageSystemAttributes)?;
+    }
+    if size_bytes > size_max_bytes as usize {
+        return Err(Error::MessageTooLong {
+            size_bytes,
+            max_bytes: size_max_bytes,
+        });
+    }
+    Ok(Payload {
+        body: input.body,
+        attributes: input.attributes,
+        trace_header: input.trace_header,
+        sender_id: input.sender_id,
+    })
+}
+
+/// SQS accepts only XML 1.0 characters: #x9 | #xA | #xD | #x20–#xD7FF | #xE000–#xFFFD |
+/// #x10000–#x10FFFF. (Rust strings cannot hold surrogates, so those need no check.)
+fn check_characters(text: &str, field: Field) -> Result<()> {
+    let allowed = |c: char| {
+        matches!(c, '\t' | '\n' | '\r' | '\u{20}'..='\u{D7FF}' | '\u{E000}'..='\u{FFFD}')
+            || c >= '\u{10000}'
+    };
+    // Fast path: printable ASCII is always allowed.
+    if text.bytes().all(|b| (0x20..0x7f).contains(&b)) {
+        return Ok(());
+    }
+    if let Some(bad) = text.chars().find(|&c| !allowed(c)) {
+        let reason = format!(
+            "Invalid binary character '#x{:X}' was found in the message body, the set of allowed characters is #x9 | #xA | #xD | #x20 to #xD7FF | #xE000 to #xFFFD | #x10000 to #x10FFFF",
+            bad as u32
+        );
+        return Err(match field {
+            Field::MessageBody => Error::InvalidMessageContents(reason),
+            other => Error::invalid(other, reason),
+        });
+    }
+    Ok(())
+}
+
+fn validate_attribute(name: &str, attribute: &MessageAttribute, limits: &Limits) -> Result<()> {
+    let bad = |reason: String| Err(Error::invalid(Field::MessageAttributes, reason));
+    if name.is_empty() || name.len() > limits.attribute_name_length_max {
+        return bad(format!(
+            "Message attribute name '{name}' must be 1 to {} characters long.",
+            limits.attribute_name_length_max
+        ));
+    }
+    let name_chars_ok = name
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'));
+    let lower = name.to_ascii_lowercase();
+    if !name_chars_ok
+        || name.starts_with('.')
+        || name.ends_with('.')
+        || name.contains("..")
+        || lower.starts_with("aws.")
+        || lower.starts_with("amazon.")
+    {
+        return bad(format!(
+            "Message attribute name '{name}' is invalid: use A-Z, a-z, 0-9, '_', '-' and '.', no leading, trailing or repeated '.', and no 'AWS.' or 'Amazon.' prefix."
+        ));
+    }
+    if attribute.data_type.len() > limits.attribute_name_length_max {
+        return bad(format!(
+            "Message attribute '{name}' has a data type longer than {} characters.",
+            limits.attribute_name_length_max
+        ));
+    }
+    let value_missing = format!(
+        "The message attribute '{name}' must contain non-empty message attribute value for message attribute type '{}'.",
+        attribute.data_type
+    );
+    match (attribute.base_type(), &attribute.value) {
+        (None, _) => bad(format!(
+            "The message attribute '{name}' has an invalid message attribute type, the set of supported type prefixes is Binary, Number, and String."
+        )),
+        (Some(BaseType::Binary), AttributeValue::Binary(bytes)) if !bytes.is_empty() => Ok(()),
+        (Some(BaseType::String), AttributeValue::Text(text)) if !text.is_empty() => {
+            check_characters(text, Field::MessageAttributes)
+        }
+        (Some(BaseType::Number), AttributeValue::Text(text)) if !text.is_empty() => {
+            if is_sqs_number(text) {
+                Ok(())
+            } else {
+                bad(format!(
+                    "Could not cast message attribute '{name}' value to number."
+                ))
+            }
+        }
+        _ => bad(value_missing),
+    }
+}
+
+/// SQS numbers: optional sign, digits with an optional fraction and exponent, at most 38
+/// significant digits, magnitude between 10^-128 and 10^+126.
+fn is_sqs_number(text: &str) -> bool {
+    let text = text.trim();
+    let unsigned = text.strip_prefix(['-', '+']).unwrap_or(text);
+    let (mantissa, exponent) = match unsigned.split_once(['e', 'E']) {
+        Some((m, e)) => match e.parse::<i32>() {
+            Ok(e) => (m, e),
+            Err(_) => return false,
+        },
+        None => (unsigned, 0),
+    };
+    let (int_part, frac_part) = mantissa.split_once('.').unwrap_or((mantissa, ""));
+    if int_part.is_empty() && frac_part.is_empty() {
+        return false;
+    }
+    if !int_part.bytes().chain(frac_part.bytes()).all(|b| b.is_ascii_digit()) {
+        return false;
+    }
+    let digits: String = int_part.chars().chain(frac_part.chars()).collect();
+    let significant = digits.trim_start_matches('0');
+    if significant.is_empty() {
+        return true; // zero
+    }
+    let significant_trimmed = significant.trim_end_matches('0');
+    if significant_trimmed.len() > 38 {
+        return false;
+    }
+    // Decimal exponent of the leading significant digit.
+    let leading_zeros = digits.len() - significant.len();
+    let magnitude = exponent as i64 + int_part.len() as i64 - 1 - leading_zeros as i64;
+    (-128..=126).contains(&magnitude)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_follow_sqs_rules() {
+        for ok in ["0", "-1", "3.14", "1e10", "0.000", "+7", ".5", "5."] {
+            assert!(is_sqs_number(ok), "{ok}");
+        }
+        for bad in ["", "abc", "1e", "--1", "1.2.3", "1e200", "1e-200", "0x10"] {
+            assert!(!is_sqs_number(bad), "{bad}");
+        }
+        assert!(!is_sqs_number(&"9".repeat(39)));
+        assert!(is_sqs_number(&"9".repeat(38)));
+    }
+
+    #[test]
+    fn message_id_is_a_v4_uuid() {
+        let id = MessageId::from_random([0xff; 16]).to_string();
+        assert_eq!(id.len(), 36);
+        assert_eq!(&id[14..15], "4");
+    }
+}

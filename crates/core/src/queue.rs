@@ -1,0 +1,350 @@
+//! One queue: its messages and the indexes that make every operation O(log n).
+//!
+//! A message is in exactly one of three states, and in exactly one index for it:
+//!
+//! | state      | index    | key                      | leaves when                            |
+//! |------------|----------|--------------------------|----------------------------------------|
+//! | `Delayed`  | `timers` | (visible_at_ms, seq)     | its delay ends → `Ready`               |
+//! | `Ready`    | `ready`  | (sent_at_ms, seq)        | a receive leases it → `InFlight`       |
+//! | `InFlight` | `timers` | (visible_at_ms, seq)     | its lease runs out → `Ready`; deleted  |
+//!
+//! Every message is also in `by_sent` (sent_at_ms, seq), the retention index. Time moves messages
+//! only in [`Queue::advance`], which pops due entries off the front of `timers` and `by_sent`:
+//! its cost is proportional to the messages whose state changes, never to the backlog.
+//!
+//! Invariant (checked by [`Queue::check_invariants`]): the counts equal the index sizes, every
+//! indexed message exists with the state and keys its index claims, and every message is indexed.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use crate::config::QueueConfig;
+use crate::message::{MessageId, Payload};
+use crate::store::SeqStore;
+
+/// Where a message is in its life.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MessageState {
+    /// Sent with a delay that has not ended yet.
+    Delayed,
+    /// Visible: the next receive may lease it.
+    Ready,
+    /// Leased by a receive until `visible_at_ms`.
+    InFlight,
+}
+
+/// A message's metadata. The body and attributes are in the shared `payload`.
+#[derive(Clone, Debug)]
+pub struct Message {
+    /// Stable identity.
+    pub id: MessageId,
+    /// Body and attributes.
+    pub payload: Arc<Payload>,
+    /// When it was first enqueued (kept across a dead-letter move: retention counts from here).
+    pub sent_at_ms: u64,
+    /// When it becomes (or became) visible: end of delay or of the current lease.
+    pub visible_at_ms: u64,
+    /// When the current attempt began; the total lease is bounded from here.
+    pub leased_at_ms: u64,
+    /// When it was first received.
+    pub first_received_at_ms: Option<u64>,
+    /// Attempts so far; the current attempt's number.
+    pub receive_count: u32,
+    /// Where it is.
+    pub state: MessageState,
+    /// Name of the queue it was dead-lettered from, if it was.
+    pub dead_letter_source: Option<Arc<str>>,
+}
+
+/// Monotonic counters of what happened on a queue (for metrics and the simulation's checks).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct QueueCounters {
+    /// Messages enqueued by sends.
+    pub sent: u64,
+    /// Leases granted (deliveries).
+    pub received: u64,
+    /// Messages deleted by a receipt.
+    pub deleted: u64,
+    /// Deletes that came after the lease had run out (the receipt was still the latest).
+    pub deleted_late: u64,
+    /// Leases that ran out without a delete (each leads to a redelivery or a dead-letter move).
+    pub leases_expired: u64,
+    /// Leases extended or shortened to a later-than-now deadline.
+    pub leases_changed: u64,
+    /// Leases released at once (visibility 0).
+    pub leases_released: u64,
+    /// Requests that carried the receipt of a superseded attempt.
+    pub stale_receipts: u64,
+    /// Messages moved from this queue to its dead-letter queue.
+    pub dead_lettered: u64,
+    /// Messages removed because their retention period ended.
+    pub retention_expired: u64,
+    /// Messages removed by purges.
+    pub purged: u64,
+}
+
+/// One queue.
+#[derive(Debug)]
+pub struct Queue {
+    /// Unique id, never reused.
+    pub id: u64,
+    /// Name.
+    pub name: Arc<str>,
+    /// Settings.
+    pub config: QueueConfig,
+    /// Tags.
+    pub tags: BTreeMap<String, String>,
+    /// When it was created.
+    pub created_at_ms: u64,
+    /// When its settings last changed.
+    pub last_modified_at_ms: u64,
+    /// When it was last purged.
+    pub last_purge_at_ms: Option<u64>,
+    /// What happened so far.
+    pub counters: QueueCounters,
+    next_seq: u64,
+    messages: SeqStore<Message>,
+    ready: BTreeSet<(u64, u64)>,
+    timers: BTreeSet<(u64, u64)>,
+    by_sent: BTreeSet<(u64, u64)>,
+    in_flight: usize,
+    delayed: usize,
+}
+
+impl Queue {
+    /// An empty queue.
+    pub fn new(
+        id: u64,
+        name: &str,
+        config: QueueConfig,
+        tags: BTreeMap<String, String>,
+        now_ms: u64,
+    ) -> Queue {
+        Queue {
+            id,
+            name: Arc::from(name),
+            config,
+            tags,
+            created_at_ms: now_ms,
+            last_modified_at_ms: now_ms,
+            last_purge_at_ms: None,
+            counters: QueueCounters::default(),
+            next_seq: 1,
+            messages: SeqStore::default(),
+            ready: BTreeSet::new(),
+            timers: BTreeSet::new(),
+            by_sent: BTreeSet::new(),
+            in_flight: 0,
+            delayed: 0,
+        }
+    }
+
+    /// Messages ready to be received.
+    pub fn ready_count(&self) -> usize {
+        self.ready.len()
+    }
+
+    /// Messages leased and not deleted.
+    pub fn in_flight_count(&self) -> usize {
+        self.in_flight
+    }
+
+    /// Messages whose delay has not ended.
+    pub fn delayed_count(&self) -> usize {
+        self.delayed
+    }
+
+    /// All messages.
+    pub fn len(&self) -> usize {
+        self.messages.len()
+    }
+
+    /// Whether the queue holds no message.
+    pub fn is_empty(&self) -> bool {
+        self.messages.is_empty()
+    }
+
+    /// `SentTimestamp` of the oldest ready message.
+    pub fn oldest_ready_sent_at_ms(&self) -> Option<u64> {
+        self.ready.first().map(|&(sent_at_ms, _)| sent_at_ms)
+    }
+
+    /// The next time at which time alone changes this queue: a delay or lease ends, or a
+    /// message's retention runs out. A long poll sleeps until then at the latest.
+    pub fn next_deadline_ms(&self) -> Option<u64> {
+        let timer = self.timers.first().map(|&(at, _)| at);
+        let retention = self.by_sent.first().map(|&(sent, _)| sent + self.retention_ms());
+        match (timer, retention) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// The sequence number the next message will get.
+    pub fn next_seq(&self) -> u64 {
+        self.next_seq
+    }
+
+    /// The message with sequence number `seq`.
+    pub fn message(&self, seq: u64) -> Option<&Message> {
+        self.messages.get(seq)
+    }
+
+    /// The sequence number of the ready message a receive would take next.
+    pub fn first_ready(&self) -> Option<u64> {
+        self.ready.first().map(|&(_, seq)| seq)
+    }
+
+    /// Every message in sequence order.
+    pub fn messages(&self) -> impl Iterator<Item = (u64, &Message)> {
+        self.messages.iter()
+    }
+
+    fn retention_ms(&self) -> u64 {
+        u64::from(self.config.retention_seconds) * 1000
+    }
+
+    /// Applies every change that time alone causes up to `now_ms`: ended delays and leases make
+    /// messages ready, ended retention removes them.
+    pub fn advance(&mut self, now_ms: u64) {
+        while let Some(&(at, seq)) = self.timers.first() {
+            if at > now_ms {
+                break;
+            }
+            self.timers.pop_first();
+            let message = self.messages.get_mut(seq).expect("timer of a live message");
+            match message.state {
+                MessageState::Delayed => self.delayed -= 1,
+                MessageState::InFlight => {
+                    self.in_flight -= 1;
+                    self.counters.leases_expired += 1;
+                }
+                MessageState::Ready => unreachable!("ready message {seq} in the timer index"),
+            }
+            message.state = MessageState::Ready;
+            self.ready.insert((message.sent_at_ms, seq));
+        }
+        let retention_ms = self.retention_ms();
+        while let Some(&(sent_at_ms, seq)) = self.by_sent.first() {
+            if sent_at_ms + retention_ms > now_ms {
+                break;
+            }
+            self.remove(seq);
+            self.counters.retention_expired += 1;
+        }
+    }
+
+    /// Adds a message. `seq` must be new.
+    pub fn insert(&mut self, seq: u64, message: Message) {
+        assert!(
+            seq >= self.next_seq || self.messages.get(seq).is_none(),
+            "sequence number {seq} reused in queue {}",
+            self.id
+        );
+        self.next_seq = self.next_seq.max(seq + 1);
+        self.by_sent.insert((message.sent_at_ms, seq));
+        match message.state {
+            MessageState::Ready => {
+                self.ready.insert((message.sent_at_ms, seq));
+            }
+            MessageState::Delayed => {
+                self.delayed += 1;
+                self.timers.insert((message.visible_at_ms, seq));
+            }
+            MessageState::InFlight => {
+                self.in_flight += 1;
+                self.timers.insert((message.visible_at_ms, seq));
+            }
+        }
+        let previous = self.messages.insert(seq, message);
+        assert!(previous.is_none(), "message {seq} inserted twice");
+    }
+
+    /// Removes a message from the queue and every index.
+    pub fn remove(&mut self, seq: u64) -> Option<Message> {
+        let message = self.messages.remove(seq)?;
+        self.by_sent.remove(&(message.sent_at_ms, seq));
+        self.unindex_state(seq, message.state, message.sent_at_ms, message.visible_at_ms);
+        Some(message)
+    }
+
+    fn unindex_state(&mut self, seq: u64, state: MessageState, sent_at_ms: u64, visible_at_ms: u64) {
+        let found = match state {
+            MessageState::Ready => self.ready.remove(&(sent_at_ms, seq)),
+            MessageState::Delayed => {
+                self.delayed -= 1;
+                self.timers.remove(&(visible_at_ms, seq))
+            }
+            MessageState::InFlight => {
+                self.in_flight -= 1;
+                self.timers.remove(&(visible_at_ms, seq))
+            }
+        };
+        assert!(found, "message {seq} missing from its {state:?} index");
+    }
+
+    /// Makes message `seq` in flight until `visible_at_ms` (a new lease, or a changed one), or
+    /// ready at once when `visible_at_ms <= now_ms`.
+    pub fn set_visibility(&mut self, seq: u64, now_ms: u64, visible_at_ms: u64) {
+        let message = self.messages.get(seq).expect("lease of a live message");
+        let (state, sent_at_ms, old_visible_at_ms) =
+            (message.state, message.sent_at_ms, message.visible_at_ms);
+        self.unindex_state(seq, state, sent_at_ms, old_visible_at_ms);
+        let message = self.messages.get_mut(seq).expect("lease of a live message");
+        message.visible_at_ms = visible_at_ms;
+        if visible_at_ms <= now_ms {
+            message.state = MessageState::Ready;
+            self.ready.insert((message.sent_at_ms, seq));
+        } else {
+            message.state = MessageState::InFlight;
+            self.in_flight += 1;
+            self.timers.insert((visible_at_ms, seq));
+        }
+    }
+
+    /// The message at `seq`, mutably (for fields no index depends on).
+    pub fn message_mut(&mut self, seq: u64) -> Option<&mut Message> {
+        self.messages.get_mut(seq)
+    }
+
+    /// Removes every message.
+    pub fn clear(&mut self) -> usize {
+        let removed = self.messages.len();
+        self.messages.clear();
+        self.ready.clear();
+        self.timers.clear();
+        self.by_sent.clear();
+        self.in_flight = 0;
+        self.delayed = 0;
+        removed
+    }
+
+    /// Panics if an index disagrees with the messages. Cost O(n): for tests and simulation.
+    pub fn check_invariants(&self) {
+        let (mut ready, mut in_flight, mut delayed) = (0, 0, 0);
+        for (seq, message) in self.messages.iter() {
+            assert!(seq < self.next_seq);
+            assert!(self.by_sent.contains(&(message.sent_at_ms, seq)));
+            match message.state {
+                MessageState::Ready => {
+                    ready += 1;
+                    assert!(self.ready.contains(&(message.sent_at_ms, seq)));
+                }
+                MessageState::InFlight => {
+                    in_flight += 1;
+                    assert!(message.receive_count > 0);
+                    assert!(self.timers.contains(&(message.visible_at_ms, seq)));
+                }
+                MessageState::Delayed => {
+                    delayed += 1;
+                    assert!(self.timers.contains(&(message.visible_at_ms, seq)));
+                }
+            }
+        }
+        assert_eq!(ready, self.ready.len());
+        assert_eq!(in_flight, self.in_flight);
+        assert_eq!(delayed, self.delayed);
+        assert_eq!(in_flight + delayed, self.timers.len());
+        assert_eq!(self.messages.len(), self.by_sent.len());
+    }
+}

@@ -1,0 +1,147 @@
+//! Records: the state changes of the engine, one value each.
+//!
+//! Invariant: the engine's state changes only through [`crate::Engine::apply`], which takes a
+//! record. Live traffic decides what should happen, writes it down as a record and applies it;
+//! recovery applies the same records read back from the log. The two paths share one function,
+//! so they cannot drift.
+//!
+//! Each record carries the time it happened (`now_ms`). Changes that follow from time alone
+//! (a lease running out, a delay ending, retention expiring) are not records: `apply` first
+//! brings the touched queues forward to the record's time, and bringing a queue forward to `t1`
+//! and then to `t2` is the same as bringing it to `t2` directly, so replay reaches the same state
+//! with fewer steps.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use crate::config::QueueConfig;
+use crate::message::{MessageId, Payload};
+
+/// One state change of the engine.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Record {
+    /// A queue was created.
+    CreateQueue {
+        /// When.
+        now_ms: u64,
+        /// Its unique id (never reused, not even for the same name).
+        queue_id: u64,
+        /// Its name.
+        name: String,
+        /// Its settings.
+        config: QueueConfig,
+        /// Its tags.
+        tags: BTreeMap<String, String>,
+    },
+    /// A queue and all its messages were deleted.
+    DeleteQueue {
+        /// When.
+        now_ms: u64,
+        /// Which queue.
+        queue_id: u64,
+    },
+    /// A queue's settings were replaced.
+    SetConfig {
+        /// When.
+        now_ms: u64,
+        /// Which queue.
+        queue_id: u64,
+        /// The new settings, complete.
+        config: QueueConfig,
+    },
+    /// A queue's tags were replaced.
+    SetTags {
+        /// When.
+        now_ms: u64,
+        /// Which queue.
+        queue_id: u64,
+        /// The new tags, complete.
+        tags: BTreeMap<String, String>,
+    },
+    /// Every message of a queue was deleted.
+    Purge {
+        /// When.
+        now_ms: u64,
+        /// Which queue.
+        queue_id: u64,
+    },
+    /// A message was enqueued.
+    Send {
+        /// When (its `SentTimestamp`, and the start of its retention).
+        now_ms: u64,
+        /// Into which queue.
+        queue_id: u64,
+        /// Its sequence number in that queue.
+        seq: u64,
+        /// Its stable id.
+        message_id: MessageId,
+        /// When its delay ends (`now_ms` if it has none).
+        visible_at_ms: u64,
+        /// Body and attributes.
+        payload: Arc<Payload>,
+    },
+    /// A ready message was received: a new attempt with its own lease began.
+    Lease {
+        /// When (the start of the attempt).
+        now_ms: u64,
+        /// Which queue.
+        queue_id: u64,
+        /// Which message.
+        seq: u64,
+        /// The attempt number this lease begins (the new receive count).
+        attempt: u32,
+        /// When the lease runs out.
+        visible_at_ms: u64,
+    },
+    /// The current attempt's lease was changed (extended, shortened or released).
+    ChangeVisibility {
+        /// When.
+        now_ms: u64,
+        /// Which queue.
+        queue_id: u64,
+        /// Which message.
+        seq: u64,
+        /// When the lease now runs out (`now_ms` releases it at once).
+        visible_at_ms: u64,
+    },
+    /// A message was deleted by the receipt of its current attempt.
+    Delete {
+        /// When.
+        now_ms: u64,
+        /// Which queue.
+        queue_id: u64,
+        /// Which message.
+        seq: u64,
+    },
+    /// A message that had used up its receives moved to the dead-letter queue.
+    DeadLetter {
+        /// When.
+        now_ms: u64,
+        /// The source queue.
+        queue_id: u64,
+        /// The message in the source queue.
+        seq: u64,
+        /// The dead-letter queue.
+        dead_letter_queue_id: u64,
+        /// The message's sequence number in the dead-letter queue.
+        dead_letter_seq: u64,
+    },
+}
+
+impl Record {
+    /// When the change happened.
+    pub fn now_ms(&self) -> u64 {
+        match self {
+            Record::CreateQueue { now_ms, .. }
+            | Record::DeleteQueue { now_ms, .. }
+            | Record::SetConfig { now_ms, .. }
+            | Record::SetTags { now_ms, .. }
+            | Record::Purge { now_ms, .. }
+            | Record::Send { now_ms, .. }
+            | Record::Lease { now_ms, .. }
+            | Record::ChangeVisibility { now_ms, .. }
+            | Record::Delete { now_ms, .. }
+            | Record::DeadLetter { now_ms, .. } => *now_ms,
+        }
+    }
+}
