@@ -66,12 +66,14 @@ pub struct Delivery {
 }
 
 /// The answer to a send.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Sent {
     /// The new message's id.
     pub message_id: MessageId,
     /// Its sequence number in the queue.
     pub seq: u64,
+    /// What was stored (for the checksums the client verifies).
+    pub payload: Arc<Payload>,
 }
 
 /// What a delete did. All three are successes for the client.
@@ -429,16 +431,21 @@ impl Engine {
             &self.config.limits,
         )?;
         let seq = queue.next_seq();
+        let payload = Arc::new(payload);
         let record = Record::Send {
             now_ms,
             queue_id,
             seq,
             message_id,
             visible_at_ms: now_ms + u64::from(delay_seconds) * 1000,
-            payload: Arc::new(payload),
+            payload: payload.clone(),
         };
         self.commit(record, journal);
-        Ok(Sent { message_id, seq })
+        Ok(Sent {
+            message_id,
+            seq,
+            payload,
+        })
     }
 
     /// Leases up to `max_messages` ready messages, oldest first. A message that already had
@@ -479,9 +486,14 @@ impl Engine {
         ) * 1000;
         let dead_letter = self.dead_letter_target(queue);
         let mut deliveries = Vec::with_capacity(wanted);
+        // A lease of 0 seconds leaves the message ready at its old place in receive order, so
+        // the walk goes on after the last message it took instead of from the front: one receive
+        // delivers a message at most once.
+        let mut taken_through = None;
         while deliveries.len() < wanted {
             let queue = &self.queues[&queue_id];
-            let Some(seq) = queue.first_ready() else { break };
+            let Some((sent_at_ms, seq)) = queue.next_ready(taken_through) else { break };
+            taken_through = Some((sent_at_ms, seq));
             let message = queue.message(seq).expect("ready message exists");
             if let Some((dead_letter_queue_id, max_receive_count)) = dead_letter {
                 if message.receive_count >= max_receive_count {

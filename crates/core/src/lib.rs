@@ -8,6 +8,7 @@
 //!
 //! Start at [`Engine`]; the states of a message and their indexes are described in [`queue`].
 
+pub mod codec;
 pub mod config;
 pub mod engine;
 pub mod error;
