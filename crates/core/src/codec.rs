@@ -407,7 +407,9 @@ impl<'a> Reader<'a> {
             2 => Some(RedriveAllowPolicy::DenyAll),
             3 => {
                 let count = self.count(4)?;
-                let names = (0..count).map(|_| self.string()).collect::<Result<_, _>>()?;
+                let names = (0..count)
+                    .map(|_| self.string())
+                    .collect::<Result<_, _>>()?;
                 Some(RedriveAllowPolicy::ByQueue(names))
             }
             other => return Err(self.invalid_at("redrive allow policy", other.into(), at)),

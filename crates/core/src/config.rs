@@ -196,7 +196,10 @@ impl QueueConfig {
             p.maximum_message_size_bytes
                 .and_then(|v| differs("MaximumMessageSize", v == self.maximum_message_size_bytes)),
             p.receive_wait_time_seconds.and_then(|v| {
-                differs("ReceiveMessageWaitTimeSeconds", v == self.receive_wait_time_seconds)
+                differs(
+                    "ReceiveMessageWaitTimeSeconds",
+                    v == self.receive_wait_time_seconds,
+                )
             }),
             p.redrive_policy
                 .as_ref()
@@ -204,7 +207,9 @@ impl QueueConfig {
             p.redrive_allow_policy
                 .as_ref()
                 .and_then(|v| differs("RedriveAllowPolicy", *v == self.redrive_allow_policy)),
-            p.policy.as_ref().and_then(|v| differs("Policy", *v == self.policy)),
+            p.policy
+                .as_ref()
+                .and_then(|v| differs("Policy", *v == self.policy)),
         ];
         checks.into_iter().flatten().next().or_else(|| {
             p.passthrough

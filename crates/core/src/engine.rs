@@ -163,11 +163,16 @@ impl Engine {
     }
 
     fn id_of(&self, name: &str) -> Result<u64> {
-        self.names.get(name).copied().ok_or(Error::QueueDoesNotExist)
+        self.names
+            .get(name)
+            .copied()
+            .ok_or(Error::QueueDoesNotExist)
     }
 
     fn queue_mut(&mut self, id: u64) -> &mut Queue {
-        self.queues.get_mut(&id).expect("queue id from the name index")
+        self.queues
+            .get_mut(&id)
+            .expect("queue id from the name index")
     }
 
     /// Read-only access to a queue (its state as of the last operation on it).
@@ -231,9 +236,9 @@ impl Engine {
 
     fn check_redrive_policy(&self, source: &str, policy: Option<&RedrivePolicy>) -> Result<()> {
         let Some(policy) = policy else { return Ok(()) };
-        let target = self
-            .queue(&policy.dead_letter_queue)
-            .ok_or_else(|| Error::invalid(Field::RedrivePolicy, "Dead letter target does not exist"))?;
+        let target = self.queue(&policy.dead_letter_queue).ok_or_else(|| {
+            Error::invalid(Field::RedrivePolicy, "Dead letter target does not exist")
+        })?;
         if &*target.name == source {
             return Err(Error::invalid(
                 Field::RedrivePolicy,
@@ -370,7 +375,10 @@ impl Engine {
     /// Queue names starting with `prefix`, in order.
     pub fn list_queues(&self, prefix: &str) -> Vec<Arc<str>> {
         self.names
-            .range::<str, _>((std::ops::Bound::Included(prefix), std::ops::Bound::Unbounded))
+            .range::<str, _>((
+                std::ops::Bound::Included(prefix),
+                std::ops::Bound::Unbounded,
+            ))
             .take_while(|(name, _)| name.starts_with(prefix))
             .map(|(name, _)| name.clone())
             .collect()
@@ -492,7 +500,9 @@ impl Engine {
         let mut taken_through = None;
         while deliveries.len() < wanted {
             let queue = &self.queues[&queue_id];
-            let Some((sent_at_ms, seq)) = queue.next_ready(taken_through) else { break };
+            let Some((sent_at_ms, seq)) = queue.next_ready(taken_through) else {
+                break;
+            };
             taken_through = Some((sent_at_ms, seq));
             let message = queue.message(seq).expect("ready message exists");
             if let Some((dead_letter_queue_id, max_receive_count)) = dead_letter {
@@ -531,9 +541,7 @@ impl Engine {
     }
 
     fn delivery(&self, queue_id: u64, seq: u64) -> Delivery {
-        let message = self.queues[&queue_id]
-            .message(seq)
-            .expect("just leased");
+        let message = self.queues[&queue_id].message(seq).expect("just leased");
         Delivery {
             message_id: message.id,
             receipt: self.key.seal(Receipt {
@@ -623,7 +631,9 @@ impl Engine {
             return Err(Error::ReceiptSuperseded);
         }
         let visible_at_ms = now_ms + u64::from(visibility_timeout_seconds) * 1000;
-        if visible_at_ms - message.leased_at_ms > lease_max_ms {
+        // A release (0) never lengthens a lease, so the cap does not apply to it: a consumer
+        // shutting down must always be able to hand its messages back.
+        if visibility_timeout_seconds > 0 && visible_at_ms - message.leased_at_ms > lease_max_ms {
             return Err(Error::LeaseTooLong { max_seconds });
         }
         let record = Record::ChangeVisibility {
@@ -654,8 +664,14 @@ impl Engine {
                 ..
             } => {
                 let queue = Queue::new(*queue_id, name, config.clone(), tags.clone(), now_ms);
-                assert!(self.queues.insert(*queue_id, queue).is_none(), "queue id reused");
-                assert!(self.names.insert(Arc::from(name.as_str()), *queue_id).is_none());
+                assert!(
+                    self.queues.insert(*queue_id, queue).is_none(),
+                    "queue id reused"
+                );
+                assert!(self
+                    .names
+                    .insert(Arc::from(name.as_str()), *queue_id)
+                    .is_none());
                 self.next_queue_id = self.next_queue_id.max(queue_id + 1);
             }
             Record::DeleteQueue { queue_id, .. } => {
@@ -715,7 +731,11 @@ impl Engine {
                 let queue = self.advance(*queue_id, now_ms);
                 let message = queue.message_mut(*seq).expect("leased message exists");
                 assert_eq!(message.state, MessageState::Ready, "lease of message {seq}");
-                assert_eq!(message.receive_count + 1, *attempt, "attempt of message {seq}");
+                assert_eq!(
+                    message.receive_count + 1,
+                    *attempt,
+                    "attempt of message {seq}"
+                );
                 message.receive_count = *attempt;
                 message.leased_at_ms = now_ms;
                 message.first_received_at_ms.get_or_insert(now_ms);

@@ -283,7 +283,11 @@ fn is_sqs_number(text: &str) -> bool {
     if int_part.is_empty() && frac_part.is_empty() {
         return false;
     }
-    if !int_part.bytes().chain(frac_part.bytes()).all(|b| b.is_ascii_digit()) {
+    if !int_part
+        .bytes()
+        .chain(frac_part.bytes())
+        .all(|b| b.is_ascii_digit())
+    {
         return false;
     }
     let digits: String = int_part.chars().chain(frac_part.chars()).collect();

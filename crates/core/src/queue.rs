@@ -16,6 +16,7 @@
 //! indexed message exists with the state and keys its index claims, and every message is indexed.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::ops::Bound::{Excluded, Unbounded};
 use std::sync::Arc;
 
 use crate::config::QueueConfig;
@@ -173,7 +174,10 @@ impl Queue {
     /// message's retention runs out. A long poll sleeps until then at the latest.
     pub fn next_deadline_ms(&self) -> Option<u64> {
         let timer = self.timers.first().map(|&(at, _)| at);
-        let retention = self.by_sent.first().map(|&(sent, _)| sent + self.retention_ms());
+        let retention = self
+            .by_sent
+            .first()
+            .map(|&(sent, _)| sent + self.retention_ms());
         match (timer, retention) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -195,6 +199,15 @@ impl Queue {
         self.ready.first().map(|&(_, seq)| seq)
     }
 
+    /// The first ready message after `after` in receive order, as its (sent_at_ms, seq) key;
+    /// the first of all when `after` is `None`.
+    pub fn next_ready(&self, after: Option<(u64, u64)>) -> Option<(u64, u64)> {
+        match after {
+            None => self.ready.first().copied(),
+            Some(key) => self.ready.range((Excluded(key), Unbounded)).next().copied(),
+        }
+    }
+
     /// Every message in sequence order.
     pub fn messages(&self) -> impl Iterator<Item = (u64, &Message)> {
         self.messages.iter()
@@ -207,6 +220,7 @@ impl Queue {
     /// Applies every change that time alone causes up to `now_ms`: ended delays and leases make
     /// messages ready, ended retention removes them.
     pub fn advance(&mut self, now_ms: u64) {
+        let retention_ms = self.retention_ms();
         while let Some(&(at, seq)) = self.timers.first() {
             if at > now_ms {
                 break;
@@ -217,14 +231,19 @@ impl Queue {
                 MessageState::Delayed => self.delayed -= 1,
                 MessageState::InFlight => {
                     self.in_flight -= 1;
-                    self.counters.leases_expired += 1;
+                    // A message whose retention ended before its lease did left the queue then
+                    // (the loop below removes it); its lease did not run out. Counting it would
+                    // make the counters depend on how often the queue was brought forward, and
+                    // replay would disagree with live traffic.
+                    if message.sent_at_ms + retention_ms >= at {
+                        self.counters.leases_expired += 1;
+                    }
                 }
                 MessageState::Ready => unreachable!("ready message {seq} in the timer index"),
             }
             message.state = MessageState::Ready;
             self.ready.insert((message.sent_at_ms, seq));
         }
-        let retention_ms = self.retention_ms();
         while let Some(&(sent_at_ms, seq)) = self.by_sent.first() {
             if sent_at_ms + retention_ms > now_ms {
                 break;
@@ -264,11 +283,22 @@ impl Queue {
     pub fn remove(&mut self, seq: u64) -> Option<Message> {
         let message = self.messages.remove(seq)?;
         self.by_sent.remove(&(message.sent_at_ms, seq));
-        self.unindex_state(seq, message.state, message.sent_at_ms, message.visible_at_ms);
+        self.unindex_state(
+            seq,
+            message.state,
+            message.sent_at_ms,
+            message.visible_at_ms,
+        );
         Some(message)
     }
 
-    fn unindex_state(&mut self, seq: u64, state: MessageState, sent_at_ms: u64, visible_at_ms: u64) {
+    fn unindex_state(
+        &mut self,
+        seq: u64,
+        state: MessageState,
+        sent_at_ms: u64,
+        visible_at_ms: u64,
+    ) {
         let found = match state {
             MessageState::Ready => self.ready.remove(&(sent_at_ms, seq)),
             MessageState::Delayed => {

@@ -1,0 +1,258 @@
+//! Throughput of the lease engine on one core, with 1 000, 1 000 000 and 10 000 000 messages
+//! waiting (issue 2's bar: at least 1 000 000 receive+delete per second in batches of 10, and at
+//! most 1.5× slower per operation at 10 000 000 waiting than at 1 000).
+//!
+//! Workloads, each reported per message (`Throughput::Elements`):
+//! - `send`: one 256-byte message per operation;
+//! - `receive10_delete10`: a receive of 10, then a delete of each by its receipt;
+//! - `receive10_extend10`: a receive of 10, then a ChangeMessageVisibility of each.
+//!
+//! Only the named operations are timed. Untimed, between short timed stretches, the benchmark
+//! puts the backlog back to its size (sends for what was deleted, deletes of what was extended or
+//! sent), so every measurement sees the backlog it is named for. The inputs (bodies, ids) are
+//! built untimed too; the engine's own allocations (payload, records, receipts) are timed. The
+//! clock is fake and moves 1 ms per receive. One journal `Vec` is reused and cleared after every
+//! operation, as a server that logs and then forgets its records would.
+//!
+//! Filling 10 000 000 messages takes a few GB of memory and about half a minute; that size runs
+//! only with `LEASEQ_BENCH_LARGE=1`.
+
+use std::collections::BTreeMap;
+use std::hint::black_box;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use leaseq_core::{
+    Engine, EngineConfig, MessageId, QueueConfigPatch, ReceiptKey, ReceiveRequest, Record,
+    SendInput,
+};
+
+const QUEUE: &str = "bench";
+const BODY_BYTES: usize = 256;
+const BATCH: usize = 10;
+const START_MS: u64 = 1_700_000_000_000;
+/// Messages consumed (or sent) per timed stretch before the backlog is put back: small against
+/// the backlog so the backlog stays within 10% of its size.
+const STRETCH_MESSAGES_MAX: usize = 10_000;
+
+fn backlogs() -> Vec<usize> {
+    let mut sizes = vec![1_000, 1_000_000];
+    if std::env::var_os("LEASEQ_BENCH_LARGE").is_some_and(|v| v == "1") {
+        sizes.push(10_000_000);
+    }
+    sizes
+}
+
+/// An engine with one queue holding `backlog` ready messages.
+struct Fixture {
+    engine: Engine,
+    journal: Vec<Record>,
+    now_ms: u64,
+    next_id: u64,
+    body: String,
+    sender: Arc<str>,
+    stretch_messages: usize,
+}
+
+impl Fixture {
+    fn new(backlog: usize) -> Fixture {
+        let mut fixture = Fixture {
+            engine: Engine::new(EngineConfig::default(), ReceiptKey::new([42; 16])),
+            journal: Vec::new(),
+            now_ms: START_MS,
+            next_id: 0,
+            body: "x".repeat(BODY_BYTES),
+            sender: Arc::from("bench"),
+            stretch_messages: (backlog / 10).clamp(BATCH, STRETCH_MESSAGES_MAX),
+        };
+        // Retention at its maximum: the fake clock must never expire the backlog.
+        let patch = QueueConfigPatch {
+            retention_seconds: Some(1_209_600),
+            ..QueueConfigPatch::default()
+        };
+        let journal = &mut fixture.journal;
+        fixture
+            .engine
+            .create_queue(START_MS, QUEUE, &patch, BTreeMap::new(), journal)
+            .expect("create queue");
+        let started = Instant::now();
+        fixture.send_untimed(backlog);
+        let queue = fixture.engine.queue(QUEUE).expect("queue");
+        assert_eq!(queue.ready_count(), backlog);
+        eprintln!("filled {backlog} messages in {:.1?}", started.elapsed());
+        fixture
+    }
+
+    fn inputs(&mut self, count: usize) -> Vec<(SendInput, MessageId)> {
+        (0..count)
+            .map(|_| {
+                self.next_id += 1;
+                let mut id = [0u8; 16];
+                id[..8].copy_from_slice(&self.next_id.to_le_bytes());
+                let input = SendInput {
+                    sender_id: self.sender.clone(),
+                    ..SendInput::body(self.body.clone())
+                };
+                (input, MessageId::from_random(id))
+            })
+            .collect()
+    }
+
+    fn send_untimed(&mut self, count: usize) {
+        for chunk in (0..count).step_by(STRETCH_MESSAGES_MAX) {
+            let inputs = self.inputs(STRETCH_MESSAGES_MAX.min(count - chunk));
+            self.send_all(inputs);
+        }
+    }
+
+    fn send_all(&mut self, inputs: Vec<(SendInput, MessageId)>) {
+        for (input, id) in inputs {
+            let sent = self
+                .engine
+                .send(self.now_ms, QUEUE, input, id, &mut self.journal);
+            black_box(sent.expect("send"));
+            self.journal.clear();
+        }
+    }
+
+    fn receive(&mut self) -> Vec<leaseq_core::Delivery> {
+        self.now_ms += 1;
+        let request = ReceiveRequest {
+            max_messages: BATCH,
+            visibility_timeout_seconds: None,
+        };
+        let deliveries = self
+            .engine
+            .receive(self.now_ms, QUEUE, request, &mut self.journal)
+            .expect("receive");
+        self.journal.clear();
+        assert_eq!(deliveries.len(), BATCH, "backlog ran dry");
+        deliveries
+    }
+
+    fn delete(&mut self, receipt: &str) {
+        let outcome = self
+            .engine
+            .delete(self.now_ms, QUEUE, receipt, &mut self.journal);
+        black_box(outcome.expect("delete"));
+        self.journal.clear();
+    }
+
+    fn extend(&mut self, receipt: &str) {
+        let until =
+            self.engine
+                .change_visibility(self.now_ms, QUEUE, receipt, 60, &mut self.journal);
+        black_box(until.expect("change visibility"));
+        self.journal.clear();
+    }
+
+    /// Sends `iterations` messages, timing only the sends; removes as many (oldest first)
+    /// untimed, so the backlog keeps its size.
+    fn time_sends(&mut self, iterations: u64) -> Duration {
+        let mut timed = Duration::ZERO;
+        let mut left = iterations as usize;
+        while left > 0 {
+            let count = left.min(self.stretch_messages);
+            let inputs = self.inputs(count);
+            let started = Instant::now();
+            self.send_all(inputs);
+            timed += started.elapsed();
+            // Round up to whole receives with a few untimed sends.
+            let whole = count.div_ceil(BATCH) * BATCH;
+            let padding = self.inputs(whole - count);
+            self.send_all(padding);
+            for _ in 0..whole / BATCH {
+                for delivery in self.receive() {
+                    self.delete(&delivery.receipt);
+                }
+            }
+            left -= count;
+        }
+        timed
+    }
+
+    /// Runs `iterations` receive-10-then-delete-10 cycles, timed; refills untimed.
+    fn time_receive_delete(&mut self, iterations: u64) -> Duration {
+        let cycles_per_stretch = (self.stretch_messages / BATCH) as u64;
+        let mut timed = Duration::ZERO;
+        let mut left = iterations;
+        while left > 0 {
+            let cycles = left.min(cycles_per_stretch);
+            let started = Instant::now();
+            for _ in 0..cycles {
+                for delivery in self.receive() {
+                    self.delete(&delivery.receipt);
+                }
+            }
+            timed += started.elapsed();
+            self.send_untimed(cycles as usize * BATCH);
+            left -= cycles;
+        }
+        timed
+    }
+
+    /// Runs `iterations` receive-10-then-extend-10 cycles, timed; deletes the extended messages
+    /// and refills untimed.
+    fn time_receive_extend(&mut self, iterations: u64) -> Duration {
+        let cycles_per_stretch = (self.stretch_messages / BATCH) as u64;
+        let mut timed = Duration::ZERO;
+        let mut left = iterations;
+        let mut receipts = Vec::with_capacity(self.stretch_messages);
+        while left > 0 {
+            let cycles = left.min(cycles_per_stretch);
+            let started = Instant::now();
+            for _ in 0..cycles {
+                for delivery in self.receive() {
+                    self.extend(&delivery.receipt);
+                    receipts.push(delivery.receipt);
+                }
+            }
+            timed += started.elapsed();
+            for receipt in receipts.drain(..) {
+                self.delete(&receipt);
+            }
+            self.send_untimed(cycles as usize * BATCH);
+            left -= cycles;
+        }
+        timed
+    }
+}
+
+fn engine(c: &mut Criterion) {
+    for backlog in backlogs() {
+        let mut fixture = Fixture::new(backlog);
+        let id = BenchmarkId::from_parameter(backlog);
+
+        let mut group = c.benchmark_group("send");
+        group.throughput(Throughput::Elements(1));
+        group.bench_function(id.clone(), |b| {
+            b.iter_custom(|iterations| fixture.time_sends(iterations))
+        });
+        group.finish();
+
+        let mut group = c.benchmark_group("receive10_delete10");
+        group.throughput(Throughput::Elements(BATCH as u64));
+        group.bench_function(id.clone(), |b| {
+            b.iter_custom(|iterations| fixture.time_receive_delete(iterations))
+        });
+        group.finish();
+
+        let mut group = c.benchmark_group("receive10_extend10");
+        group.throughput(Throughput::Elements(BATCH as u64));
+        group.bench_function(id, |b| {
+            b.iter_custom(|iterations| fixture.time_receive_extend(iterations))
+        });
+        group.finish();
+
+        let queue = fixture.engine.queue(QUEUE).expect("queue");
+        assert_eq!(queue.ready_count(), backlog, "the backlog kept its size");
+    }
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default().without_plots();
+    targets = engine
+}
+criterion_main!(benches);
