@@ -1,0 +1,31 @@
+//! The `leaseq` binary: `leaseq serve` runs the server; other subcommands talk to one.
+
+mod bench;
+mod serve;
+
+use clap::{Parser, Subcommand};
+
+/// leaseq: a durable, fast, self-hostable message queue that speaks the Amazon SQS API.
+#[derive(Parser)]
+#[command(name = "leaseq", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the server (SQS API on both wire protocols, `GET /health`).
+    Serve(serve::ServeArgs),
+    /// Drive an SQS endpoint (leaseq or any other) with producers and consumers and report
+    /// throughput, latency percentiles and CPU time.
+    Bench(bench::BenchArgs),
+}
+
+fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Serve(args) => serve::run(args),
+        Command::Bench(args) => bench::run(args),
+    }
+}

@@ -1,0 +1,279 @@
+//! `leaseq serve`: settings from flags, `LEASEQ_*` environment variables and a TOML file (in that
+//! order of precedence), then the server until SIGINT or SIGTERM.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{bail, Context as _};
+use clap::Args;
+use leaseq_core::{EngineConfig, ReceiptKey};
+use leaseq_server::{Backend, Caller, DataDir, Embedded, EmbeddedConfig, HttpConfig};
+use leaseq_wal::FsyncPolicy;
+use leaseq_sqs::{Action, RawRequest};
+use serde::Deserialize;
+
+/// Flags of `leaseq serve`. Every flag can also be set by its environment variable or in the
+/// `--config` file (same name, with `_` for `-`).
+#[derive(Args, Debug, Default)]
+pub struct ServeArgs {
+    /// TOML file with settings (and `[[queues]]` to create at start-up).
+    #[arg(long, env = "LEASEQ_CONFIG")]
+    config: Option<PathBuf>,
+    /// Address to listen on [default: 127.0.0.1:9324].
+    #[arg(long, env = "LEASEQ_LISTEN")]
+    listen: Option<SocketAddr>,
+    /// Directory for the server's data [default: ./leaseq-data].
+    #[arg(long, env = "LEASEQ_DATA_DIR")]
+    data_dir: Option<PathBuf>,
+    /// Region used in queue ARNs [default: us-east-1].
+    #[arg(long, env = "LEASEQ_REGION")]
+    region: Option<String>,
+    /// Account id used in queue URLs and ARNs [default: 000000000000].
+    #[arg(long, env = "LEASEQ_ACCOUNT_ID")]
+    account_id: Option<String>,
+    /// Base URL for queue URLs (e.g. https://sqs.example.com); default: from each request's Host.
+    #[arg(long, env = "LEASEQ_EXTERNAL_URL")]
+    external_url: Option<String>,
+    /// Queues to create at start-up (comma-separated names; use the config file for attributes).
+    #[arg(long = "queue", env = "LEASEQ_QUEUES", value_delimiter = ',')]
+    queues: Vec<String>,
+    /// Answer a delete with a superseded attempt's receipt with an error instead of SQS's
+    /// silent success (it never deletes the newer attempt either way).
+    #[arg(long, env = "LEASEQ_REJECT_STALE_DELETES")]
+    reject_stale_deletes: Option<bool>,
+    /// When a reply waits for the disk: `always` (fdatasync before every reply; nothing
+    /// acknowledged is lost, even on power loss), `interval=<ms>` (fdatasync at most every <ms>;
+    /// a power loss can lose that much acknowledged data) or `never` (the OS decides; a power loss
+    /// can lose any acknowledged data; a crash of the process loses nothing) [default: always].
+    #[arg(long, env = "LEASEQ_FSYNC")]
+    fsync: Option<String>,
+    /// Keep nothing on disk: every queue and message is lost when the server stops.
+    #[arg(long, env = "LEASEQ_IN_MEMORY")]
+    in_memory: Option<bool>,
+    /// Start even if the log is corrupt in the middle, dropping everything after the damage
+    /// (the log says what was dropped). Without it, such a log stops the start.
+    #[arg(long, env = "LEASEQ_SALVAGE")]
+    salvage: Option<bool>,
+    /// Log filter, e.g. `info` or `leaseq_server=debug` [default: info].
+    #[arg(long, env = "LEASEQ_LOG")]
+    log: Option<String>,
+}
+
+/// The `--config` file.
+#[derive(Deserialize, Debug, Default)]
+#[serde(deny_unknown_fields)]
+struct FileConfig {
+    listen: Option<SocketAddr>,
+    data_dir: Option<PathBuf>,
+    region: Option<String>,
+    account_id: Option<String>,
+    external_url: Option<String>,
+    reject_stale_deletes: Option<bool>,
+    fsync: Option<String>,
+    in_memory: Option<bool>,
+    salvage: Option<bool>,
+    log: Option<String>,
+    #[serde(default)]
+    queues: Vec<QueueSpec>,
+}
+
+/// A queue to create at start-up, with SQS attribute names and values.
+#[derive(Deserialize, Debug, Default)]
+#[serde(deny_unknown_fields)]
+struct QueueSpec {
+    name: String,
+    #[serde(default)]
+    attributes: BTreeMap<String, String>,
+    #[serde(default)]
+    tags: BTreeMap<String, String>,
+}
+
+/// Settings after merging flags, environment and file.
+#[derive(Debug)]
+struct Settings {
+    listen: SocketAddr,
+    data_dir: PathBuf,
+    region: String,
+    account_id: String,
+    external_url: Option<String>,
+    reject_stale_deletes: bool,
+    fsync: FsyncPolicy,
+    in_memory: bool,
+    salvage: bool,
+    log: String,
+    queues: Vec<QueueSpec>,
+}
+
+fn parse_fsync(text: &str) -> anyhow::Result<FsyncPolicy> {
+    match text {
+        "always" => Ok(FsyncPolicy::Always),
+        "never" => Ok(FsyncPolicy::Never),
+        _ => match text.strip_prefix("interval=").map(str::parse::<u64>) {
+            Some(Ok(ms)) if ms > 0 => Ok(FsyncPolicy::Interval(Duration::from_millis(ms))),
+            _ => bail!("--fsync must be always, never or interval=<milliseconds>, not {text:?}"),
+        },
+    }
+}
+
+fn settings(args: ServeArgs) -> anyhow::Result<Settings> {
+    let file: FileConfig = match &args.config {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("reading config file {}", path.display()))?;
+            toml::from_str(&text).with_context(|| format!("parsing config file {}", path.display()))?
+        }
+        None => FileConfig::default(),
+    };
+    let mut queues = file.queues;
+    queues.extend(args.queues.into_iter().map(|name| QueueSpec {
+        name,
+        ..QueueSpec::default()
+    }));
+    Ok(Settings {
+        listen: args
+            .listen
+            .or(file.listen)
+            .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 9324))),
+        data_dir: args
+            .data_dir
+            .or(file.data_dir)
+            .unwrap_or_else(|| PathBuf::from("./leaseq-data")),
+        region: args.region.or(file.region).unwrap_or_else(|| "us-east-1".into()),
+        account_id: args
+            .account_id
+            .or(file.account_id)
+            .unwrap_or_else(|| "000000000000".into()),
+        external_url: args.external_url.or(file.external_url),
+        reject_stale_deletes: args
+            .reject_stale_deletes
+            .or(file.reject_stale_deletes)
+            .unwrap_or(false),
+        fsync: parse_fsync(args.fsync.or(file.fsync).as_deref().unwrap_or("always"))?,
+        in_memory: args.in_memory.or(file.in_memory).unwrap_or(false),
+        salvage: args.salvage.or(file.salvage).unwrap_or(false),
+        log: args.log.or(file.log).unwrap_or_else(|| "info".into()),
+        queues,
+    })
+}
+
+/// Runs the server until SIGINT or SIGTERM.
+pub fn run(args: ServeArgs) -> anyhow::Result<()> {
+    let settings = settings(args)?;
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::try_new(&settings.log)?)
+        .init();
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?
+        .block_on(serve(settings))
+}
+
+async fn serve(settings: Settings) -> anyhow::Result<()> {
+    let config = EmbeddedConfig {
+        engine: EngineConfig {
+            reject_stale_deletes: settings.reject_stale_deletes,
+            ..EngineConfig::default()
+        },
+        region: settings.region.clone(),
+        account_id: settings.account_id.clone(),
+    };
+    let (_data_dir, backend) = if settings.in_memory {
+        tracing::warn!("--in-memory: nothing is kept on disk; a restart loses every message");
+        (None, Embedded::in_memory(config, ReceiptKey::new(rand::random())))
+    } else {
+        let options = leaseq_wal::Options {
+            fsync: settings.fsync,
+            salvage: settings.salvage,
+            ..leaseq_wal::Options::default()
+        };
+        let (dir, backend) = DataDir::open(&settings.data_dir, config, options)
+            .with_context(|| format!("opening data directory {}", settings.data_dir.display()))?;
+        (Some(dir), backend)
+    };
+    let backend = Arc::new(backend);
+    for queue in &settings.queues {
+        create_queue(&*backend, queue)
+            .await
+            .with_context(|| format!("creating queue {:?} from the configuration", queue.name))?;
+    }
+    let app = leaseq_server::router(
+        backend.clone(),
+        HttpConfig {
+            external_url: settings.external_url.clone(),
+            region: settings.region.clone(),
+            account_id: settings.account_id.clone(),
+            request_body_max_bytes: 4 * 1024 * 1024,
+        },
+    );
+    let listener = tokio::net::TcpListener::bind(settings.listen)
+        .await
+        .with_context(|| format!("listening on {}", settings.listen))?;
+    let storage = if settings.in_memory {
+        "in memory only".to_string()
+    } else {
+        format!("data in {}, fsync {:?}", settings.data_dir.display(), settings.fsync)
+    };
+    tracing::info!(
+        "leaseq listening on http://{} (region {}, account {}, {storage})",
+        listener.local_addr()?,
+        settings.region,
+        settings.account_id,
+    );
+    let shutdown_backend = backend.clone();
+    axum::serve(listener, app)
+        .with_graceful_shutdown(async move {
+            shutdown_signal().await;
+            tracing::info!("shutting down: answering requests in flight, releasing long polls");
+            shutdown_backend.shut_down();
+        })
+        .await?;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+/// Creates a configured queue through the same decoder clients go through, so the file's
+/// attribute names and values are checked exactly like a `CreateQueue` request's.
+async fn create_queue(backend: &Embedded, queue: &QueueSpec) -> anyhow::Result<()> {
+    let body = serde_json::json!({
+        "QueueName": queue.name,
+        "Attributes": queue.attributes,
+        "tags": queue.tags,
+    })
+    .to_string();
+    let request = RawRequest {
+        method: "POST",
+        path: "/",
+        query: None,
+        target: Some("AmazonSQS.CreateQueue"),
+        content_type: Some("application/x-amz-json-1.0"),
+        body: body.as_bytes(),
+    };
+    let action: Action = match leaseq_sqs::decode(&request) {
+        Ok((_, action)) => action,
+        Err((_, error)) => bail!("{error}"),
+    };
+    backend
+        .execute(action, &Caller::default())
+        .await
+        .map_err(|error| anyhow::anyhow!("{error}"))?;
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    let interrupt = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut terminate =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+                .expect("installing the SIGTERM handler");
+        tokio::select! {
+            _ = interrupt => {}
+            _ = terminate.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = interrupt.await;
+}

@@ -1,0 +1,33 @@
+//! The boundary between the SQS protocol layer and whatever keeps the queues.
+//!
+//! The HTTP layer knows only this trait: it decodes a request into an [`Action`], asks a backend
+//! to execute it and encodes the [`Outcome`]. The embedded engine is one backend; a backend that
+//! keeps its state in PostgreSQL (so several stateless nodes can share it) is another. A backend
+//! owns long polling, because how a waiting receive learns of new messages depends on where the
+//! messages live.
+
+use std::future::Future;
+
+use leaseq_sqs::error::SqsError;
+use leaseq_sqs::{Action, Outcome};
+
+/// Who is asking, as far as the backend needs to know.
+#[derive(Clone, Debug, Default)]
+pub struct Caller {
+    /// The sender id stamped on messages this caller sends (`SenderId`).
+    pub sender_id: String,
+}
+
+/// Executes SQS actions.
+pub trait Backend: Send + Sync + 'static {
+    /// Executes one action. A receive may wait (long polling) up to its wait time, and returns
+    /// early, empty, when the backend shuts down.
+    fn execute(
+        &self,
+        action: Action,
+        caller: &Caller,
+    ) -> impl Future<Output = Result<Outcome, SqsError>> + Send;
+
+    /// Releases every waiting receive (they answer empty) and refuses new waits.
+    fn shut_down(&self);
+}

@@ -1,0 +1,488 @@
+//! The embedded backend: the lease engine of one process behind a mutex.
+//!
+//! Concurrency: every operation takes the engine mutex for the few microseconds the engine needs
+//! and releases it before anything slow (waiting for a long poll, and, with the durable log,
+//! waiting for fsync). The engine is not `async` and never blocks, so a plain mutex is both the
+//! simplest and the fastest choice on a small machine: there is no engine task to hop to.
+//!
+//! After each operation, the records it journaled tell which queues got a message that is ready
+//! now; their long-poll waiters are woken. Messages that become ready later (a delay or a lease
+//! ends) are found by waiters themselves: they sleep no longer than the queue's next deadline.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use leaseq_core::codec;
+use leaseq_core::{
+    Delivery, Engine, EngineConfig, Error, Journal, MessageId, QueueConfigPatch, ReceiptKey,
+    ReceiveRequest, Record, SendInput,
+};
+use leaseq_sqs::error::SqsError;
+use leaseq_sqs::{Action, BatchEntry, Context, Outcome};
+use leaseq_wal::{Lsn, Wal, WalError};
+use parking_lot::{Mutex, MutexGuard};
+use tokio::sync::watch;
+
+use crate::backend::{Backend, Caller};
+use crate::clock::now_ms;
+use crate::waiters::Waiters;
+
+/// Settings of the embedded backend.
+#[derive(Clone, Debug)]
+pub struct EmbeddedConfig {
+    /// The engine's limits and options.
+    pub engine: EngineConfig,
+    /// Region for ARNs.
+    pub region: String,
+    /// Account id for ARNs.
+    pub account_id: String,
+}
+
+/// The backend of a single process.
+pub struct Embedded {
+    engine: Mutex<Engine>,
+    /// The durable log; `None` keeps everything in memory only.
+    log: Option<Wal>,
+    waiters: Waiters,
+    shutdown: watch::Sender<bool>,
+    config: EmbeddedConfig,
+}
+
+/// What a receive learned besides its deliveries: enough to wait well.
+struct ReceiveProbe {
+    deliveries: Vec<Delivery>,
+    queue_id: u64,
+    queue_wait_seconds: u32,
+    next_deadline_ms: Option<u64>,
+}
+
+impl Embedded {
+    /// A backend that keeps everything in memory, with no queues. `key` seals receipts.
+    pub fn in_memory(config: EmbeddedConfig, key: ReceiptKey) -> Embedded {
+        let engine = Engine::new(config.engine.clone(), key);
+        Embedded::with_engine(config, engine, None)
+    }
+
+    /// A backend around an engine already recovered from `log`.
+    pub fn with_engine(config: EmbeddedConfig, engine: Engine, log: Option<Wal>) -> Embedded {
+        Embedded {
+            engine: Mutex::new(engine),
+            log,
+            waiters: Waiters::default(),
+            shutdown: watch::channel(false).0,
+            config,
+        }
+    }
+
+    /// The engine, locked (for inspection and administration).
+    pub fn engine(&self) -> MutexGuard<'_, Engine> {
+        self.engine.lock()
+    }
+
+    /// Runs `operation` on the engine, logs the records it journaled, wakes the long polls they
+    /// concern, and returns once the log is durable up to them.
+    ///
+    /// A poisoned log fails every request from then on (appends and waits both report it): the
+    /// engine may hold changes the log lost, so nothing it says can be trusted until a restart
+    /// recovers from what is on disk.
+    ///
+    /// Records are appended while the engine lock is held, so the log's order is the order in
+    /// which they were applied. The reply waits for the log's tail as it was when the operation
+    /// ran, not just for its own records: an answer may depend on an earlier operation's records
+    /// (a receive of a message whose send is still being synced, a delete that finds the message
+    /// already deleted by a request not yet durable), and must not leave before them.
+    async fn run<T, E>(
+        &self,
+        operation: impl FnOnce(&mut Engine, &mut Journal) -> Result<T, E>,
+    ) -> Result<T, SqsError>
+    where
+        SqsError: From<E>,
+    {
+        let mut journal = Journal::new();
+        let (result, tail_lsn) = {
+            let mut engine = self.engine.lock();
+            let result = operation(&mut engine, &mut journal);
+            let tail_lsn = match &self.log {
+                Some(log) => Some(append(log, &journal)?),
+                None => None,
+            };
+            (result, tail_lsn)
+        };
+        self.wake_for(&journal);
+        if let (Some(log), Some(lsn)) = (&self.log, tail_lsn) {
+            log.wait_durable(lsn).await.map_err(log_failed)?;
+        }
+        Ok(result?)
+    }
+
+    fn wake_for(&self, journal: &Journal) {
+        for record in journal {
+            match record {
+                Record::Send {
+                    now_ms,
+                    queue_id,
+                    visible_at_ms,
+                    ..
+                }
+                | Record::ChangeVisibility {
+                    now_ms,
+                    queue_id,
+                    visible_at_ms,
+                    ..
+                } if visible_at_ms <= now_ms => self.waiters.wake(*queue_id, 1),
+                Record::DeadLetter {
+                    dead_letter_queue_id,
+                    ..
+                } => self.waiters.wake(*dead_letter_queue_id, 1),
+                Record::DeleteQueue { queue_id, .. } => self.waiters.close(*queue_id),
+                _ => {}
+            }
+        }
+    }
+
+    fn context(&self) -> Context {
+        Context {
+            base_url: String::new(),
+            region: self.config.region.clone(),
+            account_id: self.config.account_id.clone(),
+            request_id: String::new(),
+        }
+    }
+
+    fn send_input(mut message: SendInput, caller: &Caller) -> SendInput {
+        message.sender_id = Arc::from(caller.sender_id.as_str());
+        message
+    }
+
+    /// One receive attempt. With long polling (`wait_time_seconds` not 0), a queue at its
+    /// in-flight limit answers empty instead of `OverLimit` and the receive waits, as SQS does.
+    async fn try_receive(
+        &self,
+        name: &str,
+        request: ReceiveRequest,
+        wait_time_seconds: Option<u32>,
+    ) -> Result<ReceiveProbe, SqsError> {
+        self.run(|engine, journal| {
+            let deliveries = match engine.receive(now_ms(), name, request, journal) {
+                Err(Error::OverLimit { .. })
+                    if wait_time_seconds.map_or_else(
+                        || engine.queue(name).is_some_and(|q| q.config.receive_wait_time_seconds > 0),
+                        |wait| wait > 0,
+                    ) =>
+                {
+                    Vec::new()
+                }
+                result => result?,
+            };
+            let queue = engine.queue(name).ok_or(Error::QueueDoesNotExist)?;
+            Ok::<_, Error>(ReceiveProbe {
+                deliveries,
+                queue_id: queue.id,
+                queue_wait_seconds: queue.config.receive_wait_time_seconds,
+                next_deadline_ms: queue.next_deadline_ms(),
+            })
+        })
+        .await
+    }
+
+    /// A receive that waits up to its wait time for a message (long polling).
+    async fn receive(
+        &self,
+        name: &str,
+        request: ReceiveRequest,
+        wait_time_seconds: Option<u32>,
+    ) -> Result<Vec<Delivery>, SqsError> {
+        let started = Instant::now();
+        let mut probe = self.try_receive(name, request, wait_time_seconds).await?;
+        let wait_seconds = wait_time_seconds.unwrap_or(probe.queue_wait_seconds);
+        if !probe.deliveries.is_empty() || wait_seconds == 0 {
+            return Ok(probe.deliveries);
+        }
+        let deadline = started + Duration::from_secs(u64::from(wait_seconds));
+        let mut shutdown = self.shutdown.subscribe();
+        loop {
+            if *shutdown.borrow_and_update() {
+                return Ok(Vec::new());
+            }
+            let channel = self.waiters.channel(probe.queue_id);
+            let notified = channel.notified();
+            tokio::pin!(notified);
+            // Register before looking, so a message sent between the look and the sleep wakes us.
+            notified.as_mut().enable();
+            probe = self.try_receive(name, request, wait_time_seconds).await?;
+            if !probe.deliveries.is_empty() {
+                return Ok(probe.deliveries);
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Ok(Vec::new());
+            }
+            let wake_at = match probe.next_deadline_ms {
+                Some(at_ms) => deadline.min(now + Duration::from_millis(at_ms.saturating_sub(now_ms()))),
+                None => deadline,
+            };
+            tokio::select! {
+                _ = &mut notified => {}
+                _ = tokio::time::sleep_until(wake_at.into()) => {}
+                _ = shutdown.changed() => return Ok(Vec::new()),
+            }
+        }
+    }
+
+    async fn send_batch(
+        &self,
+        name: &str,
+        entries: Vec<BatchEntry<SendInput>>,
+        caller: &Caller,
+    ) -> Result<Outcome, SqsError> {
+        let ids: Vec<MessageId> = entries
+            .iter()
+            .map(|_| MessageId::from_random(rand::random()))
+            .collect();
+        let results = self.run(|engine, journal| {
+            let now = now_ms();
+            // A missing queue fails the whole request, not each entry.
+            engine.queue(name).ok_or(Error::QueueDoesNotExist)?;
+            Ok::<_, Error>(
+                entries
+                    .into_iter()
+                    .zip(ids)
+                    .map(|(entry, id)| {
+                        let message = Self::send_input(entry.value, caller);
+                        let result = engine.send(now, name, message, id, journal);
+                        (entry.id, result.map_err(SqsError::from))
+                    })
+                    .collect(),
+            )
+        })
+        .await?;
+        Ok(Outcome::SentBatch(results))
+    }
+
+    async fn batch<T>(
+        &self,
+        name: &str,
+        entries: Vec<BatchEntry<T>>,
+        mut each: impl FnMut(&mut Engine, u64, T, &mut Journal) -> Result<(), SqsError>,
+    ) -> Result<Outcome, SqsError> {
+        let results = self.run(|engine, journal| {
+            let now = now_ms();
+            engine.queue(name).ok_or(Error::QueueDoesNotExist)?;
+            Ok::<_, Error>(
+                entries
+                    .into_iter()
+                    .map(|entry| {
+                        (entry.id, each(engine, now, entry.value, journal))
+                    })
+                    .collect(),
+            )
+        })
+        .await?;
+        Ok(Outcome::Batch(results))
+    }
+
+    async fn edit_policy(
+        &self,
+        name: &str,
+        edit: impl FnOnce(Option<&str>, &str) -> Result<Option<String>, SqsError>,
+    ) -> Result<Outcome, SqsError> {
+        let arn = leaseq_sqs::queue_arn(&self.context(), name);
+        self.run(|engine, journal| {
+            let now = now_ms();
+            let info = engine.queue_info(now, name)?;
+            let policy = edit(info.config.policy.as_deref(), &arn)?;
+            let patch = QueueConfigPatch {
+                policy: Some(policy),
+                ..QueueConfigPatch::default()
+            };
+            engine.set_queue_config(now, name, &patch, journal)?;
+            Ok::<_, SqsError>(Outcome::Empty)
+        })
+        .await
+    }
+
+    async fn simple(
+        &self,
+        operation: impl FnOnce(&mut Engine, u64, &mut Journal) -> Result<(), Error>,
+    ) -> Result<Outcome, SqsError> {
+        self.run(|engine, journal| operation(engine, now_ms(), journal))
+            .await?;
+        Ok(Outcome::Empty)
+    }
+
+    /// A read that must not answer before the log is durable up to what it saw.
+    async fn read<T>(&self, read: impl FnOnce(&mut Engine) -> Result<T, Error>) -> Result<T, SqsError> {
+        self.run(|engine, _| read(engine)).await
+    }
+}
+
+impl Backend for Embedded {
+    async fn execute(&self, action: Action, caller: &Caller) -> Result<Outcome, SqsError> {
+        match action {
+            Action::CreateQueue {
+                name,
+                attributes,
+                tags,
+            } => {
+                self.run(|e, j| e.create_queue(now_ms(), &name, &attributes, tags, j))
+                    .await?;
+                Ok(Outcome::QueueUrl(Arc::from(name)))
+            }
+            Action::GetQueueUrl { name } => {
+                let name = self
+                    .read(|e| Ok(e.queue(&name).ok_or(Error::QueueDoesNotExist)?.name.clone()))
+                    .await?;
+                Ok(Outcome::QueueUrl(name))
+            }
+            Action::ListQueues {
+                prefix,
+                max_results,
+                next_token,
+            } => {
+                let names = self.read(|e| Ok(e.list_queues(&prefix))).await?;
+                let (names, next_token) =
+                    leaseq_sqs::paginate(names, max_results, next_token.as_deref())?;
+                Ok(Outcome::QueueUrls { names, next_token })
+            }
+            Action::ListDeadLetterSourceQueues {
+                queue,
+                max_results,
+                next_token,
+            } => {
+                let names = self.read(|e| e.dead_letter_sources(&queue.name)).await?;
+                let (names, next_token) =
+                    leaseq_sqs::paginate(names, max_results, next_token.as_deref())?;
+                Ok(Outcome::DeadLetterSourceQueues { names, next_token })
+            }
+            Action::DeleteQueue { queue } => {
+                self.simple(|e, now, j| e.delete_queue(now, &queue.name, j)).await
+            }
+            Action::GetQueueAttributes { queue, names } => {
+                let info = self.read(|e| e.queue_info(now_ms(), &queue.name)).await?;
+                Ok(Outcome::QueueAttributes {
+                    info: Box::new(info),
+                    names,
+                })
+            }
+            Action::SetQueueAttributes { queue, attributes } => {
+                self.simple(|e, now, j| e.set_queue_config(now, &queue.name, &attributes, j)).await
+            }
+            Action::PurgeQueue { queue } => {
+                self.simple(|e, now, j| e.purge_queue(now, &queue.name, j)).await
+            }
+            Action::TagQueue { queue, tags } => {
+                self.simple(|e, now, j| e.tag_queue(now, &queue.name, &tags, j)).await
+            }
+            Action::UntagQueue { queue, keys } => {
+                self.simple(|e, now, j| e.untag_queue(now, &queue.name, &keys, j)).await
+            }
+            Action::ListQueueTags { queue } => {
+                let info = self.read(|e| e.queue_info(now_ms(), &queue.name)).await?;
+                Ok(Outcome::QueueTags(info.tags))
+            }
+            Action::AddPermission {
+                queue,
+                label,
+                account_ids,
+                actions,
+            } => {
+                self.edit_policy(&queue.name, |policy, arn| {
+                    leaseq_sqs::policy::add_permission(policy, arn, &label, &account_ids, &actions)
+                        .map(Some)
+                })
+                .await
+            }
+            Action::RemovePermission { queue, label } => {
+                self.edit_policy(&queue.name, |policy, _| {
+                    leaseq_sqs::policy::remove_permission(policy, &label)
+                })
+                .await
+            }
+            Action::SendMessage { queue, message } => {
+                let id = MessageId::from_random(rand::random());
+                let message = Self::send_input(message, caller);
+                let sent = self
+                    .run(|e, j| e.send(now_ms(), &queue.name, message, id, j))
+                    .await?;
+                Ok(Outcome::Sent(sent))
+            }
+            Action::SendMessageBatch { queue, entries } => {
+                self.send_batch(&queue.name, entries, caller).await
+            }
+            Action::ReceiveMessage {
+                queue,
+                request,
+                wait_time_seconds,
+                attribute_names,
+                message_attribute_names,
+                receive_request_attempt_id: _,
+            } => {
+                let deliveries = self.receive(&queue.name, request, wait_time_seconds).await?;
+                Ok(Outcome::Received {
+                    deliveries,
+                    attribute_names,
+                    message_attribute_names,
+                    queue_name: Arc::from(queue.name),
+                })
+            }
+            Action::DeleteMessage { queue, receipt } => {
+                self.run(|e, j| {
+                    e.delete(now_ms(), &queue.name, &receipt, j)
+                        .map_err(|error| SqsError::for_receipt(error, &receipt))
+                })
+                .await?;
+                Ok(Outcome::Empty)
+            }
+            Action::DeleteMessageBatch { queue, entries } => {
+                let name = queue.name;
+                self.batch(&name, entries, |e, now, receipt, j| {
+                    e.delete(now, &name, &receipt, j)
+                        .map(drop)
+                        .map_err(|error| SqsError::for_receipt(error, &receipt))
+                })
+                .await
+            }
+            Action::ChangeMessageVisibility {
+                queue,
+                receipt,
+                visibility_timeout_seconds,
+            } => {
+                self.run(|e, j| {
+                    e.change_visibility(now_ms(), &queue.name, &receipt, visibility_timeout_seconds, j)
+                        .map_err(|error| SqsError::for_receipt(error, &receipt))
+                })
+                .await?;
+                Ok(Outcome::Empty)
+            }
+            Action::ChangeMessageVisibilityBatch { queue, entries } => {
+                let name = queue.name;
+                self.batch(&name, entries, |e, now, (receipt, timeout), j| {
+                    e.change_visibility(now, &name, &receipt, timeout, j)
+                        .map(drop)
+                        .map_err(|error| SqsError::for_receipt(error, &receipt))
+                })
+                .await
+            }
+        }
+    }
+
+    fn shut_down(&self) {
+        self.shutdown.send_replace(true);
+    }
+}
+
+/// Appends the journal's records; returns the log's tail LSN after them.
+fn append(log: &Wal, journal: &Journal) -> Result<Lsn, SqsError> {
+    let mut bytes = Vec::new();
+    for record in journal {
+        bytes.clear();
+        codec::encode(record, &mut bytes);
+        log.append(&bytes).map_err(log_failed)?;
+    }
+    Ok(log.next_lsn() - 1)
+}
+
+fn log_failed(error: WalError) -> SqsError {
+    tracing::error!(%error, "the log failed");
+    SqsError::service_unavailable(format!("The server could not make the request durable: {error}"))
+}

@@ -1,0 +1,187 @@
+//! Decoded requests: one variant per SQS action, in the engine's vocabulary.
+
+use std::collections::BTreeMap;
+
+use leaseq_core::{QueueConfigPatch, ReceiveRequest, SendInput};
+
+/// The wire protocol a request used; its response uses the same one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Protocol {
+    /// AWS JSON 1.0: `X-Amz-Target: AmazonSQS.<Action>`, JSON bodies.
+    Json,
+    /// Query: form-encoded `Action=<Action>&…`, XML responses.
+    Query,
+}
+
+/// A queue named by a request (from `QueueUrl`, or from the request path).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct QueueRef {
+    /// The queue's name.
+    pub name: String,
+}
+
+/// One entry of a batch request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BatchEntry<T> {
+    /// The client's id for the entry (unique in the batch).
+    pub id: String,
+    /// The entry's content.
+    pub value: T,
+}
+
+/// A decoded SQS request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Action {
+    /// `CreateQueue`.
+    CreateQueue {
+        /// The queue's name.
+        name: String,
+        /// Settings from `Attributes`.
+        attributes: QueueConfigPatch,
+        /// Tags from `tags`.
+        tags: BTreeMap<String, String>,
+    },
+    /// `GetQueueUrl`.
+    GetQueueUrl {
+        /// The queue's name.
+        name: String,
+    },
+    /// `ListQueues`.
+    ListQueues {
+        /// `QueueNamePrefix` (empty when absent).
+        prefix: String,
+        /// `MaxResults` (1–1000).
+        max_results: Option<usize>,
+        /// `NextToken` from an earlier page.
+        next_token: Option<String>,
+    },
+    /// `DeleteQueue`.
+    DeleteQueue {
+        /// The queue.
+        queue: QueueRef,
+    },
+    /// `GetQueueAttributes`.
+    GetQueueAttributes {
+        /// The queue.
+        queue: QueueRef,
+        /// `AttributeNames`, validated (may contain `All`).
+        names: Vec<String>,
+    },
+    /// `SetQueueAttributes`.
+    SetQueueAttributes {
+        /// The queue.
+        queue: QueueRef,
+        /// The settings to change.
+        attributes: QueueConfigPatch,
+    },
+    /// `PurgeQueue`.
+    PurgeQueue {
+        /// The queue.
+        queue: QueueRef,
+    },
+    /// `SendMessage`. `message.sender_id` is left empty; the server fills it.
+    SendMessage {
+        /// The queue.
+        queue: QueueRef,
+        /// The message.
+        message: SendInput,
+    },
+    /// `SendMessageBatch`.
+    SendMessageBatch {
+        /// The queue.
+        queue: QueueRef,
+        /// The messages (1–10, distinct valid ids, total size checked).
+        entries: Vec<BatchEntry<SendInput>>,
+    },
+    /// `ReceiveMessage`.
+    ReceiveMessage {
+        /// The queue.
+        queue: QueueRef,
+        /// How many and for how long.
+        request: ReceiveRequest,
+        /// `WaitTimeSeconds` (0–20); the queue's `ReceiveMessageWaitTimeSeconds` when `None`.
+        wait_time_seconds: Option<u32>,
+        /// System attributes wanted (`AttributeNames` and `MessageSystemAttributeNames`).
+        attribute_names: Vec<String>,
+        /// Message attributes wanted (`All`, `.*`, `prefix.*` or exact names).
+        message_attribute_names: Vec<String>,
+        /// `ReceiveRequestAttemptId` (FIFO only; accepted and ignored on standard queues).
+        receive_request_attempt_id: Option<String>,
+    },
+    /// `DeleteMessage`.
+    DeleteMessage {
+        /// The queue.
+        queue: QueueRef,
+        /// `ReceiptHandle`.
+        receipt: String,
+    },
+    /// `DeleteMessageBatch`.
+    DeleteMessageBatch {
+        /// The queue.
+        queue: QueueRef,
+        /// Receipts by entry id.
+        entries: Vec<BatchEntry<String>>,
+    },
+    /// `ChangeMessageVisibility`.
+    ChangeMessageVisibility {
+        /// The queue.
+        queue: QueueRef,
+        /// `ReceiptHandle`.
+        receipt: String,
+        /// `VisibilityTimeout`.
+        visibility_timeout_seconds: u32,
+    },
+    /// `ChangeMessageVisibilityBatch`.
+    ChangeMessageVisibilityBatch {
+        /// The queue.
+        queue: QueueRef,
+        /// (receipt, visibility timeout) by entry id.
+        entries: Vec<BatchEntry<(String, u32)>>,
+    },
+    /// `TagQueue`.
+    TagQueue {
+        /// The queue.
+        queue: QueueRef,
+        /// Tags to add or overwrite.
+        tags: BTreeMap<String, String>,
+    },
+    /// `UntagQueue`.
+    UntagQueue {
+        /// The queue.
+        queue: QueueRef,
+        /// Tag keys to remove.
+        keys: Vec<String>,
+    },
+    /// `ListQueueTags`.
+    ListQueueTags {
+        /// The queue.
+        queue: QueueRef,
+    },
+    /// `ListDeadLetterSourceQueues`.
+    ListDeadLetterSourceQueues {
+        /// The dead-letter queue.
+        queue: QueueRef,
+        /// `MaxResults` (1–1000).
+        max_results: Option<usize>,
+        /// `NextToken` from an earlier page.
+        next_token: Option<String>,
+    },
+    /// `AddPermission`.
+    AddPermission {
+        /// The queue.
+        queue: QueueRef,
+        /// `Label`.
+        label: String,
+        /// `AWSAccountIds`.
+        account_ids: Vec<String>,
+        /// `Actions`.
+        actions: Vec<String>,
+    },
+    /// `RemovePermission`.
+    RemovePermission {
+        /// The queue.
+        queue: QueueRef,
+        /// `Label`.
+        label: String,
+    },
+}

@@ -1,0 +1,461 @@
+//! Queue attributes: SQS's attribute strings to a [`QueueConfigPatch`], and a queue's state back
+//! to the attribute strings `GetQueueAttributes` returns.
+//!
+//! Ranges are checked by the engine (against the configured `Limits`); this module checks what
+//! only the wire knows: attribute names, number syntax, and the JSON of the redrive policies.
+
+use std::collections::BTreeMap;
+
+use leaseq_core::{QueueConfigPatch, QueueInfo, RedriveAllowPolicy, RedrivePolicy};
+use serde_json::{json, Value};
+
+use crate::error::{ErrorCode, SqsError};
+use crate::outcome::Context;
+
+/// Attributes `CreateQueue` and `SetQueueAttributes` accept on a standard queue.
+pub const SETTABLE: [&str; 11] = [
+    "DelaySeconds",
+    "MaximumMessageSize",
+    "MessageRetentionPeriod",
+    "Policy",
+    "ReceiveMessageWaitTimeSeconds",
+    "VisibilityTimeout",
+    "RedrivePolicy",
+    "RedriveAllowPolicy",
+    "KmsMasterKeyId",
+    "KmsDataKeyReusePeriodSeconds",
+    "SqsManagedSseEnabled",
+];
+
+/// Attributes `GetQueueAttributes` returns for a standard queue, in SQS's order for `All`.
+pub const READABLE: [&str; 18] = [
+    "Policy",
+    "VisibilityTimeout",
+    "MaximumMessageSize",
+    "MessageRetentionPeriod",
+    "ApproximateNumberOfMessages",
+    "ApproximateNumberOfMessagesNotVisible",
+    "CreatedTimestamp",
+    "LastModifiedTimestamp",
+    "QueueArn",
+    "ApproximateNumberOfMessagesDelayed",
+    "DelaySeconds",
+    "ReceiveMessageWaitTimeSeconds",
+    "RedrivePolicy",
+    "RedriveAllowPolicy",
+    "KmsMasterKeyId",
+    "KmsDataKeyReusePeriodSeconds",
+    "SqsManagedSseEnabled",
+    "All",
+];
+
+/// Attributes of FIFO queues, which leaseq does not serve yet.
+const FIFO_ONLY: [&str; 4] = [
+    "FifoQueue",
+    "ContentBasedDeduplication",
+    "DeduplicationScope",
+    "FifoThroughputLimit",
+];
+
+/// The `byQueue` list of a redrive-allow policy holds at most this many ARNs.
+const SOURCE_QUEUE_ARNS_MAX: usize = 10;
+
+fn unknown_attribute(name: &str) -> SqsError {
+    if FIFO_ONLY.contains(&name) {
+        SqsError::new(
+            ErrorCode::InvalidAttributeName,
+            format!("Unknown Attribute {name}. FIFO queues are not supported yet by this server."),
+        )
+    } else {
+        SqsError::new(
+            ErrorCode::InvalidAttributeName,
+            format!("Unknown Attribute {name}."),
+        )
+    }
+}
+
+fn invalid_attribute_value(name: &str) -> SqsError {
+    SqsError::new(
+        ErrorCode::InvalidAttributeValue,
+        format!("Invalid value for the parameter {name}."),
+    )
+}
+
+fn seconds(name: &str, value: &str) -> Result<u32, SqsError> {
+    value
+        .trim()
+        .parse::<u32>()
+        .map_err(|_| invalid_attribute_value(name))
+}
+
+/// Checks the names of `GetQueueAttributes` (`All` or any readable attribute).
+pub fn check_readable(names: &[String]) -> Result<(), SqsError> {
+    match names.iter().find(|name| !READABLE.contains(&name.as_str())) {
+        Some(name) => Err(unknown_attribute(name)),
+        None => Ok(()),
+    }
+}
+
+/// Turns the attributes of `CreateQueue` or `SetQueueAttributes` into a patch.
+pub fn parse_settings(attributes: &BTreeMap<String, String>) -> Result<QueueConfigPatch, SqsError> {
+    let mut patch = QueueConfigPatch::default();
+    for (name, value) in attributes {
+        match name.as_str() {
+            "DelaySeconds" => patch.delay_seconds = Some(seconds(name, value)?),
+            "MaximumMessageSize" => patch.maximum_message_size_bytes = Some(seconds(name, value)?),
+            "MessageRetentionPeriod" => patch.retention_seconds = Some(seconds(name, value)?),
+            "ReceiveMessageWaitTimeSeconds" => {
+                patch.receive_wait_time_seconds = Some(seconds(name, value)?)
+            }
+            "VisibilityTimeout" => patch.visibility_timeout_seconds = Some(seconds(name, value)?),
+            "Policy" => patch.policy = Some(parse_policy(value)?),
+            "RedrivePolicy" => patch.redrive_policy = Some(parse_redrive_policy(value)?),
+            "RedriveAllowPolicy" => {
+                patch.redrive_allow_policy = Some(parse_redrive_allow_policy(value)?)
+            }
+            "KmsMasterKeyId" => {
+                patch.passthrough.insert(name.clone(), value.clone());
+            }
+            "KmsDataKeyReusePeriodSeconds" => {
+                let period = seconds(name, value)?;
+                if !(60..=86_400).contains(&period) {
+                    return Err(invalid_attribute_value(name));
+                }
+                patch.passthrough.insert(name.clone(), period.to_string());
+            }
+            "SqsManagedSseEnabled" => {
+                let enabled = match value.trim().to_ascii_lowercase().as_str() {
+                    "true" => "true",
+                    "false" => "false",
+                    _ => return Err(invalid_attribute_value(name)),
+                };
+                patch.passthrough.insert(name.clone(), enabled.into());
+            }
+            other => return Err(unknown_attribute(other)),
+        }
+    }
+    Ok(patch)
+}
+
+fn parse_policy(value: &str) -> Result<Option<String>, SqsError> {
+    if value.trim().is_empty() {
+        return Ok(None);
+    }
+    serde_json::from_str::<Value>(value)
+        .ok()
+        .filter(Value::is_object)
+        .map(|_| Some(value.to_string()))
+        .ok_or_else(|| invalid_attribute_value("Policy"))
+}
+
+fn redrive_error(name: &str, value: &str, reason: &str) -> SqsError {
+    SqsError::invalid_parameter(name, value, reason)
+}
+
+/// The queue name of an SQS ARN (`arn:aws:sqs:region:account:name`).
+pub fn queue_name_of_arn(arn: &str) -> Option<&str> {
+    let parts: Vec<&str> = arn.split(':').collect();
+    match parts.as_slice() {
+        ["arn", _partition, "sqs", _region, _account, name] if !name.is_empty() => Some(name),
+        _ => None,
+    }
+}
+
+fn parse_redrive_policy(value: &str) -> Result<Option<RedrivePolicy>, SqsError> {
+    const NAME: &str = "RedrivePolicy";
+    if value.trim().is_empty() {
+        return Ok(None);
+    }
+    let Ok(Value::Object(policy)) = serde_json::from_str::<Value>(value) else {
+        return Err(redrive_error(
+            NAME,
+            value,
+            "Redrive policy is not a valid JSON map.",
+        ));
+    };
+    let missing = |attribute: &str| {
+        redrive_error(
+            NAME,
+            value,
+            &format!("Redrive policy does not contain mandatory attribute: {attribute}."),
+        )
+    };
+    let arn = policy
+        .get("deadLetterTargetArn")
+        .ok_or_else(|| missing("deadLetterTargetArn"))?;
+    let count = policy
+        .get("maxReceiveCount")
+        .ok_or_else(|| missing("maxReceiveCount"))?;
+    if let Some(extra) = policy
+        .keys()
+        .find(|key| !matches!(key.as_str(), "deadLetterTargetArn" | "maxReceiveCount"))
+    {
+        return Err(redrive_error(
+            NAME,
+            value,
+            &format!("Only following attributes are supported: [deadLetterTargetArn, maxReceiveCount], found {extra}."),
+        ));
+    }
+    let dead_letter_queue = arn
+        .as_str()
+        .and_then(queue_name_of_arn)
+        .ok_or_else(|| redrive_error(NAME, value, "Invalid value for deadLetterTargetArn."))?;
+    // SQS accepts the count as a JSON number or as a string of digits.
+    let max_receive_count = match count {
+        Value::Number(number) => number.as_u64(),
+        Value::String(text) => text.trim().parse::<u64>().ok(),
+        _ => None,
+    }
+    .and_then(|count| u32::try_from(count).ok())
+    .ok_or_else(|| {
+        redrive_error(
+            NAME,
+            value,
+            &format!("Invalid value for maxReceiveCount: {count}, valid values are from 1 to 1000 both inclusive."),
+        )
+    })?;
+    Ok(Some(RedrivePolicy {
+        dead_letter_queue: dead_letter_queue.to_string(),
+        max_receive_count,
+    }))
+}
+
+fn parse_redrive_allow_policy(value: &str) -> Result<Option<RedriveAllowPolicy>, SqsError> {
+    const NAME: &str = "RedriveAllowPolicy";
+    if value.trim().is_empty() {
+        return Ok(None);
+    }
+    let Ok(Value::Object(policy)) = serde_json::from_str::<Value>(value) else {
+        return Err(redrive_error(
+            NAME,
+            value,
+            "Redrive allow policy is not a valid JSON map.",
+        ));
+    };
+    let permission = policy.get("redrivePermission").and_then(Value::as_str);
+    let arns = policy.get("sourceQueueArns");
+    match (permission, arns) {
+        (Some("allowAll"), None) => Ok(Some(RedriveAllowPolicy::AllowAll)),
+        (Some("denyAll"), None) => Ok(Some(RedriveAllowPolicy::DenyAll)),
+        (Some("allowAll" | "denyAll"), Some(_)) => Err(redrive_error(
+            NAME,
+            value,
+            "sourceQueueArns is only allowed with redrivePermission byQueue.",
+        )),
+        (Some("byQueue"), Some(Value::Array(arns))) => {
+            if arns.is_empty() || arns.len() > SOURCE_QUEUE_ARNS_MAX {
+                return Err(redrive_error(
+                    NAME,
+                    value,
+                    &format!("sourceQueueArns must list 1 to {SOURCE_QUEUE_ARNS_MAX} queue ARNs."),
+                ));
+            }
+            let names = arns
+                .iter()
+                .map(|arn| arn.as_str().and_then(queue_name_of_arn).map(str::to_string))
+                .collect::<Option<Vec<String>>>()
+                .ok_or_else(|| redrive_error(NAME, value, "Invalid value for sourceQueueArns."))?;
+            Ok(Some(RedriveAllowPolicy::ByQueue(names)))
+        }
+        (Some("byQueue"), _) => Err(redrive_error(
+            NAME,
+            value,
+            "redrivePermission byQueue requires sourceQueueArns.",
+        )),
+        _ => Err(redrive_error(
+            NAME,
+            value,
+            "redrivePermission must be one of allowAll, denyAll, byQueue.",
+        )),
+    }
+}
+
+/// The value of one readable attribute, or `None` when the queue has no such setting.
+fn attribute_value(name: &str, info: &QueueInfo, ctx: &Context) -> Option<String> {
+    let config = &info.config;
+    let passthrough = |key: &str| config.passthrough.get(key).cloned();
+    Some(match name {
+        "Policy" => config.policy.clone()?,
+        "VisibilityTimeout" => config.visibility_timeout_seconds.to_string(),
+        "MaximumMessageSize" => config.maximum_message_size_bytes.to_string(),
+        "MessageRetentionPeriod" => config.retention_seconds.to_string(),
+        "ApproximateNumberOfMessages" => info.ready.to_string(),
+        "ApproximateNumberOfMessagesNotVisible" => info.in_flight.to_string(),
+        "ApproximateNumberOfMessagesDelayed" => info.delayed.to_string(),
+        "CreatedTimestamp" => (info.created_at_ms / 1000).to_string(),
+        "LastModifiedTimestamp" => (info.last_modified_at_ms / 1000).to_string(),
+        "QueueArn" => crate::queue_arn(ctx, &info.name),
+        "DelaySeconds" => config.delay_seconds.to_string(),
+        "ReceiveMessageWaitTimeSeconds" => config.receive_wait_time_seconds.to_string(),
+        "RedrivePolicy" => {
+            let policy = config.redrive_policy.as_ref()?;
+            json!({
+                "deadLetterTargetArn": crate::queue_arn(ctx, &policy.dead_letter_queue),
+                "maxReceiveCount": policy.max_receive_count,
+            })
+            .to_string()
+        }
+        "RedriveAllowPolicy" => match config.redrive_allow_policy.as_ref()? {
+            RedriveAllowPolicy::AllowAll => json!({ "redrivePermission": "allowAll" }),
+            RedriveAllowPolicy::DenyAll => json!({ "redrivePermission": "denyAll" }),
+            RedriveAllowPolicy::ByQueue(names) => json!({
+                "redrivePermission": "byQueue",
+                "sourceQueueArns": names
+                    .iter()
+                    .map(|name| crate::queue_arn(ctx, name))
+                    .collect::<Vec<_>>(),
+            }),
+        }
+        .to_string(),
+        "KmsMasterKeyId" => passthrough("KmsMasterKeyId")?,
+        "KmsDataKeyReusePeriodSeconds" => passthrough("KmsDataKeyReusePeriodSeconds")
+            .or_else(|| passthrough("KmsMasterKeyId").map(|_| "300".into()))?,
+        // New SQS queues have SSE-SQS on unless a KMS key was chosen or it was turned off.
+        "SqsManagedSseEnabled" => passthrough("SqsManagedSseEnabled").unwrap_or_else(|| {
+            if passthrough("KmsMasterKeyId").is_some() {
+                "false".into()
+            } else {
+                "true".into()
+            }
+        }),
+        _ => return None,
+    })
+}
+
+/// The attributes `GetQueueAttributes` returns for `names` (which may contain `All`), in SQS's
+/// order.
+pub fn render(info: &QueueInfo, names: &[String], ctx: &Context) -> Vec<(&'static str, String)> {
+    let all = names.iter().any(|name| name == "All");
+    READABLE
+        .iter()
+        .filter(|&&name| name != "All" && (all || names.iter().any(|wanted| wanted == name)))
+        .filter_map(|&name| attribute_value(name, info, ctx).map(|value| (name, value)))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings(pairs: &[(&str, &str)]) -> Result<QueueConfigPatch, SqsError> {
+        parse_settings(
+            &pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        )
+    }
+
+    #[test]
+    fn numbers_and_names() {
+        let patch = settings(&[("VisibilityTimeout", "60"), ("DelaySeconds", "5")]).unwrap();
+        assert_eq!(patch.visibility_timeout_seconds, Some(60));
+        assert_eq!(patch.delay_seconds, Some(5));
+        let error = settings(&[("VisibilityTimeout", "abc")]).unwrap_err();
+        assert_eq!(error.code, ErrorCode::InvalidAttributeValue);
+        assert_eq!(
+            error.message,
+            "Invalid value for the parameter VisibilityTimeout."
+        );
+        let error = settings(&[("VisibilityTimeout", "-1")]).unwrap_err();
+        assert_eq!(error.code, ErrorCode::InvalidAttributeValue);
+        let error = settings(&[("Colour", "blue")]).unwrap_err();
+        assert_eq!(error.code, ErrorCode::InvalidAttributeName);
+        assert_eq!(error.message, "Unknown Attribute Colour.");
+        for fifo in FIFO_ONLY {
+            let error = settings(&[(fifo, "false")]).unwrap_err();
+            assert_eq!(error.code, ErrorCode::InvalidAttributeName, "{fifo}");
+        }
+    }
+
+    #[test]
+    fn redrive_policy() {
+        let arn = "arn:aws:sqs:us-east-1:000000000000:dlq";
+        for text in [
+            format!(r#"{{"deadLetterTargetArn":"{arn}","maxReceiveCount":5}}"#),
+            format!(r#"{{"deadLetterTargetArn":"{arn}","maxReceiveCount":"5"}}"#),
+        ] {
+            let patch = settings(&[("RedrivePolicy", &text)]).unwrap();
+            assert_eq!(
+                patch.redrive_policy,
+                Some(Some(RedrivePolicy {
+                    dead_letter_queue: "dlq".into(),
+                    max_receive_count: 5
+                }))
+            );
+        }
+        assert_eq!(
+            settings(&[("RedrivePolicy", "")]).unwrap().redrive_policy,
+            Some(None)
+        );
+        for bad in [
+            "not json",
+            r#"{"maxReceiveCount":5}"#,
+            r#"{"deadLetterTargetArn":"dlq","maxReceiveCount":5}"#,
+            r#"{"deadLetterTargetArn":"arn:aws:sqs:r:a:dlq","maxReceiveCount":"x"}"#,
+        ] {
+            let error = settings(&[("RedrivePolicy", bad)]).unwrap_err();
+            assert_eq!(error.code, ErrorCode::InvalidParameterValue, "{bad}");
+        }
+    }
+
+    #[test]
+    fn redrive_allow_policy() {
+        let parse = |text: &str| settings(&[("RedriveAllowPolicy", text)]);
+        assert_eq!(
+            parse(r#"{"redrivePermission":"allowAll"}"#)
+                .unwrap()
+                .redrive_allow_policy,
+            Some(Some(RedriveAllowPolicy::AllowAll))
+        );
+        assert_eq!(
+            parse(r#"{"redrivePermission":"denyAll"}"#)
+                .unwrap()
+                .redrive_allow_policy,
+            Some(Some(RedriveAllowPolicy::DenyAll))
+        );
+        assert_eq!(
+            parse(
+                r#"{"redrivePermission":"byQueue","sourceQueueArns":["arn:aws:sqs:us-east-1:1:a"]}"#
+            )
+            .unwrap()
+            .redrive_allow_policy,
+            Some(Some(RedriveAllowPolicy::ByQueue(vec!["a".into()])))
+        );
+        let eleven: Vec<String> = (0..11)
+            .map(|i| format!("\"arn:aws:sqs:r:1:q{i}\""))
+            .collect();
+        let too_many = format!(
+            r#"{{"redrivePermission":"byQueue","sourceQueueArns":[{}]}}"#,
+            eleven.join(",")
+        );
+        assert!(parse(&too_many).is_err());
+        assert!(parse(r#"{"redrivePermission":"byQueue"}"#).is_err());
+        assert!(parse(r#"{"redrivePermission":"some"}"#).is_err());
+    }
+
+    #[test]
+    fn sse_and_policy() {
+        let patch = settings(&[
+            ("SqsManagedSseEnabled", "false"),
+            ("KmsDataKeyReusePeriodSeconds", "600"),
+            ("Policy", r#"{"Version":"2012-10-17"}"#),
+        ])
+        .unwrap();
+        assert_eq!(patch.passthrough["SqsManagedSseEnabled"], "false");
+        assert_eq!(patch.passthrough["KmsDataKeyReusePeriodSeconds"], "600");
+        assert!(patch.policy.unwrap().is_some());
+        assert!(settings(&[("KmsDataKeyReusePeriodSeconds", "59")]).is_err());
+        assert!(settings(&[("SqsManagedSseEnabled", "yes")]).is_err());
+        assert!(settings(&[("Policy", "{")]).is_err());
+        assert_eq!(settings(&[("Policy", "")]).unwrap().policy, Some(None));
+    }
+
+    #[test]
+    fn readable_names() {
+        assert!(check_readable(&["All".into(), "QueueArn".into()]).is_ok());
+        let error = check_readable(&["FifoQueue".into()]).unwrap_err();
+        assert_eq!(error.code, ErrorCode::InvalidAttributeName);
+        assert!(check_readable(&["Nope".into()]).is_err());
+    }
+}

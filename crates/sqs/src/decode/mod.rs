@@ -1,0 +1,586 @@
+//! Requests: bytes and headers in, a validated [`Action`] out.
+//!
+//! The protocol is chosen per request: a request with `X-Amz-Target: AmazonSQS.<Action>` is AWS
+//! JSON 1.0; any other is Query (`Action=<Action>&…`, form-encoded in a POST body or in the
+//! query string). Every check that needs no queue state happens here, so a request the engine
+//! sees is well formed; ranges that depend on the configured `Limits` are the engine's.
+
+mod input;
+#[cfg(test)]
+mod tests;
+
+use std::collections::BTreeSet;
+
+use leaseq_core::{AttributeValue, MessageAttribute, ReceiveRequest, SendInput};
+use serde_json::Value;
+
+use crate::action::{Action, BatchEntry, Protocol, QueueRef};
+use crate::attributes;
+use crate::error::{ErrorCode, SqsError};
+use input::{parse_form, Input, Params};
+
+/// An HTTP request as the server received it.
+#[derive(Clone, Copy, Debug)]
+pub struct RawRequest<'a> {
+    /// `GET`, `POST`, ….
+    pub method: &'a str,
+    /// The URL path (`/` or a queue's path such as `/000000000000/jobs`).
+    pub path: &'a str,
+    /// The URL query string, without `?`.
+    pub query: Option<&'a str>,
+    /// The `X-Amz-Target` header.
+    pub target: Option<&'a str>,
+    /// The `Content-Type` header.
+    pub content_type: Option<&'a str>,
+    /// The body.
+    pub body: &'a [u8],
+}
+
+/// Most entries in one batch request (an SQS constant, not a tunable limit).
+const BATCH_ENTRIES_MAX: usize = 10;
+/// Most bytes of all messages of one `SendMessageBatch` together.
+const BATCH_SIZE_MAX_BYTES: usize = 1_048_576;
+/// `MaxNumberOfMessages` bounds.
+const RECEIVE_MESSAGES_MAX: i64 = 10;
+/// `WaitTimeSeconds` bounds.
+const WAIT_TIME_MAX_SECONDS: i64 = 20;
+/// `MaxResults` bounds of the list actions.
+const LIST_RESULTS_MAX: i64 = 1000;
+
+/// Decodes a request. The error carries the protocol its response must use.
+pub fn decode(request: &RawRequest) -> Result<(Protocol, Action), (Protocol, SqsError)> {
+    match request.target {
+        Some(target) => decode_json(target, request)
+            .map(|action| (Protocol::Json, action))
+            .map_err(|error| (Protocol::Json, error)),
+        None => decode_query(request)
+            .map(|action| (Protocol::Query, action))
+            .map_err(|error| (Protocol::Query, error)),
+    }
+}
+
+fn decode_json(target: &str, request: &RawRequest) -> Result<Action, SqsError> {
+    let operation = target.strip_prefix("AmazonSQS.").ok_or_else(|| {
+        SqsError::new(
+            ErrorCode::InvalidAction,
+            format!("The target {target} is not an operation of AmazonSQS."),
+        )
+    })?;
+    let body = if request.body.iter().all(u8::is_ascii_whitespace) {
+        Value::Object(serde_json::Map::new())
+    } else {
+        serde_json::from_slice::<Value>(request.body).map_err(|error| {
+            SqsError::new(
+                ErrorCode::SerializationException,
+                format!("The request body is not valid JSON: {error}."),
+            )
+        })?
+    };
+    let Value::Object(object) = body else {
+        return Err(SqsError::new(
+            ErrorCode::SerializationException,
+            "The request body must be a JSON object.",
+        ));
+    };
+    decode_action(operation, &Input::json(&object), request.path)
+}
+
+fn decode_query(request: &RawRequest) -> Result<Action, SqsError> {
+    let mut params = Params::new();
+    if let Some(query) = request.query {
+        parse_form(query.as_bytes(), &mut params)?;
+    }
+    if request.method.eq_ignore_ascii_case("POST") {
+        parse_form(request.body, &mut params)?;
+    }
+    let action = match params.get("Action") {
+        Some(action) => String::from_utf8_lossy(action).into_owned(),
+        None => {
+            return Err(SqsError::new(
+                ErrorCode::MissingAction,
+                "The request must contain the parameter Action.",
+            ))
+        }
+    };
+    decode_action(&action, &Input::query(&params), request.path)
+}
+
+fn decode_action(name: &str, input: &Input, path: &str) -> Result<Action, SqsError> {
+    let queue = || queue_ref(input, path);
+    Ok(match name {
+        "CreateQueue" => create_queue(input)?,
+        "GetQueueUrl" => Action::GetQueueUrl {
+            name: input.required_string("QueueName", "QueueName")?,
+        },
+        "ListQueues" => Action::ListQueues {
+            prefix: input
+                .string("QueueNamePrefix", "QueueNamePrefix")?
+                .unwrap_or_default(),
+            max_results: max_results(input)?,
+            next_token: input.string("NextToken", "NextToken")?,
+        },
+        "DeleteQueue" => Action::DeleteQueue { queue: queue()? },
+        "GetQueueAttributes" => {
+            let queue = queue()?;
+            let names = input.string_list("AttributeNames", "AttributeName")?;
+            attributes::check_readable(&names)?;
+            Action::GetQueueAttributes { queue, names }
+        }
+        "SetQueueAttributes" => {
+            let queue = queue()?;
+            if !input.has_any("Attributes", "Attribute") {
+                return Err(SqsError::missing_parameter(
+                    &input.display_name("Attributes", "Attribute.1.Name"),
+                ));
+            }
+            let map = input.string_map("Attributes", "Attribute", "Name", "Value")?;
+            Action::SetQueueAttributes {
+                queue,
+                attributes: attributes::parse_settings(&map)?,
+            }
+        }
+        "PurgeQueue" => Action::PurgeQueue { queue: queue()? },
+        "SendMessage" => Action::SendMessage {
+            queue: queue()?,
+            message: send_input(input)?,
+        },
+        "SendMessageBatch" => send_message_batch(queue()?, input)?,
+        "ReceiveMessage" => receive_message(queue()?, input)?,
+        "DeleteMessage" => Action::DeleteMessage {
+            queue: queue()?,
+            receipt: input.required_string("ReceiptHandle", "ReceiptHandle")?,
+        },
+        "DeleteMessageBatch" => Action::DeleteMessageBatch {
+            queue: queue()?,
+            entries: batch(input, "DeleteMessageBatchRequestEntry", |entry| {
+                entry.required_string("ReceiptHandle", "ReceiptHandle")
+            })?,
+        },
+        "ChangeMessageVisibility" => Action::ChangeMessageVisibility {
+            queue: queue()?,
+            receipt: input.required_string("ReceiptHandle", "ReceiptHandle")?,
+            visibility_timeout_seconds: visibility_timeout(input)?,
+        },
+        "ChangeMessageVisibilityBatch" => Action::ChangeMessageVisibilityBatch {
+            queue: queue()?,
+            entries: batch(input, "ChangeMessageVisibilityBatchRequestEntry", |entry| {
+                let receipt = entry.required_string("ReceiptHandle", "ReceiptHandle")?;
+                Ok((receipt, visibility_timeout(entry)?))
+            })?,
+        },
+        "TagQueue" => {
+            let queue = queue()?;
+            let tags = input.string_map("Tags", "Tag", "Key", "Value")?;
+            if tags.is_empty() {
+                return Err(SqsError::missing_parameter(
+                    &input.display_name("Tags", "Tag.1.Key"),
+                ));
+            }
+            Action::TagQueue { queue, tags }
+        }
+        "UntagQueue" => {
+            let queue = queue()?;
+            let keys = input.string_list("TagKeys", "TagKey")?;
+            if keys.is_empty() {
+                return Err(SqsError::missing_parameter(
+                    &input.display_name("TagKeys", "TagKey.1"),
+                ));
+            }
+            Action::UntagQueue { queue, keys }
+        }
+        "ListQueueTags" => Action::ListQueueTags { queue: queue()? },
+        "ListDeadLetterSourceQueues" => Action::ListDeadLetterSourceQueues {
+            queue: queue()?,
+            max_results: max_results(input)?,
+            next_token: input.string("NextToken", "NextToken")?,
+        },
+        "AddPermission" => add_permission(queue()?, input)?,
+        "RemovePermission" => Action::RemovePermission {
+            queue: queue()?,
+            label: input.required_string("Label", "Label")?,
+        },
+        "StartMessageMoveTask" | "CancelMessageMoveTask" | "ListMessageMoveTasks" => {
+            return Err(SqsError::new(
+                ErrorCode::UnsupportedOperation,
+                format!("{name} is not supported yet by this server."),
+            ))
+        }
+        other => {
+            return Err(SqsError::new(
+                ErrorCode::InvalidAction,
+                format!("The action {other} is not valid for this web service."),
+            ))
+        }
+    })
+}
+
+/// The queue a request names: its `QueueUrl`, or else the request path.
+fn queue_ref(input: &Input, path: &str) -> Result<QueueRef, SqsError> {
+    match input.string("QueueUrl", "QueueUrl")? {
+        Some(url) if !url.trim().is_empty() => queue_name_of_url(&url),
+        _ if path.trim_matches('/').is_empty() => Err(SqsError::missing_parameter("QueueUrl")),
+        _ => queue_name_of_url(path),
+    }
+}
+
+/// The queue name of a URL or path: `http(s)://host/ACCOUNT/name`, `/ACCOUNT/name` or the
+/// legacy `/queue/name`.
+pub fn queue_name_of_url(url: &str) -> Result<QueueRef, SqsError> {
+    let lower = url.get(..8).unwrap_or(url).to_ascii_lowercase();
+    let path = if lower.starts_with("http://") || lower.starts_with("https://") {
+        let after_scheme = &url[url.find("//").map_or(0, |at| at + 2)..];
+        after_scheme.find('/').map_or("", |at| &after_scheme[at..])
+    } else {
+        url
+    };
+    let path = path.split(['?', '#']).next().unwrap_or_default();
+    let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+    match segments.as_slice() {
+        [_account_or_queue, name] => Ok(QueueRef {
+            name: (*name).to_string(),
+        }),
+        _ => Err(SqsError::new(
+            ErrorCode::InvalidAddress,
+            format!("The address {url} is not valid for this endpoint."),
+        )),
+    }
+}
+
+fn max_results(input: &Input) -> Result<Option<usize>, SqsError> {
+    match input.integer("MaxResults", "MaxResults")? {
+        None => Ok(None),
+        Some(n) if (1..=LIST_RESULTS_MAX).contains(&n) => Ok(Some(n as usize)),
+        Some(n) => Err(SqsError::invalid_parameter(
+            "MaxResults",
+            n,
+            "MaxResults must be an integer between 1 and 1000.",
+        )),
+    }
+}
+
+fn non_negative(name: &str, value: i64, reason: &str) -> Result<u32, SqsError> {
+    u32::try_from(value).map_err(|_| SqsError::invalid_parameter(name, value, reason))
+}
+
+fn visibility_timeout(input: &Input) -> Result<u32, SqsError> {
+    let value = input
+        .integer("VisibilityTimeout", "VisibilityTimeout")?
+        .ok_or_else(|| {
+            SqsError::missing_parameter(
+                &input.display_name("VisibilityTimeout", "VisibilityTimeout"),
+            )
+        })?;
+    non_negative(
+        "VisibilityTimeout",
+        value,
+        "VisibilityTimeout must be an integer between 0 and 43200.",
+    )
+}
+
+fn create_queue(input: &Input) -> Result<Action, SqsError> {
+    let name = input.required_string("QueueName", "QueueName")?;
+    let map = input.string_map("Attributes", "Attribute", "Name", "Value")?;
+    let tags = input.string_map("tags", "Tag", "Key", "Value")?;
+    Ok(Action::CreateQueue {
+        name,
+        attributes: attributes::parse_settings(&map)?,
+        tags,
+    })
+}
+
+fn add_permission(queue: QueueRef, input: &Input) -> Result<Action, SqsError> {
+    let label = input.required_string("Label", "Label")?;
+    let account_ids = input.string_list("AWSAccountIds", "AWSAccountId")?;
+    if account_ids.is_empty() {
+        return Err(SqsError::missing_parameter(
+            &input.display_name("AWSAccountIds", "AWSAccountId.1"),
+        ));
+    }
+    let actions = input.string_list("Actions", "ActionName")?;
+    if actions.is_empty() {
+        return Err(SqsError::missing_parameter(
+            &input.display_name("Actions", "ActionName.1"),
+        ));
+    }
+    Ok(Action::AddPermission {
+        queue,
+        label,
+        account_ids,
+        actions,
+    })
+}
+
+// ----- messages -----------------------------------------------------------------------------
+
+/// One message attribute value (`DataType`, `StringValue`, `BinaryValue`). The engine checks the
+/// data type and that the value fits it; a value of the wrong kind reads as empty so that the
+/// engine reports the entry (per entry, in a batch).
+fn attribute_value(view: &Input, member: &str) -> Result<MessageAttribute, SqsError> {
+    let value = view
+        .child(member, member)?
+        .ok_or_else(|| SqsError::missing_parameter(&view.display_name(member, member)))?;
+    let data_type = value.string("DataType", "DataType")?.unwrap_or_default();
+    if value.has_any("StringListValues", "StringListValue")
+        || value.has_any("BinaryListValues", "BinaryListValue")
+    {
+        return Err(SqsError::invalid_parameter_value(
+            "Message attribute list values in SendMessage operation are not supported.",
+        ));
+    }
+    let is_binary = data_type == "Binary" || data_type.starts_with("Binary.");
+    let value = if is_binary {
+        AttributeValue::Binary(
+            value
+                .blob("BinaryValue", "BinaryValue")?
+                .unwrap_or_default(),
+        )
+    } else {
+        AttributeValue::Text(
+            value
+                .string("StringValue", "StringValue")?
+                .unwrap_or_default(),
+        )
+    };
+    Ok(MessageAttribute { data_type, value })
+}
+
+/// `AWSTraceHeader`, the one system attribute a producer may send.
+fn trace_header(input: &Input) -> Result<Option<String>, SqsError> {
+    let system = input.map(
+        "MessageSystemAttributes",
+        "MessageSystemAttribute",
+        "Name",
+        "Value",
+        attribute_value,
+    )?;
+    let mut header = None;
+    for (name, attribute) in system {
+        if name != "AWSTraceHeader" {
+            return Err(SqsError::invalid_parameter_value(format!(
+                "Message system attribute name '{name}' is invalid."
+            )));
+        }
+        match attribute {
+            MessageAttribute {
+                data_type,
+                value: AttributeValue::Text(text),
+            } if data_type == "String" && !text.is_empty() => header = Some(text),
+            _ => {
+                return Err(SqsError::invalid_parameter_value(
+                    "The message system attribute 'AWSTraceHeader' must be of type String with a non-empty value.",
+                ))
+            }
+        }
+    }
+    Ok(header)
+}
+
+fn send_input(input: &Input) -> Result<SendInput, SqsError> {
+    let body = input.required_string("MessageBody", "MessageBody")?;
+    let delay_seconds = input
+        .integer("DelaySeconds", "DelaySeconds")?
+        .map(|delay| {
+            non_negative(
+                "DelaySeconds",
+                delay,
+                "DelaySeconds must be >= 0 and <= 900.",
+            )
+        })
+        .transpose()?;
+    if let Some(id) = input.string("MessageDeduplicationId", "MessageDeduplicationId")? {
+        return Err(SqsError::invalid_parameter(
+            "MessageDeduplicationId",
+            id,
+            "The request include parameter that is not valid for this queue type.",
+        ));
+    }
+    // MessageGroupId is allowed on standard queues (fair queues) and does not change delivery.
+    let attributes = input.map(
+        "MessageAttributes",
+        "MessageAttribute",
+        "Name",
+        "Value",
+        attribute_value,
+    )?;
+    Ok(SendInput {
+        body,
+        attributes,
+        trace_header: trace_header(input)?,
+        delay_seconds,
+        sender_id: "".into(),
+    })
+}
+
+/// What SQS counts toward a batch's size: bodies plus attribute names, types and values.
+fn message_size_bytes(message: &SendInput) -> usize {
+    message.body.len()
+        + message
+            .attributes
+            .iter()
+            .map(|(name, attribute)| {
+                name.len()
+                    + attribute.data_type.len()
+                    + match &attribute.value {
+                        AttributeValue::Text(text) => text.len(),
+                        AttributeValue::Binary(bytes) => bytes.len(),
+                    }
+            })
+            .sum::<usize>()
+}
+
+fn send_message_batch(queue: QueueRef, input: &Input) -> Result<Action, SqsError> {
+    let entries = batch(input, "SendMessageBatchRequestEntry", send_input)?;
+    let total: usize = entries
+        .iter()
+        .map(|entry| message_size_bytes(&entry.value))
+        .sum();
+    if total > BATCH_SIZE_MAX_BYTES {
+        return Err(SqsError::new(
+            ErrorCode::BatchRequestTooLong,
+            format!("Batch requests cannot be longer than {BATCH_SIZE_MAX_BYTES} bytes. You have sent {total} bytes."),
+        ));
+    }
+    Ok(Action::SendMessageBatch { queue, entries })
+}
+
+fn valid_batch_entry_id(id: &str) -> bool {
+    !id.is_empty()
+        && id.len() <= 80
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+}
+
+/// The entries of a batch request (JSON `Entries`, Query `{entry_name}.N.…`), with SQS's batch
+/// rules checked in SQS's order: count, then ids.
+fn batch<T>(
+    input: &Input,
+    entry_name: &str,
+    read: impl Fn(&Input) -> Result<T, SqsError>,
+) -> Result<Vec<BatchEntry<T>>, SqsError> {
+    let entries = input.entries("Entries", entry_name)?;
+    if entries.is_empty() {
+        return Err(SqsError::new(
+            ErrorCode::EmptyBatchRequest,
+            format!("There should be at least one {entry_name} in the request."),
+        ));
+    }
+    if entries.len() > BATCH_ENTRIES_MAX {
+        return Err(SqsError::new(
+            ErrorCode::TooManyEntriesInBatchRequest,
+            format!(
+                "Maximum number of entries per request are {BATCH_ENTRIES_MAX}. You have sent {}.",
+                entries.len()
+            ),
+        ));
+    }
+    let mut seen = BTreeSet::new();
+    let mut decoded = Vec::with_capacity(entries.len());
+    for entry in &entries {
+        let id = entry.required_string("Id", "Id")?;
+        if !valid_batch_entry_id(&id) {
+            return Err(SqsError::new(
+                ErrorCode::InvalidBatchEntryId,
+                "A batch entry id can only contain alphanumeric characters, hyphens and underscores. It can be at most 80 letters long.",
+            ));
+        }
+        if !seen.insert(id.clone()) {
+            return Err(SqsError::new(
+                ErrorCode::BatchEntryIdsNotDistinct,
+                format!("Id {id} repeated."),
+            ));
+        }
+        decoded.push((id, entry));
+    }
+    decoded
+        .into_iter()
+        .map(|(id, entry)| {
+            Ok(BatchEntry {
+                id,
+                value: read(entry)?,
+            })
+        })
+        .collect()
+}
+
+fn receive_message(queue: QueueRef, input: &Input) -> Result<Action, SqsError> {
+    let max_messages = match input.integer("MaxNumberOfMessages", "MaxNumberOfMessages")? {
+        None => 1,
+        Some(n) if (1..=RECEIVE_MESSAGES_MAX).contains(&n) => n as usize,
+        Some(n) => {
+            return Err(SqsError::invalid_parameter(
+                "MaxNumberOfMessages",
+                n,
+                "Must be between 1 and 10, if provided.",
+            ))
+        }
+    };
+    let visibility_timeout_seconds = input
+        .integer("VisibilityTimeout", "VisibilityTimeout")?
+        .map(|v| {
+            non_negative(
+                "VisibilityTimeout",
+                v,
+                "Must be >= 0 and <= 43200, if provided.",
+            )
+        })
+        .transpose()?;
+    let wait_time_seconds = match input.integer("WaitTimeSeconds", "WaitTimeSeconds")? {
+        None => None,
+        Some(n) if (0..=WAIT_TIME_MAX_SECONDS).contains(&n) => Some(n as u32),
+        Some(n) => {
+            return Err(SqsError::invalid_parameter(
+                "WaitTimeSeconds",
+                n,
+                "Must be >= 0 and <= 20, if provided.",
+            ))
+        }
+    };
+    let mut attribute_names = input.string_list("AttributeNames", "AttributeName")?;
+    for name in input.string_list("MessageSystemAttributeNames", "MessageSystemAttributeName")? {
+        if !attribute_names.contains(&name) {
+            attribute_names.push(name);
+        }
+    }
+    Ok(Action::ReceiveMessage {
+        queue,
+        request: ReceiveRequest {
+            max_messages,
+            visibility_timeout_seconds,
+        },
+        wait_time_seconds,
+        attribute_names,
+        message_attribute_names: input
+            .string_list("MessageAttributeNames", "MessageAttributeName")?,
+        receive_request_attempt_id: input
+            .string("ReceiveRequestAttemptId", "ReceiveRequestAttemptId")?,
+    })
+}
+
+impl Action {
+    /// The SQS action name (`SendMessage`).
+    pub fn name(&self) -> &'static str {
+        match self {
+            Action::CreateQueue { .. } => "CreateQueue",
+            Action::GetQueueUrl { .. } => "GetQueueUrl",
+            Action::ListQueues { .. } => "ListQueues",
+            Action::DeleteQueue { .. } => "DeleteQueue",
+            Action::GetQueueAttributes { .. } => "GetQueueAttributes",
+            Action::SetQueueAttributes { .. } => "SetQueueAttributes",
+            Action::PurgeQueue { .. } => "PurgeQueue",
+            Action::SendMessage { .. } => "SendMessage",
+            Action::SendMessageBatch { .. } => "SendMessageBatch",
+            Action::ReceiveMessage { .. } => "ReceiveMessage",
+            Action::DeleteMessage { .. } => "DeleteMessage",
+            Action::DeleteMessageBatch { .. } => "DeleteMessageBatch",
+            Action::ChangeMessageVisibility { .. } => "ChangeMessageVisibility",
+            Action::ChangeMessageVisibilityBatch { .. } => "ChangeMessageVisibilityBatch",
+            Action::TagQueue { .. } => "TagQueue",
+            Action::UntagQueue { .. } => "UntagQueue",
+            Action::ListQueueTags { .. } => "ListQueueTags",
+            Action::ListDeadLetterSourceQueues { .. } => "ListDeadLetterSourceQueues",
+            Action::AddPermission { .. } => "AddPermission",
+            Action::RemovePermission { .. } => "RemovePermission",
+        }
+    }
+}

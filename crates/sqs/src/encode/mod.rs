@@ -1,0 +1,512 @@
+//! Responses: an [`Outcome`] or an [`SqsError`] out, as JSON 1.0 or Query XML.
+//!
+//! Each outcome is first built as a [`Node`] tree that mirrors the Smithy output shape; one
+//! walker writes it as JSON, another as XML. The XML walker applies the Query protocol's rules:
+//! lists and maps are flattened (`<Message>` repeated, `<Attribute><Name/><Value/></Attribute>`)
+//! under their member names, and the result sits in `<ActionResult>` inside `<ActionResponse>`.
+
+use base64::engine::general_purpose::STANDARD;
+use base64::Engine as _;
+use leaseq_core::{AttributeValue, Delivery, MessageAttribute, Sent};
+use serde_json::{Map, Value};
+
+use crate::error::SqsError;
+use crate::md5::{md5_of_body, md5_of_message_attributes, md5_of_system_attributes};
+use crate::outcome::{Context, Outcome};
+
+/// The namespace of SQS's Query responses.
+pub const XML_NAMESPACE: &str = "http://queue.amazonaws.com/doc/2012-11-05/";
+const JSON_CONTENT_TYPE: &str = "application/x-amz-json-1.0";
+const XML_CONTENT_TYPE: &str = "text/xml";
+
+/// An HTTP response, ready to send. Header names are lowercase (HTTP/2-safe, and what
+/// `http::HeaderName::from_static` accepts).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Response {
+    /// HTTP status.
+    pub status: u16,
+    /// Headers.
+    pub headers: Vec<(&'static str, String)>,
+    /// Body.
+    pub body: Vec<u8>,
+}
+
+/// A value of an output shape.
+#[derive(Clone, Debug)]
+enum Node {
+    Text(String),
+    Bool(bool),
+    /// Members in order.
+    Struct(Vec<(&'static str, Node)>),
+    /// A flattened list; in XML each item is a `<member>` element.
+    List {
+        member: &'static str,
+        items: Vec<Node>,
+    },
+    /// A flattened map; in XML each entry is `<entry><key/><value/></entry>`.
+    Map {
+        entry: &'static str,
+        key: &'static str,
+        value: &'static str,
+        entries: Vec<(String, Node)>,
+    },
+}
+
+fn text(value: impl Into<String>) -> Node {
+    Node::Text(value.into())
+}
+
+// ----- outcome to node ----------------------------------------------------------------------
+
+/// The members of the action's result, or `None` for actions whose result is empty.
+fn result(
+    action: &'static str,
+    outcome: &Outcome,
+    ctx: &Context,
+) -> Option<Vec<(&'static str, Node)>> {
+    let url_list = |names: &[std::sync::Arc<str>]| Node::List {
+        member: "QueueUrl",
+        items: names
+            .iter()
+            .map(|name| text(crate::queue_url(ctx, name)))
+            .collect(),
+    };
+    let mut members = Vec::new();
+    match outcome {
+        Outcome::Empty => return None,
+        Outcome::QueueUrl(name) => members.push(("QueueUrl", text(crate::queue_url(ctx, name)))),
+        Outcome::QueueUrls { names, next_token } => {
+            if !names.is_empty() {
+                members.push(("QueueUrls", url_list(names)));
+            }
+            if let Some(token) = next_token {
+                members.push(("NextToken", text(token)));
+            }
+        }
+        Outcome::DeadLetterSourceQueues { names, next_token } => {
+            // `queueUrls` (lowercase) is required in this output, so it is present even when empty.
+            members.push(("queueUrls", url_list(names)));
+            if let Some(token) = next_token {
+                members.push(("NextToken", text(token)));
+            }
+        }
+        Outcome::QueueAttributes { info, names } => {
+            let attributes = crate::attributes::render(info, names, ctx);
+            if !attributes.is_empty() {
+                members.push((
+                    "Attributes",
+                    string_map(
+                        "Attribute",
+                        "Name",
+                        attributes.into_iter().map(|(k, v)| (k.to_string(), v)),
+                    ),
+                ));
+            }
+        }
+        Outcome::QueueTags(tags) => {
+            if !tags.is_empty() {
+                members.push((
+                    "Tags",
+                    string_map(
+                        "Tag",
+                        "Key",
+                        tags.iter().map(|(k, v)| (k.clone(), v.clone())),
+                    ),
+                ));
+            }
+        }
+        Outcome::Sent(sent) => members.extend(sent_members(sent)),
+        Outcome::SentBatch(entries) => {
+            let successful = entries.iter().filter_map(|(id, result)| {
+                let sent = result.as_ref().ok()?;
+                let mut entry = vec![("Id", text(id))];
+                entry.extend(sent_members(sent));
+                Some(Node::Struct(entry))
+            });
+            members.extend(batch_members(
+                "SendMessageBatchResultEntry",
+                successful.collect(),
+                entries,
+            ));
+        }
+        Outcome::Batch(entries) => {
+            let entry_name = if action == "DeleteMessageBatch" {
+                "DeleteMessageBatchResultEntry"
+            } else {
+                "ChangeMessageVisibilityBatchResultEntry"
+            };
+            let successful = entries
+                .iter()
+                .filter(|(_, result)| result.is_ok())
+                .map(|(id, _)| Node::Struct(vec![("Id", text(id))]));
+            members.extend(batch_members(entry_name, successful.collect(), entries));
+        }
+        Outcome::Received {
+            deliveries,
+            attribute_names,
+            message_attribute_names,
+            queue_name: _,
+        } => {
+            if !deliveries.is_empty() {
+                let items = deliveries
+                    .iter()
+                    .map(|delivery| {
+                        message(delivery, attribute_names, message_attribute_names, ctx)
+                    })
+                    .collect();
+                members.push((
+                    "Messages",
+                    Node::List {
+                        member: "Message",
+                        items,
+                    },
+                ));
+            }
+        }
+    }
+    Some(members)
+}
+
+fn string_map(
+    entry: &'static str,
+    key: &'static str,
+    pairs: impl Iterator<Item = (String, String)>,
+) -> Node {
+    Node::Map {
+        entry,
+        key,
+        value: "Value",
+        entries: pairs.map(|(k, v)| (k, Node::Text(v))).collect(),
+    }
+}
+
+fn sent_members(sent: &Sent) -> Vec<(&'static str, Node)> {
+    let payload = &sent.payload;
+    let mut members = vec![
+        ("MessageId", text(sent.message_id.to_string())),
+        ("MD5OfMessageBody", text(md5_of_body(&payload.body))),
+    ];
+    if let Some(md5) = md5_of_message_attributes(&payload.attributes) {
+        members.push(("MD5OfMessageAttributes", text(md5)));
+    }
+    if let Some(md5) = md5_of_system_attributes(payload.trace_header.as_deref()) {
+        members.push(("MD5OfMessageSystemAttributes", text(md5)));
+    }
+    members
+}
+
+fn batch_members<T>(
+    entry_name: &'static str,
+    successful: Vec<Node>,
+    entries: &[(String, Result<T, SqsError>)],
+) -> Vec<(&'static str, Node)> {
+    let failed = entries
+        .iter()
+        .filter_map(|(id, result)| {
+            let error = result.as_ref().err()?;
+            Some(Node::Struct(vec![
+                ("Id", text(id)),
+                ("SenderFault", Node::Bool(error.is_sender_fault())),
+                ("Code", text(error.code.query_code())),
+                ("Message", text(&error.message)),
+            ]))
+        })
+        .collect();
+    vec![
+        (
+            "Successful",
+            Node::List {
+                member: entry_name,
+                items: successful,
+            },
+        ),
+        (
+            "Failed",
+            Node::List {
+                member: "BatchResultErrorEntry",
+                items: failed,
+            },
+        ),
+    ]
+}
+
+/// The system attributes SQS can return for a standard queue, in the order we return them.
+const SYSTEM_ATTRIBUTES: [&str; 6] = [
+    "SenderId",
+    "SentTimestamp",
+    "ApproximateReceiveCount",
+    "ApproximateFirstReceiveTimestamp",
+    "AWSTraceHeader",
+    "DeadLetterQueueSourceArn",
+];
+
+fn system_attribute(name: &str, delivery: &Delivery, ctx: &Context) -> Option<String> {
+    Some(match name {
+        "SenderId" => delivery.payload.sender_id.to_string(),
+        "SentTimestamp" => delivery.sent_at_ms.to_string(),
+        "ApproximateReceiveCount" => delivery.receive_count.to_string(),
+        "ApproximateFirstReceiveTimestamp" => delivery.first_received_at_ms.to_string(),
+        "AWSTraceHeader" => delivery.payload.trace_header.clone()?,
+        "DeadLetterQueueSourceArn" => {
+            crate::queue_arn(ctx, delivery.dead_letter_source.as_deref()?)
+        }
+        _ => return None,
+    })
+}
+
+/// Whether a message attribute name matches the requested names (`All`, `.*`, `prefix.*` or an
+/// exact name).
+pub fn message_attribute_wanted(name: &str, wanted: &[String]) -> bool {
+    wanted.iter().any(|pattern| {
+        pattern == "All"
+            || pattern == ".*"
+            || pattern == name
+            || pattern
+                .strip_suffix('*')
+                .filter(|prefix| prefix.ends_with('.'))
+                .is_some_and(|prefix| name.starts_with(prefix))
+    })
+}
+
+fn attribute_node(attribute: &MessageAttribute) -> Node {
+    let value = match &attribute.value {
+        AttributeValue::Text(value) => ("StringValue", text(value)),
+        AttributeValue::Binary(bytes) => ("BinaryValue", text(STANDARD.encode(bytes))),
+    };
+    Node::Struct(vec![value, ("DataType", text(&attribute.data_type))])
+}
+
+fn message(
+    delivery: &Delivery,
+    attribute_names: &[String],
+    message_attribute_names: &[String],
+    ctx: &Context,
+) -> Node {
+    let payload = &delivery.payload;
+    let all = attribute_names.iter().any(|name| name == "All");
+    let system = SYSTEM_ATTRIBUTES
+        .iter()
+        .filter(|&&name| all || attribute_names.iter().any(|wanted| wanted == name))
+        .filter_map(|&name| {
+            system_attribute(name, delivery, ctx).map(|value| (name.to_string(), value))
+        });
+    let system = string_map("Attribute", "Name", system);
+    let returned: Vec<(&String, &MessageAttribute)> = payload
+        .attributes
+        .iter()
+        .filter(|(name, _)| message_attribute_wanted(name, message_attribute_names))
+        .collect();
+    let mut members = vec![
+        ("MessageId", text(delivery.message_id.to_string())),
+        ("ReceiptHandle", text(&delivery.receipt)),
+        ("MD5OfBody", text(md5_of_body(&payload.body))),
+        ("Body", text(&payload.body)),
+    ];
+    if matches!(&system, Node::Map { entries, .. } if !entries.is_empty()) {
+        members.push(("Attributes", system));
+    }
+    if let Some(md5) = md5_of_message_attributes(returned.iter().copied()) {
+        members.push(("MD5OfMessageAttributes", text(md5)));
+        let entries = returned
+            .iter()
+            .map(|(name, attribute)| (name.to_string(), attribute_node(attribute)))
+            .collect();
+        members.push((
+            "MessageAttributes",
+            Node::Map {
+                entry: "MessageAttribute",
+                key: "Name",
+                value: "Value",
+                entries,
+            },
+        ));
+    }
+    Node::Struct(members)
+}
+
+// ----- JSON ---------------------------------------------------------------------------------
+
+fn to_json(node: &Node) -> Value {
+    match node {
+        Node::Text(text) => Value::String(text.clone()),
+        Node::Bool(value) => Value::Bool(*value),
+        Node::Struct(members) => Value::Object(
+            members
+                .iter()
+                .map(|(name, node)| (name.to_string(), to_json(node)))
+                .collect(),
+        ),
+        Node::List { items, .. } => Value::Array(items.iter().map(to_json).collect()),
+        Node::Map { entries, .. } => Value::Object(
+            entries
+                .iter()
+                .map(|(key, node)| (key.clone(), to_json(node)))
+                .collect::<Map<String, Value>>(),
+        ),
+    }
+}
+
+fn json_response(status: u16, body: Value, ctx: &Context, extra: Option<String>) -> Response {
+    let mut headers = vec![
+        ("content-type", JSON_CONTENT_TYPE.to_string()),
+        ("x-amzn-requestid", ctx.request_id.clone()),
+    ];
+    if let Some(query_error) = extra {
+        headers.push(("x-amzn-query-error", query_error));
+    }
+    Response {
+        status,
+        headers,
+        body: body.to_string().into_bytes(),
+    }
+}
+
+// ----- XML ----------------------------------------------------------------------------------
+
+/// Characters XML 1.0 allows in a document.
+fn xml_allowed(c: char) -> bool {
+    matches!(c, '\t' | '\n' | '\r' | '\u{20}'..='\u{D7FF}' | '\u{E000}'..='\u{FFFD}')
+        || c >= '\u{10000}'
+}
+
+/// Escapes text content as SQS does: markup characters and quotes as entities, and `\r` as
+/// `&#xD;` so that XML parsers' line-end normalisation does not turn it into `\n`.
+pub fn xml_escape(text: &str, out: &mut String) {
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\r' => out.push_str("&#xD;"),
+            // Message bodies cannot hold these (the engine refuses them), but error messages
+            // may quote arbitrary input; XML cannot carry them even as references.
+            c if !xml_allowed(c) => out.push('\u{FFFD}'),
+            c => out.push(c),
+        }
+    }
+}
+
+fn element(out: &mut String, name: &str, content: impl FnOnce(&mut String)) {
+    out.push('<');
+    out.push_str(name);
+    out.push('>');
+    content(out);
+    out.push_str("</");
+    out.push_str(name);
+    out.push('>');
+}
+
+/// Writes the content of `node` (without its own element).
+fn xml_content(node: &Node, out: &mut String) {
+    match node {
+        Node::Text(text) => xml_escape(text, out),
+        Node::Bool(value) => out.push_str(if *value { "true" } else { "false" }),
+        Node::Struct(members) => {
+            for (name, member) in members {
+                xml_member(name, member, out);
+            }
+        }
+        // Lists and maps are always members of a structure; see `xml_member`.
+        Node::List { .. } | Node::Map { .. } => {}
+    }
+}
+
+fn xml_member(name: &str, node: &Node, out: &mut String) {
+    match node {
+        Node::List { member, items } => {
+            for item in items {
+                element(out, member, |out| xml_content(item, out));
+            }
+        }
+        Node::Map {
+            entry,
+            key,
+            value,
+            entries,
+        } => {
+            for (k, v) in entries {
+                element(out, entry, |out| {
+                    element(out, key, |out| xml_escape(k, out));
+                    element(out, value, |out| xml_content(v, out));
+                });
+            }
+        }
+        other => element(out, name, |out| xml_content(other, out)),
+    }
+}
+
+fn xml_response(status: u16, body: String, ctx: &Context) -> Response {
+    Response {
+        status,
+        headers: vec![
+            ("content-type", XML_CONTENT_TYPE.to_string()),
+            ("x-amzn-requestid", ctx.request_id.clone()),
+        ],
+        body: body.into_bytes(),
+    }
+}
+
+// ----- entry points -------------------------------------------------------------------------
+
+/// The response to a successful action.
+pub fn encode(
+    protocol: crate::Protocol,
+    action: &'static str,
+    outcome: &Outcome,
+    ctx: &Context,
+) -> Response {
+    let members = result(action, outcome, ctx);
+    match protocol {
+        crate::Protocol::Json => {
+            let body = to_json(&Node::Struct(members.unwrap_or_default()));
+            json_response(200, body, ctx, None)
+        }
+        crate::Protocol::Query => {
+            let mut out = String::from("<?xml version=\"1.0\"?>");
+            out.push_str(&format!("<{action}Response xmlns=\"{XML_NAMESPACE}\">"));
+            if let Some(members) = members {
+                element(&mut out, &format!("{action}Result"), |out| {
+                    xml_content(&Node::Struct(members), out)
+                });
+            }
+            element(&mut out, "ResponseMetadata", |out| {
+                element(out, "RequestId", |out| xml_escape(&ctx.request_id, out))
+            });
+            out.push_str(&format!("</{action}Response>"));
+            xml_response(200, out, ctx)
+        }
+    }
+}
+
+/// The response to a failed request.
+pub fn encode_error(protocol: crate::Protocol, error: &SqsError, ctx: &Context) -> Response {
+    match protocol {
+        crate::Protocol::Json => {
+            let body = serde_json::json!({
+                "__type": error.code.json_type(),
+                "message": error.message,
+            });
+            let query_error = format!("{};{}", error.code.query_code(), error.fault());
+            json_response(error.status(), body, ctx, Some(query_error))
+        }
+        crate::Protocol::Query => {
+            let mut out = String::from("<?xml version=\"1.0\"?>");
+            out.push_str(&format!("<ErrorResponse xmlns=\"{XML_NAMESPACE}\">"));
+            element(&mut out, "Error", |out| {
+                element(out, "Type", |out| out.push_str(error.fault()));
+                element(out, "Code", |out| xml_escape(error.code.query_code(), out));
+                element(out, "Message", |out| xml_escape(&error.message, out));
+                out.push_str("<Detail/>");
+            });
+            element(&mut out, "RequestId", |out| {
+                xml_escape(&ctx.request_id, out)
+            });
+            out.push_str("</ErrorResponse>");
+            xml_response(error.status(), out, ctx)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,672 @@
+//! Encodings of representative outcomes and errors in both protocols, checked member by member
+//! (JSON through `serde_json`, XML through an XML parser, so escaping is checked as a client
+//! would see it).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use leaseq_core::{
+    AttributeValue, Delivery, MessageAttribute, MessageId, Payload, QueueConfig, QueueInfo,
+    RedriveAllowPolicy, RedrivePolicy, Sent,
+};
+use quick_xml::events::Event;
+use serde_json::{json, Value};
+
+use super::*;
+use crate::error::ErrorCode;
+use crate::Protocol;
+
+fn ctx() -> Context {
+    Context {
+        base_url: "http://localhost:9324".into(),
+        region: "us-east-1".into(),
+        account_id: "000000000000".into(),
+        request_id: "req-1".into(),
+    }
+}
+
+fn header<'a>(response: &'a Response, name: &str) -> Option<&'a str> {
+    response
+        .headers
+        .iter()
+        .find(|(key, _)| *key == name)
+        .map(|(_, value)| value.as_str())
+}
+
+fn json_body(response: &Response) -> Value {
+    assert_eq!(
+        header(response, "content-type"),
+        Some("application/x-amz-json-1.0")
+    );
+    assert_eq!(header(response, "x-amzn-requestid"), Some("req-1"));
+    serde_json::from_slice(&response.body).unwrap()
+}
+
+/// `(path, text)` of every element with text, in document order, text unescaped.
+fn xml_texts(response: &Response) -> Vec<(String, String)> {
+    assert_eq!(header(response, "content-type"), Some("text/xml"));
+    let body = std::str::from_utf8(&response.body).unwrap();
+    let mut reader = quick_xml::Reader::from_str(body);
+    let mut path: Vec<String> = Vec::new();
+    let mut raw = String::new();
+    let mut out = Vec::new();
+    loop {
+        match reader.read_event().unwrap() {
+            Event::Start(element) => {
+                path.push(String::from_utf8(element.name().as_ref().to_vec()).unwrap());
+                raw.clear();
+            }
+            Event::Text(text) => raw.push_str(&text.decode().unwrap()),
+            Event::GeneralRef(reference) => {
+                raw.push('&');
+                raw.push_str(&reference.decode().unwrap());
+                raw.push(';');
+            }
+            Event::End(_) => {
+                if !raw.is_empty() {
+                    let text = quick_xml::escape::unescape(&raw).unwrap().into_owned();
+                    out.push((path.join("/"), text));
+                }
+                raw.clear();
+                path.pop();
+            }
+            Event::Eof => break,
+            _ => {}
+        }
+    }
+    out
+}
+
+fn xml_text<'a>(texts: &'a [(String, String)], suffix: &str) -> Vec<&'a str> {
+    texts
+        .iter()
+        .filter(|(path, _)| path.ends_with(suffix))
+        .map(|(_, text)| text.as_str())
+        .collect()
+}
+
+fn string_attribute(value: &str) -> MessageAttribute {
+    MessageAttribute {
+        data_type: "String".into(),
+        value: AttributeValue::Text(value.into()),
+    }
+}
+
+fn payload(body: &str) -> Arc<Payload> {
+    Arc::new(Payload {
+        body: body.into(),
+        attributes: BTreeMap::from([
+            ("colour".to_string(), string_attribute("red")),
+            ("foo.bar".to_string(), string_attribute("x")),
+            (
+                "raw".to_string(),
+                MessageAttribute {
+                    data_type: "Binary".into(),
+                    value: AttributeValue::Binary(vec![0, 1, 255]),
+                },
+            ),
+        ]),
+        trace_header: Some("Root=1-abc".into()),
+        sender_id: Arc::from("AIDAEXAMPLE"),
+    })
+}
+
+fn delivery(body: &str) -> Delivery {
+    Delivery {
+        message_id: MessageId([7; 16]),
+        receipt: "receipt-1".into(),
+        payload: payload(body),
+        receive_count: 2,
+        sent_at_ms: 1_700_000_000_123,
+        first_received_at_ms: 1_700_000_001_000,
+        visible_at_ms: 0,
+        dead_letter_source: Some(Arc::from("source")),
+    }
+}
+
+fn received(body: &str, attribute_names: &[&str], message_attribute_names: &[&str]) -> Outcome {
+    Outcome::Received {
+        deliveries: vec![delivery(body)],
+        attribute_names: attribute_names.iter().map(|s| s.to_string()).collect(),
+        message_attribute_names: message_attribute_names
+            .iter()
+            .map(|s| s.to_string())
+            .collect(),
+        queue_name: Arc::from("jobs"),
+    }
+}
+
+const AWKWARD_BODY: &str = "a<b>&c \"q\" 'x'\r\nline\rend\ttab ü 😀";
+
+#[test]
+fn send_message_json_and_xml() {
+    let sent = Sent {
+        message_id: MessageId([1; 16]),
+        seq: 1,
+        payload: payload("hello"),
+    };
+    let outcome = Outcome::Sent(sent.clone());
+    let body = json_body(&encode(Protocol::Json, "SendMessage", &outcome, &ctx()));
+    assert_eq!(body["MessageId"], sent.message_id.to_string());
+    assert_eq!(body["MD5OfMessageBody"], "5d41402abc4b2a76b9719d911017c592");
+    let attributes_md5 = crate::md5::md5_of_message_attributes(&sent.payload.attributes).unwrap();
+    assert_eq!(body["MD5OfMessageAttributes"], attributes_md5);
+    assert_eq!(
+        body["MD5OfMessageSystemAttributes"],
+        crate::md5::md5_of_system_attributes(Some("Root=1-abc")).unwrap()
+    );
+
+    let response = encode(Protocol::Query, "SendMessage", &outcome, &ctx());
+    assert_eq!(response.status, 200);
+    let text = std::str::from_utf8(&response.body).unwrap();
+    assert!(text
+        .contains(r#"<SendMessageResponse xmlns="http://queue.amazonaws.com/doc/2012-11-05/">"#));
+    let texts = xml_texts(&response);
+    assert_eq!(
+        xml_text(
+            &texts,
+            "SendMessageResponse/SendMessageResult/MD5OfMessageBody"
+        ),
+        ["5d41402abc4b2a76b9719d911017c592"]
+    );
+    assert_eq!(
+        xml_text(&texts, "SendMessageResult/MD5OfMessageAttributes"),
+        [attributes_md5.as_str()]
+    );
+    assert_eq!(xml_text(&texts, "ResponseMetadata/RequestId"), ["req-1"]);
+
+    // Without attributes the checksums of attributes are absent.
+    let plain = Outcome::Sent(Sent {
+        message_id: MessageId([1; 16]),
+        seq: 1,
+        payload: Arc::new(Payload {
+            body: "x".into(),
+            attributes: BTreeMap::new(),
+            trace_header: None,
+            sender_id: Arc::from(""),
+        }),
+    });
+    let body = json_body(&encode(Protocol::Json, "SendMessage", &plain, &ctx()));
+    assert!(body.get("MD5OfMessageAttributes").is_none());
+    assert!(body.get("MD5OfMessageSystemAttributes").is_none());
+}
+
+#[test]
+fn received_xml_escapes_and_keeps_carriage_returns() {
+    let response = encode(
+        Protocol::Query,
+        "ReceiveMessage",
+        &received(AWKWARD_BODY, &["All"], &["All"]),
+        &ctx(),
+    );
+    let raw = std::str::from_utf8(&response.body).unwrap();
+    assert!(
+        !raw.contains('\r'),
+        "a raw CR would be normalised away by XML parsers"
+    );
+    assert!(raw.contains("&#xD;"));
+    assert!(raw.contains("a&lt;b&gt;&amp;c &quot;q&quot;"));
+    let texts = xml_texts(&response);
+    assert_eq!(
+        xml_text(&texts, "ReceiveMessageResult/Message/Body"),
+        [AWKWARD_BODY]
+    );
+    assert_eq!(
+        xml_text(&texts, "Message/MD5OfBody"),
+        [crate::md5::md5_of_body(AWKWARD_BODY).as_str()]
+    );
+    assert_eq!(xml_text(&texts, "Message/ReceiptHandle"), ["receipt-1"]);
+    // Flattened system attributes: <Attribute><Name/><Value/></Attribute>.
+    let names = xml_text(&texts, "Message/Attribute/Name");
+    let values = xml_text(&texts, "Message/Attribute/Value");
+    let attributes: BTreeMap<&str, &str> = names.into_iter().zip(values).collect();
+    assert_eq!(attributes["SenderId"], "AIDAEXAMPLE");
+    assert_eq!(attributes["SentTimestamp"], "1700000000123");
+    assert_eq!(attributes["ApproximateReceiveCount"], "2");
+    assert_eq!(
+        attributes["ApproximateFirstReceiveTimestamp"],
+        "1700000001000"
+    );
+    assert_eq!(attributes["AWSTraceHeader"], "Root=1-abc");
+    assert_eq!(
+        attributes["DeadLetterQueueSourceArn"],
+        "arn:aws:sqs:us-east-1:000000000000:source"
+    );
+    // Message attributes: <MessageAttribute><Name/><Value><StringValue/><DataType/></Value>.
+    assert_eq!(
+        xml_text(&texts, "Message/MessageAttribute/Name"),
+        ["colour", "foo.bar", "raw"]
+    );
+    assert_eq!(
+        xml_text(&texts, "MessageAttribute/Value/BinaryValue"),
+        ["AAH/"]
+    );
+    assert_eq!(
+        xml_text(&texts, "MessageAttribute/Value/DataType"),
+        ["String", "String", "Binary"]
+    );
+}
+
+#[test]
+fn received_json_filters_attributes() {
+    let body = json_body(&encode(
+        Protocol::Json,
+        "ReceiveMessage",
+        &received(
+            AWKWARD_BODY,
+            &["SentTimestamp", "ApproximateReceiveCount"],
+            &["foo.*"],
+        ),
+        &ctx(),
+    ));
+    let message = &body["Messages"][0];
+    assert_eq!(message["Body"], AWKWARD_BODY);
+    assert_eq!(message["MessageId"], MessageId([7; 16]).to_string());
+    assert_eq!(
+        message["Attributes"],
+        json!({"SentTimestamp": "1700000000123", "ApproximateReceiveCount": "2"})
+    );
+    assert_eq!(
+        message["MessageAttributes"],
+        json!({"foo.bar": {"StringValue": "x", "DataType": "String"}})
+    );
+    // The checksum covers the returned attributes only.
+    let returned = BTreeMap::from([("foo.bar".to_string(), string_attribute("x"))]);
+    assert_eq!(
+        message["MD5OfMessageAttributes"],
+        crate::md5::md5_of_message_attributes(&returned).unwrap()
+    );
+
+    let body = json_body(&encode(
+        Protocol::Json,
+        "ReceiveMessage",
+        &received("b", &[], &[]),
+        &ctx(),
+    ));
+    let message = &body["Messages"][0];
+    assert!(message.get("Attributes").is_none());
+    assert!(message.get("MessageAttributes").is_none());
+    assert!(message.get("MD5OfMessageAttributes").is_none());
+
+    let body = json_body(&encode(
+        Protocol::Json,
+        "ReceiveMessage",
+        &received("b", &[], &["All"]),
+        &ctx(),
+    ));
+    assert_eq!(
+        body["Messages"][0]["MessageAttributes"]["raw"]["BinaryValue"],
+        "AAH/"
+    );
+
+    let empty = Outcome::Received {
+        deliveries: vec![],
+        attribute_names: vec![],
+        message_attribute_names: vec![],
+        queue_name: Arc::from("jobs"),
+    };
+    assert_eq!(
+        json_body(&encode(Protocol::Json, "ReceiveMessage", &empty, &ctx())),
+        json!({})
+    );
+    let texts = xml_texts(&encode(Protocol::Query, "ReceiveMessage", &empty, &ctx()));
+    assert!(xml_text(&texts, "Message/Body").is_empty());
+}
+
+#[test]
+fn message_attribute_name_patterns() {
+    let wanted = |patterns: &[&str], name: &str| {
+        message_attribute_wanted(
+            name,
+            &patterns.iter().map(|p| p.to_string()).collect::<Vec<_>>(),
+        )
+    };
+    assert!(wanted(&["All"], "x"));
+    assert!(wanted(&[".*"], "x"));
+    assert!(wanted(&["foo.*"], "foo.bar"));
+    assert!(!wanted(&["foo.*"], "foobar"));
+    assert!(!wanted(&["foo.*"], "foo"));
+    assert!(wanted(&["exact"], "exact"));
+    assert!(!wanted(&["exact"], "Exact"));
+    assert!(!wanted(&[], "x"));
+}
+
+fn info() -> QueueInfo {
+    QueueInfo {
+        queue_id: 1,
+        name: Arc::from("jobs"),
+        config: QueueConfig {
+            redrive_policy: Some(RedrivePolicy {
+                dead_letter_queue: "dlq".into(),
+                max_receive_count: 5,
+            }),
+            redrive_allow_policy: Some(RedriveAllowPolicy::ByQueue(vec!["a".into()])),
+            ..QueueConfig::default()
+        },
+        tags: BTreeMap::new(),
+        created_at_ms: 1_700_000_000_999,
+        last_modified_at_ms: 1_700_000_100_000,
+        ready: 3,
+        in_flight: 2,
+        delayed: 1,
+        oldest_ready_sent_at_ms: None,
+        counters: Default::default(),
+    }
+}
+
+#[test]
+fn queue_attributes() {
+    let all = Outcome::QueueAttributes {
+        info: Box::new(info()),
+        names: vec!["All".into()],
+    };
+    let body = json_body(&encode(Protocol::Json, "GetQueueAttributes", &all, &ctx()));
+    let attributes = &body["Attributes"];
+    assert_eq!(attributes["ApproximateNumberOfMessages"], "3");
+    assert_eq!(attributes["ApproximateNumberOfMessagesNotVisible"], "2");
+    assert_eq!(attributes["ApproximateNumberOfMessagesDelayed"], "1");
+    assert_eq!(attributes["CreatedTimestamp"], "1700000000");
+    assert_eq!(attributes["LastModifiedTimestamp"], "1700000100");
+    assert_eq!(attributes["VisibilityTimeout"], "30");
+    assert_eq!(attributes["MessageRetentionPeriod"], "345600");
+    assert_eq!(attributes["MaximumMessageSize"], "1048576");
+    assert_eq!(attributes["DelaySeconds"], "0");
+    assert_eq!(attributes["ReceiveMessageWaitTimeSeconds"], "0");
+    assert_eq!(
+        attributes["QueueArn"],
+        "arn:aws:sqs:us-east-1:000000000000:jobs"
+    );
+    assert_eq!(attributes["SqsManagedSseEnabled"], "true");
+    let redrive: Value =
+        serde_json::from_str(attributes["RedrivePolicy"].as_str().unwrap()).unwrap();
+    assert_eq!(
+        redrive,
+        json!({"deadLetterTargetArn": "arn:aws:sqs:us-east-1:000000000000:dlq", "maxReceiveCount": 5})
+    );
+    let allow: Value =
+        serde_json::from_str(attributes["RedriveAllowPolicy"].as_str().unwrap()).unwrap();
+    assert_eq!(
+        allow,
+        json!({"redrivePermission": "byQueue", "sourceQueueArns": ["arn:aws:sqs:us-east-1:000000000000:a"]})
+    );
+    assert!(
+        attributes.get("Policy").is_none(),
+        "absent settings are not listed"
+    );
+    assert!(attributes.get("KmsMasterKeyId").is_none());
+    assert!(attributes.get("All").is_none());
+
+    let some = Outcome::QueueAttributes {
+        info: Box::new(info()),
+        names: vec!["QueueArn".into(), "Policy".into()],
+    };
+    let texts = xml_texts(&encode(
+        Protocol::Query,
+        "GetQueueAttributes",
+        &some,
+        &ctx(),
+    ));
+    assert_eq!(
+        xml_text(&texts, "GetQueueAttributesResult/Attribute/Name"),
+        ["QueueArn"]
+    );
+    assert_eq!(
+        xml_text(&texts, "GetQueueAttributesResult/Attribute/Value"),
+        ["arn:aws:sqs:us-east-1:000000000000:jobs"]
+    );
+    let none = Outcome::QueueAttributes {
+        info: Box::new(info()),
+        names: vec![],
+    };
+    assert_eq!(
+        json_body(&encode(Protocol::Json, "GetQueueAttributes", &none, &ctx())),
+        json!({})
+    );
+}
+
+#[test]
+fn batches() {
+    let sent = Sent {
+        message_id: MessageId([1; 16]),
+        seq: 1,
+        payload: payload("hello"),
+    };
+    let failure = SqsError::invalid_parameter_value("bad <entry>");
+    let outcome = Outcome::SentBatch(vec![
+        ("a".into(), Ok(sent.clone())),
+        ("b".into(), Err(failure.clone())),
+    ]);
+    let body = json_body(&encode(
+        Protocol::Json,
+        "SendMessageBatch",
+        &outcome,
+        &ctx(),
+    ));
+    assert_eq!(body["Successful"][0]["Id"], "a");
+    assert_eq!(
+        body["Successful"][0]["MD5OfMessageBody"],
+        "5d41402abc4b2a76b9719d911017c592"
+    );
+    assert_eq!(
+        body["Failed"],
+        json!([{"Id": "b", "SenderFault": true, "Code": "InvalidParameterValue", "Message": "bad <entry>"}])
+    );
+    let texts = xml_texts(&encode(
+        Protocol::Query,
+        "SendMessageBatch",
+        &outcome,
+        &ctx(),
+    ));
+    assert_eq!(
+        xml_text(
+            &texts,
+            "SendMessageBatchResult/SendMessageBatchResultEntry/Id"
+        ),
+        ["a"]
+    );
+    assert_eq!(
+        xml_text(&texts, "SendMessageBatchResult/BatchResultErrorEntry/Id"),
+        ["b"]
+    );
+    assert_eq!(
+        xml_text(&texts, "BatchResultErrorEntry/SenderFault"),
+        ["true"]
+    );
+    assert_eq!(
+        xml_text(&texts, "BatchResultErrorEntry/Message"),
+        ["bad <entry>"]
+    );
+
+    let outcome = Outcome::Batch(vec![
+        ("x".into(), Ok(())),
+        (
+            "y".into(),
+            Err(SqsError::new(ErrorCode::ReceiptHandleIsInvalid, "no")),
+        ),
+    ]);
+    for (action, entry) in [
+        ("DeleteMessageBatch", "DeleteMessageBatchResultEntry"),
+        (
+            "ChangeMessageVisibilityBatch",
+            "ChangeMessageVisibilityBatchResultEntry",
+        ),
+    ] {
+        let texts = xml_texts(&encode(Protocol::Query, action, &outcome, &ctx()));
+        assert_eq!(
+            xml_text(&texts, &format!("{action}Result/{entry}/Id")),
+            ["x"]
+        );
+        assert_eq!(
+            xml_text(&texts, "BatchResultErrorEntry/Code"),
+            ["ReceiptHandleIsInvalid"]
+        );
+        let body = json_body(&encode(Protocol::Json, action, &outcome, &ctx()));
+        assert_eq!(body["Successful"], json!([{"Id": "x"}]));
+        assert_eq!(body["Failed"][0]["Code"], "ReceiptHandleIsInvalid");
+    }
+    // Both lists are present in JSON even when empty.
+    let all_ok = Outcome::Batch(vec![("x".into(), Ok(()))]);
+    let body = json_body(&encode(
+        Protocol::Json,
+        "DeleteMessageBatch",
+        &all_ok,
+        &ctx(),
+    ));
+    assert_eq!(body["Failed"], json!([]));
+}
+
+#[test]
+fn lists_and_tags() {
+    let names = vec![Arc::from("a"), Arc::from("b")];
+    let outcome = Outcome::QueueUrls {
+        names: names.clone(),
+        next_token: Some("tok".into()),
+    };
+    let body = json_body(&encode(Protocol::Json, "ListQueues", &outcome, &ctx()));
+    assert_eq!(
+        body,
+        json!({"QueueUrls": ["http://localhost:9324/000000000000/a", "http://localhost:9324/000000000000/b"], "NextToken": "tok"})
+    );
+    let texts = xml_texts(&encode(Protocol::Query, "ListQueues", &outcome, &ctx()));
+    assert_eq!(xml_text(&texts, "ListQueuesResult/QueueUrl").len(), 2);
+    assert_eq!(xml_text(&texts, "ListQueuesResult/NextToken"), ["tok"]);
+    let none = Outcome::QueueUrls {
+        names: vec![],
+        next_token: None,
+    };
+    assert_eq!(
+        json_body(&encode(Protocol::Json, "ListQueues", &none, &ctx())),
+        json!({})
+    );
+
+    let sources = Outcome::DeadLetterSourceQueues {
+        names: vec![],
+        next_token: None,
+    };
+    let body = json_body(&encode(
+        Protocol::Json,
+        "ListDeadLetterSourceQueues",
+        &sources,
+        &ctx(),
+    ));
+    assert_eq!(body, json!({"queueUrls": []}));
+    let sources = Outcome::DeadLetterSourceQueues {
+        names,
+        next_token: None,
+    };
+    let texts = xml_texts(&encode(
+        Protocol::Query,
+        "ListDeadLetterSourceQueues",
+        &sources,
+        &ctx(),
+    ));
+    assert_eq!(
+        xml_text(&texts, "ListDeadLetterSourceQueuesResult/QueueUrl"),
+        [
+            "http://localhost:9324/000000000000/a",
+            "http://localhost:9324/000000000000/b"
+        ]
+    );
+
+    let tags = Outcome::QueueTags(BTreeMap::from([("team".to_string(), "a&b".to_string())]));
+    let body = json_body(&encode(Protocol::Json, "ListQueueTags", &tags, &ctx()));
+    assert_eq!(body, json!({"Tags": {"team": "a&b"}}));
+    let texts = xml_texts(&encode(Protocol::Query, "ListQueueTags", &tags, &ctx()));
+    assert_eq!(xml_text(&texts, "ListQueueTagsResult/Tag/Key"), ["team"]);
+    assert_eq!(xml_text(&texts, "ListQueueTagsResult/Tag/Value"), ["a&b"]);
+
+    let url = Outcome::QueueUrl(Arc::from("jobs"));
+    let body = json_body(&encode(Protocol::Json, "CreateQueue", &url, &ctx()));
+    assert_eq!(
+        body,
+        json!({"QueueUrl": "http://localhost:9324/000000000000/jobs"})
+    );
+    let texts = xml_texts(&encode(Protocol::Query, "GetQueueUrl", &url, &ctx()));
+    assert_eq!(
+        xml_text(&texts, "GetQueueUrlResponse/GetQueueUrlResult/QueueUrl"),
+        ["http://localhost:9324/000000000000/jobs"]
+    );
+}
+
+#[test]
+fn empty_results() {
+    let response = encode(Protocol::Query, "DeleteMessage", &Outcome::Empty, &ctx());
+    let body = std::str::from_utf8(&response.body).unwrap();
+    assert!(!body.contains("DeleteMessageResult"));
+    assert!(body.contains("<DeleteMessageResponse xmlns="));
+    assert_eq!(
+        xml_text(
+            &xml_texts(&response),
+            "DeleteMessageResponse/ResponseMetadata/RequestId"
+        ),
+        ["req-1"]
+    );
+    assert_eq!(
+        json_body(&encode(
+            Protocol::Json,
+            "DeleteMessage",
+            &Outcome::Empty,
+            &ctx()
+        )),
+        json!({})
+    );
+}
+
+#[test]
+fn errors_in_both_protocols() {
+    let error = SqsError::new(
+        ErrorCode::QueueDoesNotExist,
+        "The specified queue does not exist.",
+    );
+    let response = encode_error(Protocol::Json, &error, &ctx());
+    assert_eq!(response.status, 400);
+    assert_eq!(
+        header(&response, "x-amzn-query-error"),
+        Some("AWS.SimpleQueueService.NonExistentQueue;Sender")
+    );
+    assert_eq!(
+        json_body(&response),
+        json!({"__type": "com.amazonaws.sqs#QueueDoesNotExist", "message": "The specified queue does not exist."})
+    );
+
+    let response = encode_error(Protocol::Query, &error, &ctx());
+    assert_eq!(response.status, 400);
+    let texts = xml_texts(&response);
+    assert_eq!(xml_text(&texts, "ErrorResponse/Error/Type"), ["Sender"]);
+    assert_eq!(
+        xml_text(&texts, "ErrorResponse/Error/Code"),
+        ["AWS.SimpleQueueService.NonExistentQueue"]
+    );
+    assert_eq!(
+        xml_text(&texts, "ErrorResponse/Error/Message"),
+        ["The specified queue does not exist."]
+    );
+    assert_eq!(xml_text(&texts, "ErrorResponse/RequestId"), ["req-1"]);
+
+    let internal = SqsError::internal("disk <full> & \u{1} gone");
+    let response = encode_error(Protocol::Query, &internal, &ctx());
+    assert_eq!(response.status, 500);
+    let texts = xml_texts(&response);
+    assert_eq!(xml_text(&texts, "Error/Type"), ["Receiver"]);
+    assert_eq!(
+        xml_text(&texts, "Error/Message"),
+        ["disk <full> & \u{FFFD} gone"]
+    );
+    let response = encode_error(Protocol::Json, &internal, &ctx());
+    assert_eq!(
+        header(&response, "x-amzn-query-error"),
+        Some("InternalError;Receiver")
+    );
+
+    for code in ErrorCode::ALL {
+        let error = SqsError::new(code, "m");
+        for protocol in [Protocol::Json, Protocol::Query] {
+            let response = encode_error(protocol, &error, &ctx());
+            assert_eq!(response.status, code.status());
+            assert!(response
+                .headers
+                .iter()
+                .all(|(name, _)| name.chars().all(|c| !c.is_ascii_uppercase())));
+        }
+    }
+}

@@ -1,0 +1,141 @@
+//! The SQS wire: the only crate that knows SQS action names, JSON and XML shapes, attribute names
+//! and AWS error codes.
+//!
+//! A request's bytes become an [`Action`] (typed, validated, in the engine's vocabulary) with
+//! [`decode`]; the server executes it and hands the result back as an [`Outcome`], which
+//! [`encode`] turns into the response of the protocol the request came in (AWS JSON 1.0 or
+//! Query/XML). Errors of either side become SQS errors through one table in [`error`].
+
+pub mod action;
+pub mod attributes;
+pub mod decode;
+pub mod encode;
+pub mod error;
+pub mod md5;
+pub mod outcome;
+pub mod policy;
+
+use std::sync::Arc;
+
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::Engine as _;
+
+pub use action::{Action, BatchEntry, Protocol, QueueRef};
+pub use decode::{decode, RawRequest};
+pub use encode::{encode, encode_error, Response};
+pub use error::{ErrorCode, SqsError};
+pub use outcome::{Context, Outcome};
+
+/// The URL of a queue: `{base_url}/{account_id}/{name}`.
+pub fn queue_url(ctx: &Context, name: &str) -> String {
+    format!("{}/{}/{}", ctx.base_url, ctx.account_id, name)
+}
+
+/// The ARN of a queue: `arn:aws:sqs:{region}:{account_id}:{name}`.
+pub fn queue_arn(ctx: &Context, name: &str) -> String {
+    format!("arn:aws:sqs:{}:{}:{}", ctx.region, ctx.account_id, name)
+}
+
+/// How many names a list action returns when the client does not say (SQS's 1000).
+pub const LIST_PAGE_DEFAULT: usize = 1000;
+
+/// Tokens start with this tag so that a token of another kind is refused, not misread.
+const TOKEN_TAG: &str = "lq1:";
+
+/// One page of `names` (sorted, as the engine lists them) for `ListQueues` and
+/// `ListDeadLetterSourceQueues`: the names after the one `next_token` ends at, at most
+/// `max_results` of them (1000 without), and the token of the next page. As SQS does, a token is
+/// returned only to a client that asked for `MaxResults` and only while more names remain.
+pub fn paginate(
+    names: Vec<Arc<str>>,
+    max_results: Option<usize>,
+    next_token: Option<&str>,
+) -> Result<(Vec<Arc<str>>, Option<String>), SqsError> {
+    let after = next_token
+        .filter(|token| !token.is_empty())
+        .map(|token| {
+            URL_SAFE_NO_PAD
+                .decode(token)
+                .ok()
+                .and_then(|bytes| String::from_utf8(bytes).ok())
+                .and_then(|text| text.strip_prefix(TOKEN_TAG).map(str::to_string))
+                .ok_or_else(|| SqsError::invalid_parameter_value("Invalid NextToken value."))
+        })
+        .transpose()?;
+    let page_size = max_results.unwrap_or(LIST_PAGE_DEFAULT).max(1);
+    let mut rest = names
+        .into_iter()
+        .filter(|name| after.as_deref().is_none_or(|after| &**name > after));
+    let page: Vec<Arc<str>> = rest.by_ref().take(page_size).collect();
+    let more = rest.next().is_some();
+    let token = match (max_results, page.last()) {
+        (Some(_), Some(last)) if more => Some(URL_SAFE_NO_PAD.encode(format!("{TOKEN_TAG}{last}"))),
+        _ => None,
+    };
+    Ok((page, token))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ctx() -> Context {
+        Context {
+            base_url: "http://localhost:9324".into(),
+            region: "us-east-1".into(),
+            account_id: "000000000000".into(),
+            request_id: "req-1".into(),
+        }
+    }
+
+    fn names(count: usize) -> Vec<Arc<str>> {
+        (0..count).map(|i| Arc::from(format!("q{i:03}"))).collect()
+    }
+
+    #[test]
+    fn urls_and_arns() {
+        assert_eq!(
+            queue_url(&ctx(), "jobs"),
+            "http://localhost:9324/000000000000/jobs"
+        );
+        assert_eq!(
+            queue_arn(&ctx(), "jobs"),
+            "arn:aws:sqs:us-east-1:000000000000:jobs"
+        );
+    }
+
+    #[test]
+    fn pages_through_every_name_once() {
+        let all = names(25);
+        let mut seen = Vec::new();
+        let mut token: Option<String> = None;
+        for _ in 0..10 {
+            let (page, next) = paginate(all.clone(), Some(10), token.as_deref()).unwrap();
+            assert!(page.len() <= 10);
+            seen.extend(page);
+            token = next;
+            if token.is_none() {
+                break;
+            }
+        }
+        assert_eq!(seen, all);
+    }
+
+    #[test]
+    fn no_token_without_max_results_or_at_the_end() {
+        let (page, token) = paginate(names(1500), None, None).unwrap();
+        assert_eq!((page.len(), token), (1000, None));
+        let (page, token) = paginate(names(10), Some(10), None).unwrap();
+        assert_eq!((page.len(), token), (10, None));
+        let (page, token) = paginate(Vec::new(), Some(10), None).unwrap();
+        assert_eq!((page.len(), token), (0, None));
+    }
+
+    #[test]
+    fn invalid_token() {
+        for token in ["!!!", "bm90LW91cnM"] {
+            let error = paginate(names(3), Some(1), Some(token)).unwrap_err();
+            assert_eq!(error.code, ErrorCode::InvalidParameterValue);
+        }
+    }
+}

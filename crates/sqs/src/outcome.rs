@@ -1,0 +1,71 @@
+//! Results the server hands back for encoding, in the engine's vocabulary.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use leaseq_core::{Delivery, QueueInfo, Sent};
+
+use crate::error::SqsError;
+
+/// What the encoder needs to know about the server and the request.
+#[derive(Clone, Debug)]
+pub struct Context {
+    /// Base of queue URLs, e.g. `http://localhost:9324` (from the request's `Host` header or a
+    /// configured external URL), without a trailing slash.
+    pub base_url: String,
+    /// Region for ARNs (`us-east-1`).
+    pub region: String,
+    /// Account id for URLs and ARNs (`000000000000`).
+    pub account_id: String,
+    /// This request's id (`x-amzn-RequestId`, `RequestId` in XML).
+    pub request_id: String,
+}
+
+/// The result of executing an [`crate::Action`].
+#[derive(Clone, Debug)]
+pub enum Outcome {
+    /// `CreateQueue`, `GetQueueUrl`: the queue's name (the encoder builds the URL).
+    QueueUrl(Arc<str>),
+    /// `ListQueues`: one page of names and the token of the next.
+    QueueUrls {
+        /// Queue names.
+        names: Vec<Arc<str>>,
+        /// Token for the next page.
+        next_token: Option<String>,
+    },
+    /// `ListDeadLetterSourceQueues`: one page of names and the token of the next.
+    DeadLetterSourceQueues {
+        /// Queue names.
+        names: Vec<Arc<str>>,
+        /// Token for the next page.
+        next_token: Option<String>,
+    },
+    /// Actions whose success carries no data.
+    Empty,
+    /// `GetQueueAttributes`: the queue's state and the attribute names requested.
+    QueueAttributes {
+        /// The queue.
+        info: Box<QueueInfo>,
+        /// Names as decoded (may contain `All`).
+        names: Vec<String>,
+    },
+    /// `ListQueueTags`.
+    QueueTags(BTreeMap<String, String>),
+    /// `SendMessage`.
+    Sent(Sent),
+    /// `SendMessageBatch`: per entry id, the result.
+    SentBatch(Vec<(String, Result<Sent, SqsError>)>),
+    /// `ReceiveMessage`.
+    Received {
+        /// The deliveries.
+        deliveries: Vec<Delivery>,
+        /// System attribute names requested.
+        attribute_names: Vec<String>,
+        /// Message attribute names requested.
+        message_attribute_names: Vec<String>,
+        /// Name of the queue (for ARNs such as `DeadLetterQueueSourceArn`).
+        queue_name: Arc<str>,
+    },
+    /// `DeleteMessageBatch`, `ChangeMessageVisibilityBatch`: per entry id, the result.
+    Batch(Vec<(String, Result<(), SqsError>)>),
+}
