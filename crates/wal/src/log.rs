@@ -1,0 +1,599 @@
+//! The log handle: appends, durability waits, reads, segment removal and stats.
+//!
+//! Concurrency design. All mutable state lives in one `State` behind one mutex, held only for
+//! memory operations: `append` encodes the frame into the tail of an in-memory chunk, assigns
+//! the LSN and the position, and returns. It makes no syscall (it signals the sync thread's
+//! condition variable only when that thread is idle), so the engine can append while holding
+//! its own lock. A dedicated sync thread (see `sync.rs`) takes all pending chunks at once,
+//! writes them, fdatasyncs per the [`FsyncPolicy`], and publishes the new watermarks both to a
+//! condition variable (for [`Wal::wait_durable_blocking`]) and to a `tokio::sync::watch`
+//! channel (for the async [`Wal::wait_durable`]). Because the sync thread takes everything that
+//! was appended while it was busy, one fdatasync covers all the records of all concurrent
+//! appenders: group commit.
+//!
+//! Invariant: a record is in exactly one of three places: `State::pending` (appended, not yet
+//! taken), `State::in_flight` (taken by the sync thread, being written), or its segment file.
+//! Reads look in that order under the lock, so a record is readable from the moment `append`
+//! returns.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+
+use tokio::sync::watch;
+
+use crate::error::{PoisonCause, WalError};
+use crate::format::{self, SegmentHeader, FRAME_HEADER_LEN_BYTES, SEGMENT_HEADER_LEN_BYTES};
+use crate::recovery;
+use crate::snapshot::{self, Snapshot};
+use crate::storage::{DirStorage, Storage, StorageFile};
+use crate::{
+    segment_file_name, Appended, FsyncPolicy, Lsn, Options, Position, Record, Recovery,
+    ReplayError, SegmentInfo,
+};
+
+/// An open write-ahead log. Share it between threads with an `Arc`.
+#[derive(Debug)]
+pub struct Wal {
+    shared: Arc<Shared>,
+    sync_thread: Option<JoinHandle<()>>,
+}
+
+/// State shared by the handle and the sync thread.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    pub(crate) storage: Arc<dyn Storage>,
+    pub(crate) options: Options,
+    pub(crate) state: Mutex<State>,
+    /// Wakes the sync thread: new records, a sync request, or shutdown.
+    pub(crate) work: Condvar,
+    /// Wakes blocking waiters and appenders waiting for buffer space: the watermarks moved or
+    /// the log was poisoned.
+    pub(crate) progress: Condvar,
+    /// The same news for async waiters.
+    pub(crate) progress_tx: watch::Sender<Progress>,
+    /// Serializes segment removals, which do I/O outside the state lock.
+    removal: Mutex<()>,
+}
+
+/// Durability watermarks, published after every batch of the sync thread.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Progress {
+    /// Every record with an LSN up to this one has been written to the operating system.
+    pub(crate) written_lsn: Lsn,
+    /// Every record with an LSN up to this one is covered by an fdatasync.
+    pub(crate) synced_lsn: Lsn,
+    /// Set once, when a write or fsync fails.
+    pub(crate) poisoned: Option<Arc<PoisonCause>>,
+}
+
+#[derive(Debug)]
+pub(crate) struct State {
+    /// The LSN the next append gets.
+    pub(crate) next_lsn: Lsn,
+    pub(crate) progress: Progress,
+    pub(crate) segments: BTreeMap<u64, SegmentMeta>,
+    /// Appended chunks not yet taken by the sync thread, in order.
+    pub(crate) pending: Vec<Chunk>,
+    /// The batch the sync thread is writing; readable until it is in the files.
+    pub(crate) in_flight: Option<Arc<Vec<Chunk>>>,
+    /// Bytes in `pending` and `in_flight`, bounded by `Options::buffer_size_max_bytes`.
+    pub(crate) buffered_bytes: u64,
+    /// Whether the sync thread is waiting for work (so `append` must wake it).
+    pub(crate) sync_thread_idle: bool,
+    /// [`Wal::sync`] asked for an fdatasync covering records up to this LSN.
+    pub(crate) sync_requested_lsn: Lsn,
+    /// The handle is being dropped: flush, sync and exit.
+    pub(crate) shutdown: bool,
+}
+
+/// What the log knows about one segment.
+#[derive(Debug)]
+pub(crate) struct SegmentMeta {
+    pub(crate) header: SegmentHeader,
+    /// One past the LSN of its last record.
+    pub(crate) end_lsn: Lsn,
+    /// Its size including buffered bytes.
+    pub(crate) size_bytes: u64,
+    /// The open file, once created (new segments) or first read (recovered ones).
+    pub(crate) file: Option<Arc<dyn StorageFile>>,
+    /// Whether its file and header are durable (created, written, fsynced, directory fsynced).
+    /// Older segments may be removed only while their successor is durable, so a crash never
+    /// leaves a log whose LSNs restart from 1.
+    pub(crate) durable: bool,
+}
+
+/// A run of appended bytes bound for one segment, contiguous from `offset`.
+#[derive(Debug)]
+pub(crate) struct Chunk {
+    pub(crate) segment: u64,
+    pub(crate) offset: u64,
+    pub(crate) bytes: Vec<u8>,
+    /// `Some` if the sync thread must create the segment file before writing this chunk.
+    pub(crate) create: Option<SegmentHeader>,
+    /// The LSN of the last record in the chunk.
+    pub(crate) last_lsn: Lsn,
+}
+
+impl Shared {
+    pub(crate) fn lock(&self) -> MutexGuard<'_, State> {
+        self.state
+            .lock()
+            .expect("wal state mutex poisoned by a panic")
+    }
+
+    /// The watermark that [`Wal::wait_durable`] waits for under the configured policy.
+    pub(crate) fn acknowledged_lsn(&self, progress: &Progress) -> Lsn {
+        match self.options.fsync {
+            FsyncPolicy::Always => progress.synced_lsn,
+            FsyncPolicy::Interval(_) | FsyncPolicy::Never => progress.written_lsn,
+        }
+    }
+
+    /// Publishes the state's progress to both kinds of waiters.
+    pub(crate) fn publish(&self, state: &State) {
+        self.progress_tx.send_replace(state.progress.clone());
+        self.progress.notify_all();
+    }
+}
+
+impl Wal {
+    /// Opens (or creates) the log in `storage`, replaying every valid record through `replay`
+    /// in LSN order before returning.
+    ///
+    /// A torn record at the tail of the last segment is cut off with a warning. Damage anywhere
+    /// else fails with [`WalError::Corrupt`], unless `options.salvage` is set, in which case the
+    /// log is cut at the last good record and [`Recovery::salvage`] says what was dropped.
+    /// Records are replayed as they are read, so on an error the caller must discard whatever
+    /// it rebuilt from them.
+    pub fn open<F>(
+        storage: Arc<dyn Storage>,
+        options: Options,
+        mut replay: F,
+    ) -> Result<(Wal, Recovery), WalError>
+    where
+        F: FnMut(Record<'_>) -> Result<(), ReplayError>,
+    {
+        options.validate()?;
+        snapshot::remove_temporary_files(storage.as_ref())?;
+        let recovered = recovery::recover(storage.as_ref(), &options, &mut replay)?;
+        let last_lsn = recovered.report.next_lsn - 1;
+        let progress = Progress {
+            written_lsn: last_lsn,
+            synced_lsn: last_lsn,
+            poisoned: None,
+        };
+        let state = State {
+            next_lsn: recovered.report.next_lsn,
+            progress: progress.clone(),
+            segments: recovered.segments,
+            pending: Vec::new(),
+            in_flight: None,
+            buffered_bytes: 0,
+            sync_thread_idle: false,
+            sync_requested_lsn: 0,
+            shutdown: false,
+        };
+        let shared = Arc::new(Shared {
+            storage,
+            options,
+            state: Mutex::new(state),
+            work: Condvar::new(),
+            progress: Condvar::new(),
+            progress_tx: watch::Sender::new(progress),
+            removal: Mutex::new(()),
+        });
+        let sync_thread = crate::sync::spawn(shared.clone())
+            .map_err(|source| WalError::io("spawn sync thread for", "log", source))?;
+        let wal = Wal {
+            shared,
+            sync_thread: Some(sync_thread),
+        };
+        Ok((wal, recovered.report))
+    }
+
+    /// Opens the log in the directory `dir` (created if missing); see [`Wal::open`].
+    pub fn open_dir<F>(
+        dir: impl AsRef<Path>,
+        options: Options,
+        replay: F,
+    ) -> Result<(Wal, Recovery), WalError>
+    where
+        F: FnMut(Record<'_>) -> Result<(), ReplayError>,
+    {
+        let dir = dir.as_ref();
+        let storage = DirStorage::new(dir)
+            .map_err(|source| WalError::io("create", &dir.display().to_string(), source))?;
+        Wal::open(Arc::new(storage), options, replay)
+    }
+
+    /// Appends a record and returns its LSN and position. Cheap: it copies the payload into a
+    /// buffer under a short lock and makes no syscall; durability comes later, from the sync
+    /// thread, and is awaited with [`Wal::wait_durable`]. Blocks only if
+    /// `Options::buffer_size_max_bytes` of appended bytes are still waiting to be written.
+    pub fn append(&self, payload: &[u8]) -> Result<Appended, WalError> {
+        let max_bytes = self.shared.options.record_size_max_bytes;
+        if payload.len() > max_bytes as usize {
+            return Err(WalError::RecordTooLarge {
+                len_bytes: payload.len(),
+                max_bytes,
+            });
+        }
+        let frame_len_bytes = format::frame_len_bytes(payload.len()) as u64;
+        let mut state = self.wait_for_buffer_space(frame_len_bytes)?;
+        let lsn = state.next_lsn;
+        let segment = self.segment_for_append(&mut state, frame_len_bytes, lsn);
+        let meta = state.segments.get_mut(&segment).expect("active segment");
+        let offset = meta.size_bytes;
+        meta.size_bytes += frame_len_bytes;
+        meta.end_lsn = lsn + 1;
+        let chunk = chunk_for_append(&mut state.pending, segment, offset);
+        assert_eq!(chunk.offset + chunk.bytes.len() as u64, offset);
+        format::encode_frame(payload, &mut chunk.bytes);
+        chunk.last_lsn = lsn;
+        state.next_lsn = lsn + 1;
+        state.buffered_bytes += frame_len_bytes;
+        if state.sync_thread_idle {
+            state.sync_thread_idle = false;
+            self.shared.work.notify_one();
+        }
+        let position = Position {
+            segment,
+            offset,
+            len_bytes: payload.len() as u32,
+        };
+        Ok(Appended { lsn, position })
+    }
+
+    /// Locks the state once the buffer has room for `frame_len_bytes` more (or is empty, so a
+    /// single record larger than the buffer still gets through).
+    fn wait_for_buffer_space(
+        &self,
+        frame_len_bytes: u64,
+    ) -> Result<MutexGuard<'_, State>, WalError> {
+        let max_bytes = self.shared.options.buffer_size_max_bytes;
+        let mut state = self.shared.lock();
+        loop {
+            if let Some(cause) = &state.progress.poisoned {
+                return Err(WalError::Poisoned {
+                    cause: cause.clone(),
+                });
+            }
+            if state.buffered_bytes == 0 || state.buffered_bytes + frame_len_bytes <= max_bytes {
+                return Ok(state);
+            }
+            state = self
+                .shared
+                .progress
+                .wait(state)
+                .expect("wal state mutex poisoned by a panic");
+        }
+    }
+
+    /// The segment the next record goes to, rolling to a new one if the active segment would
+    /// grow past `Options::segment_size_max_bytes` (an empty segment takes any record).
+    fn segment_for_append(&self, state: &mut State, frame_len_bytes: u64, lsn: Lsn) -> u64 {
+        let size_max_bytes = self.shared.options.segment_size_max_bytes;
+        let last = state.segments.last_key_value();
+        if let Some((&segment, meta)) = last {
+            let empty = meta.end_lsn == meta.header.base_lsn;
+            if empty || meta.size_bytes + frame_len_bytes <= size_max_bytes {
+                return segment;
+            }
+        }
+        let segment = last.map_or(1, |(&segment, _)| segment + 1);
+        let header = SegmentHeader {
+            segment,
+            base_lsn: lsn,
+        };
+        state.segments.insert(
+            segment,
+            SegmentMeta {
+                header,
+                end_lsn: lsn,
+                size_bytes: SEGMENT_HEADER_LEN_BYTES as u64,
+                file: None,
+                durable: false,
+            },
+        );
+        state.pending.push(Chunk {
+            segment,
+            offset: SEGMENT_HEADER_LEN_BYTES as u64,
+            bytes: Vec::new(),
+            create: Some(header),
+            last_lsn: lsn,
+        });
+        segment
+    }
+
+    /// Waits until the record `lsn` is acknowledged under the fsync policy: covered by an
+    /// fdatasync for [`FsyncPolicy::Always`], written to the operating system otherwise.
+    /// Fails with [`WalError::Poisoned`] if the log was poisoned before that happened.
+    ///
+    /// Holds no lock while waiting; cancel-safe.
+    pub async fn wait_durable(&self, lsn: Lsn) -> Result<(), WalError> {
+        self.assert_appended(lsn);
+        let mut progress_rx = self.shared.progress_tx.subscribe();
+        let progress = progress_rx
+            .wait_for(|p| p.poisoned.is_some() || self.shared.acknowledged_lsn(p) >= lsn)
+            .await
+            .expect("the sender lives as long as the Wal")
+            .clone();
+        self.acknowledgement(&progress, lsn)
+    }
+
+    /// Blocking form of [`Wal::wait_durable`], for threads outside an async runtime.
+    pub fn wait_durable_blocking(&self, lsn: Lsn) -> Result<(), WalError> {
+        self.assert_appended(lsn);
+        let mut state = self.shared.lock();
+        loop {
+            let acknowledged = self.shared.acknowledged_lsn(&state.progress) >= lsn;
+            if acknowledged || state.progress.poisoned.is_some() {
+                return self.acknowledgement(&state.progress, lsn);
+            }
+            state = self
+                .shared
+                .progress
+                .wait(state)
+                .expect("wal state mutex poisoned by a panic");
+        }
+    }
+
+    fn assert_appended(&self, lsn: Lsn) {
+        let next_lsn = self.shared.lock().next_lsn;
+        assert!(
+            lsn < next_lsn,
+            "waiting for LSN {lsn}, but the next is {next_lsn}"
+        );
+    }
+
+    /// A record acknowledged before the poisoning stays acknowledged: it is on disk.
+    fn acknowledgement(&self, progress: &Progress, lsn: Lsn) -> Result<(), WalError> {
+        if self.shared.acknowledged_lsn(progress) >= lsn {
+            return Ok(());
+        }
+        let cause = progress.poisoned.clone().expect("woken without progress");
+        Err(WalError::Poisoned { cause })
+    }
+
+    /// Writes and fdatasyncs every record appended so far, whatever the policy, and waits for
+    /// it. Use it before a clean shutdown under `Interval` or `Never`, or before taking a
+    /// snapshot that must not get ahead of the log.
+    pub fn sync(&self) -> Result<(), WalError> {
+        let mut state = self.shared.lock();
+        let target_lsn = state.next_lsn - 1;
+        state.sync_requested_lsn = state.sync_requested_lsn.max(target_lsn);
+        self.shared.work.notify_one();
+        loop {
+            if state.progress.synced_lsn >= target_lsn {
+                return Ok(());
+            }
+            if let Some(cause) = &state.progress.poisoned {
+                return Err(WalError::Poisoned {
+                    cause: cause.clone(),
+                });
+            }
+            state = self
+                .shared
+                .progress
+                .wait(state)
+                .expect("wal state mutex poisoned by a panic");
+        }
+    }
+
+    /// The LSN the next append will get.
+    pub fn next_lsn(&self) -> Lsn {
+        self.shared.lock().next_lsn
+    }
+
+    /// Every record up to this LSN is covered by an fdatasync (0 if none).
+    pub fn durable_lsn(&self) -> Lsn {
+        self.shared.lock().progress.synced_lsn
+    }
+
+    /// Reads the payload of the record at `position`, whether or not it has reached the disk
+    /// yet. Verifies the record's CRC when it comes from the file.
+    pub fn read(&self, position: Position) -> Result<Vec<u8>, WalError> {
+        let frame_len_bytes = format::frame_len_bytes(position.len_bytes as usize);
+        let file = {
+            let mut state = self.shared.lock();
+            if let Some(cause) = &state.progress.poisoned {
+                return Err(WalError::Poisoned {
+                    cause: cause.clone(),
+                });
+            }
+            check_position(&state, position)?;
+            if let Some(payload) = read_buffered(&state, position) {
+                return Ok(payload);
+            }
+            self.segment_file(&mut state, position.segment)?
+        };
+        let mut frame = vec![0u8; frame_len_bytes];
+        let name = segment_file_name(position.segment);
+        file.read_exact_at(&mut frame, position.offset)
+            .map_err(|source| WalError::io("read", &name, source))?;
+        match format::decode_frame(&frame, 0) {
+            Ok(payload) if payload.len() == position.len_bytes as usize => {}
+            Ok(_) => {
+                return Err(WalError::InvalidPosition {
+                    position,
+                    reason: "the record there has a different length",
+                })
+            }
+            Err(error) => {
+                return Err(WalError::Corrupt {
+                    file: name,
+                    offset: position.offset,
+                    reason: error.to_string(),
+                })
+            }
+        }
+        frame.drain(..FRAME_HEADER_LEN_BYTES);
+        Ok(frame)
+    }
+
+    /// The open file of a segment whose records are all written, opening it on first use.
+    fn segment_file(
+        &self,
+        state: &mut State,
+        segment: u64,
+    ) -> Result<Arc<dyn StorageFile>, WalError> {
+        let meta = state.segments.get_mut(&segment).expect("checked segment");
+        if let Some(file) = &meta.file {
+            return Ok(file.clone());
+        }
+        let name = segment_file_name(segment);
+        let file = self
+            .shared
+            .storage
+            .open(&name)
+            .map_err(|source| WalError::io("open", &name, source))?;
+        meta.file = Some(file.clone());
+        Ok(file)
+    }
+
+    /// The segments, oldest first, with their LSN ranges and sizes, for a compactor to decide
+    /// what to rewrite or remove.
+    pub fn segments(&self) -> Vec<SegmentInfo> {
+        let state = self.shared.lock();
+        let active = state.segments.keys().next_back().copied();
+        state
+            .segments
+            .values()
+            .map(|meta| SegmentInfo {
+                segment: meta.header.segment,
+                first_lsn: meta.header.base_lsn,
+                end_lsn: meta.end_lsn,
+                size_bytes: meta.size_bytes,
+                active: Some(meta.header.segment) == active,
+            })
+            .collect()
+    }
+
+    /// Removes every segment whose records all have LSNs below `lsn`, oldest first, and returns
+    /// their numbers. Never removes the active segment, nor a segment whose successor is not
+    /// yet durable. Reads of records in removed segments fail with
+    /// [`WalError::InvalidPosition`].
+    pub fn remove_segments_before(&self, lsn: Lsn) -> Result<Vec<u64>, WalError> {
+        let _removal = self.shared.removal.lock().expect("removal mutex poisoned");
+        let candidates: Vec<u64> = {
+            let state = self.shared.lock();
+            let metas: Vec<&SegmentMeta> = state.segments.values().collect();
+            metas
+                .windows(2)
+                .take_while(|pair| pair[0].end_lsn <= lsn && pair[1].durable)
+                .map(|pair| pair[0].header.segment)
+                .collect()
+        };
+        // Oldest first, so a crash part-way leaves a contiguous run of segments, which is what
+        // recovery expects.
+        let mut removed = Vec::new();
+        for segment in candidates {
+            let name = segment_file_name(segment);
+            self.shared
+                .storage
+                .remove(&name)
+                .map_err(|source| WalError::io("remove", &name, source))?;
+            self.shared.lock().segments.remove(&segment);
+            removed.push(segment);
+        }
+        if !removed.is_empty() {
+            self.shared.storage.sync_dir().map_err(|source| {
+                WalError::io("fsync directory after removing", "segments", source)
+            })?;
+        }
+        Ok(removed)
+    }
+
+    /// Atomically writes a snapshot of the engine's state as of `lsn`; see [`snapshot::write`].
+    pub fn write_snapshot(&self, lsn: Lsn, bytes: &[u8]) -> Result<(), WalError> {
+        snapshot::write(self.shared.storage.as_ref(), lsn, bytes)
+    }
+
+    /// The newest snapshot whose checksum verifies; see [`snapshot::latest`].
+    pub fn latest_snapshot(&self) -> Result<Option<Snapshot>, WalError> {
+        snapshot::latest(self.shared.storage.as_ref())
+    }
+
+    /// Writes and fdatasyncs everything appended, stops the sync thread and reports whether
+    /// the log ended poisoned. Dropping the handle does the same but cannot report.
+    pub fn close(mut self) -> Result<(), WalError> {
+        self.stop_sync_thread();
+        let state = self.shared.lock();
+        match &state.progress.poisoned {
+            Some(cause) => Err(WalError::Poisoned {
+                cause: cause.clone(),
+            }),
+            None => Ok(()),
+        }
+    }
+
+    fn stop_sync_thread(&mut self) {
+        let Some(thread) = self.sync_thread.take() else {
+            return;
+        };
+        {
+            let mut state = self.shared.lock();
+            state.shutdown = true;
+            self.shared.work.notify_one();
+        }
+        if thread.join().is_err() {
+            tracing::error!("the wal sync thread panicked");
+        }
+    }
+}
+
+impl Drop for Wal {
+    fn drop(&mut self) {
+        self.stop_sync_thread();
+    }
+}
+
+/// The chunk an append at `offset` of `segment` extends: the last pending one if it is for the
+/// same segment, else a new one.
+fn chunk_for_append(pending: &mut Vec<Chunk>, segment: u64, offset: u64) -> &mut Chunk {
+    let extend = matches!(pending.last(), Some(chunk) if chunk.segment == segment);
+    if !extend {
+        pending.push(Chunk {
+            segment,
+            offset,
+            bytes: Vec::new(),
+            create: None,
+            last_lsn: 0,
+        });
+    }
+    pending.last_mut().expect("just ensured")
+}
+
+fn check_position(state: &State, position: Position) -> Result<(), WalError> {
+    let Some(meta) = state.segments.get(&position.segment) else {
+        return Err(WalError::InvalidPosition {
+            position,
+            reason: "no such segment (removed, or never written)",
+        });
+    };
+    let frame_end = position.offset + format::frame_len_bytes(position.len_bytes as usize) as u64;
+    if position.offset < SEGMENT_HEADER_LEN_BYTES as u64 || frame_end > meta.size_bytes {
+        return Err(WalError::InvalidPosition {
+            position,
+            reason: "outside the segment's records",
+        });
+    }
+    Ok(())
+}
+
+/// The payload at `position` if it is still in the append buffers.
+fn read_buffered(state: &State, position: Position) -> Option<Vec<u8>> {
+    let in_flight = state.in_flight.iter().flat_map(|batch| batch.iter());
+    let chunk = in_flight.chain(state.pending.iter()).find(|chunk| {
+        chunk.segment == position.segment
+            && chunk.offset <= position.offset
+            && position.offset < chunk.offset + chunk.bytes.len() as u64
+    })?;
+    let start = (position.offset - chunk.offset) as usize + FRAME_HEADER_LEN_BYTES;
+    let end = start + position.len_bytes as usize;
+    // Our own buffer holds whole frames, so the range is inside it.
+    assert!(end <= chunk.bytes.len());
+    Some(chunk.bytes[start..end].to_vec())
+}

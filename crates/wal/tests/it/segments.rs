@@ -1,0 +1,74 @@
+//! Segment rolling, stats and removal.
+
+use leaseq_wal::fault::{CrashMode, FaultStorage};
+use leaseq_wal::{segment_file_name, FsyncPolicy, WalError};
+
+use crate::common::{append_all, open, small_segments};
+
+#[test]
+fn segments_roll_and_report_contiguous_ranges() {
+    let storage = FaultStorage::new();
+    let options = small_segments(FsyncPolicy::Always);
+    let (wal, _, _) = open(&storage, options.clone()).unwrap();
+    let appended = append_all(&wal, 0, 60);
+    let segments = wal.segments();
+    assert!(segments.len() >= 4, "{segments:?}");
+    assert_eq!(segments[0].first_lsn, 1);
+    for pair in segments.windows(2) {
+        assert_eq!(pair[0].end_lsn, pair[1].first_lsn);
+        assert_eq!(pair[0].segment + 1, pair[1].segment);
+        assert!(pair[0].size_bytes <= options.segment_size_max_bytes);
+        assert!(!pair[0].active);
+    }
+    let last = segments.last().unwrap();
+    assert!(last.active);
+    assert_eq!(last.end_lsn, 61);
+    for info in &segments {
+        let name = segment_file_name(info.segment);
+        assert_eq!(
+            storage.contents(&name).unwrap().len() as u64,
+            info.size_bytes
+        );
+    }
+    assert_eq!(appended.last().unwrap().1.segment, last.segment);
+}
+
+#[test]
+fn removal_takes_whole_old_segments_and_never_the_active_one() {
+    let storage = FaultStorage::new();
+    let options = small_segments(FsyncPolicy::Always);
+    let (wal, _, _) = open(&storage, options.clone()).unwrap();
+    let appended = append_all(&wal, 0, 60);
+    let before = wal.segments();
+    // An LSN in the middle of the third segment removes the first two only.
+    let cut_lsn = before[2].first_lsn + 1;
+    let removed = wal.remove_segments_before(cut_lsn).unwrap();
+    assert_eq!(removed, vec![before[0].segment, before[1].segment]);
+    assert_eq!(wal.segments()[0].first_lsn, before[2].first_lsn);
+    assert!(!storage
+        .file_names()
+        .contains(&segment_file_name(before[0].segment)));
+    let gone = appended[0].1;
+    assert!(matches!(
+        wal.read(gone),
+        Err(WalError::InvalidPosition { .. })
+    ));
+
+    // Everything below "infinity" still leaves the active segment.
+    wal.remove_segments_before(u64::MAX).unwrap();
+    let after = wal.segments();
+    assert_eq!(after.len(), 1);
+    assert!(after[0].active);
+    let kept = appended.iter().filter(|a| a.1.segment == after[0].segment);
+    for (_, position, payload) in kept {
+        assert_eq!(&wal.read(*position).unwrap(), payload);
+    }
+
+    // A crash right after removal does not bring the segments back, and the LSNs continue.
+    let storage = storage.crash(CrashMode::DropUnsynced);
+    drop(wal);
+    let (wal, recovery, replayed) = open(&storage, options).unwrap();
+    assert_eq!(replayed.first().unwrap().lsn, after[0].first_lsn);
+    assert_eq!(recovery.next_lsn, 61);
+    assert_eq!(wal.append(b"next").unwrap().lsn, 61);
+}
