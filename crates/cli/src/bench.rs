@@ -1,0 +1,233 @@
+//! `leaseq bench`: a load generator for any SQS endpoint that speaks AWS JSON 1.0.
+//!
+//! It creates its own queue, optionally fills it with a backlog (timed as its own phase), then
+//! runs producers and consumers for a bounded time or message count, each worker a task on its
+//! own keep-alive HTTP/1.1 connection with one request in flight. It prints a progress line every
+//! second and, at the end, per action: requests, messages, errors, throughput and latency
+//! percentiles, plus end-to-end latency (send → receive) when producers and consumers run
+//! together, the generator's own CPU time, and the server's CPU time when `--server-pid` is given.
+//!
+//! Nothing here knows leaseq: the same run against another SQS-compatible server is a fair side by
+//! side comparison. The workloads are those of `BENCHMARKS.md` (W1–W5).
+
+mod client;
+mod plan;
+mod report;
+mod stats;
+mod workers;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use clap::Args;
+
+use client::{Connection, Endpoint};
+pub use plan::Workload;
+use plan::{Phase, Plan};
+use report::{BenchReport, PhaseReport};
+use stats::{CpuSample, Recorder};
+use workers::Shared;
+
+/// Flags of `leaseq bench`. A `--workload` preset fills in what is not given explicitly.
+#[derive(Args, Debug)]
+pub struct BenchArgs {
+    /// The SQS endpoint to drive (plain HTTP; no TLS).
+    #[arg(long, default_value = "http://127.0.0.1:9324")]
+    pub endpoint: String,
+    /// A standard workload of BENCHMARKS.md: w1 send, w2 send-batch, w3 consume a backlog,
+    /// w4 mixed producers and consumers, w5 consume a backlog of a chosen size.
+    #[arg(long, value_enum)]
+    pub workload: Option<Workload>,
+    /// Number of workers on the workload's side (producers for w1/w2, consumers for w3/w5,
+    /// both for w4); `--producers` and `--consumers` override it.
+    #[arg(long, short = 'c')]
+    pub concurrency: Option<usize>,
+    /// Number of producer workers (one connection and one request in flight each).
+    #[arg(long)]
+    pub producers: Option<usize>,
+    /// Number of consumer workers: ReceiveMessage (long poll) then DeleteMessageBatch.
+    #[arg(long)]
+    pub consumers: Option<usize>,
+    /// Upper bound on the measured phase, in seconds [default: 10; 60 for w3, w4, w5].
+    #[arg(long)]
+    pub duration: Option<f64>,
+    /// Size of each message body in bytes [default: 256].
+    #[arg(long)]
+    pub message_size: Option<usize>,
+    /// Messages per send request, 1 (SendMessage) to 10 (SendMessageBatch) [default: 1; 10 for w2].
+    #[arg(long)]
+    pub batch_size: Option<usize>,
+    /// Stop after this many messages sent (or consumed, when there are no producers).
+    #[arg(long)]
+    pub messages: Option<u64>,
+    /// Messages to put in the queue (in batches of 10) before the measured phase
+    /// [default: 200000 for w3, 1000 for w5, else 0].
+    #[arg(long)]
+    pub backlog: Option<u64>,
+    /// Workers that fill the backlog.
+    #[arg(long, default_value_t = 16)]
+    pub fill_concurrency: usize,
+    /// Upper bound on filling the backlog, in seconds.
+    #[arg(long, default_value_t = 600.0)]
+    pub fill_timeout: f64,
+    /// MaxNumberOfMessages of each ReceiveMessage (1 to 10).
+    #[arg(long, default_value_t = 10)]
+    pub receive_max: usize,
+    /// WaitTimeSeconds of each ReceiveMessage (0 to 20; above 0 is a long poll).
+    #[arg(long, default_value_t = 5)]
+    pub wait_time_seconds: u32,
+    /// Queue name [default: a new unique name].
+    #[arg(long)]
+    pub queue: Option<String>,
+    /// Keep the queue at the end instead of deleting it.
+    #[arg(long)]
+    pub keep: bool,
+    /// The server's process id: report its CPU time (from /proc) per message, and its RSS.
+    #[arg(long)]
+    pub server_pid: Option<u32>,
+    /// Region named in the (unsigned) Authorization header; some emulators read it.
+    #[arg(long, default_value = "us-east-1")]
+    pub region: String,
+    /// Threads of the generator's async runtime [default: the number of CPUs].
+    #[arg(long)]
+    pub threads: Option<usize>,
+    /// Print the final results as one JSON object on stdout (progress stays on stderr).
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Runs `leaseq bench` to completion and prints its report.
+pub fn run(args: BenchArgs) -> anyhow::Result<()> {
+    let plan = Plan::from_args(&args)?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(plan.threads)
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    let report = runtime.block_on(bench(plan))?;
+    if args.json {
+        println!("{}", serde_json::to_string(&report)?);
+    } else {
+        print!("{}", report.to_text());
+    }
+    Ok(())
+}
+
+/// Creates the queue, runs the phases and deletes the queue again, even when a phase failed.
+async fn bench(plan: Plan) -> anyhow::Result<BenchReport> {
+    let endpoint = Arc::new(Endpoint::parse(&plan.endpoint, &plan.region)?);
+    let mut admin = Connection::open(endpoint.clone())
+        .await
+        .with_context(|| format!("connecting to {}", plan.endpoint))?;
+    let queue_url = admin
+        .create_queue(&plan.queue)
+        .await
+        .with_context(|| format!("creating queue {}", plan.queue))?;
+    eprintln!("leaseq bench: {} on {queue_url}", plan.describe());
+    let outcome = run_phases(&plan, &endpoint, &queue_url).await;
+    if !plan.keep {
+        // A fresh connection: the admin one may have been closed by an idle timeout meanwhile.
+        let deleted = match Connection::open(endpoint.clone()).await {
+            Ok(mut connection) => connection.delete_queue(&queue_url).await,
+            Err(error) => Err(error),
+        };
+        if let Err(error) = deleted {
+            eprintln!("leaseq bench: could not delete queue {queue_url}: {error}");
+        }
+    }
+    let (fill, run) = outcome?;
+    Ok(BenchReport::new(&plan, queue_url, fill, run))
+}
+
+async fn run_phases(
+    plan: &Plan,
+    endpoint: &Arc<Endpoint>,
+    queue_url: &str,
+) -> anyhow::Result<(Option<PhaseReport>, PhaseReport)> {
+    let mut fill = None;
+    let mut run = plan.run_phase();
+    if let Some(fill_phase) = plan.fill_phase() {
+        let report = run_phase(plan, &fill_phase, endpoint, queue_url).await?;
+        let filled = report.messages_sent;
+        if filled < fill_phase.send_limit.unwrap_or(0) {
+            eprintln!("leaseq bench: the backlog holds only {filled} messages (fill timed out)");
+        }
+        run.limit_consumption_to(filled);
+        fill = Some(report);
+    }
+    let run = run_phase(plan, &run, endpoint, queue_url).await?;
+    Ok((fill, run))
+}
+
+/// Runs one phase: spawns its workers, prints progress every second, stops them when the phase
+/// is complete, its time is up or the user presses Ctrl-C, and merges what they recorded.
+async fn run_phase(
+    plan: &Plan,
+    phase: &Phase,
+    endpoint: &Arc<Endpoint>,
+    queue_url: &str,
+) -> anyhow::Result<PhaseReport> {
+    let (stop_sender, stop) = tokio::sync::watch::channel(false);
+    let shared = Arc::new(Shared::new(plan, phase, endpoint.clone(), queue_url));
+    let cpu_before = CpuSample::take(plan.server_pid);
+    let started = Instant::now();
+    let mut tasks = tokio::task::JoinSet::new();
+    for _ in 0..phase.producers {
+        tasks.spawn(workers::produce(shared.clone(), stop.clone()));
+    }
+    for _ in 0..phase.consumers {
+        tasks.spawn(workers::consume(shared.clone(), stop.clone()));
+    }
+    let interrupted = wait_for_end(phase, &shared, started).await;
+    let elapsed = started.elapsed();
+    let cpu_after = CpuSample::take(plan.server_pid);
+    // Workers abandon their in-flight request on this signal; nothing after it is counted.
+    stop_sender.send_replace(true);
+    let mut recorder = Recorder::default();
+    while let Some(joined) = tasks.join_next().await {
+        recorder.merge(joined.context("a bench worker panicked")?);
+    }
+    if interrupted {
+        eprintln!("leaseq bench: interrupted");
+    }
+    Ok(PhaseReport::new(
+        phase,
+        elapsed,
+        recorder,
+        shared.progress.snapshot(),
+        cpu_before,
+        cpu_after,
+        plan.server_pid,
+    ))
+}
+
+/// Waits until the phase is complete or its time is up, printing progress; returns true if the
+/// user interrupted it.
+async fn wait_for_end(phase: &Phase, shared: &Shared, started: Instant) -> bool {
+    let deadline = tokio::time::Instant::from_std(started + phase.duration);
+    let mut ticker = tokio::time::interval_at(
+        tokio::time::Instant::from_std(started + Duration::from_secs(1)),
+        Duration::from_secs(1),
+    );
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let (mut last, mut last_at) = (shared.progress.snapshot(), Instant::now());
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep_until(deadline) => return false,
+            _ = tokio::signal::ctrl_c() => return true,
+            _ = shared.finished.notified() => {
+                if shared.is_finished() {
+                    return false;
+                }
+            }
+            _ = ticker.tick() => {
+                let (now, now_at) = (shared.progress.snapshot(), Instant::now());
+                let interval = now_at - last_at;
+                let line = report::progress_line(phase.name, started.elapsed(), interval, &last, &now);
+                eprintln!("{line}");
+                (last, last_at) = (now, now_at);
+            }
+        }
+    }
+}

@@ -1,0 +1,297 @@
+//! A minimal SQS client for the generator: AWS JSON 1.0 requests on one keep-alive HTTP/1.1
+//! connection, one request in flight at a time.
+//!
+//! It is deliberately not an SDK: no signing (the Authorization header is a fixed unsigned
+//! SigV4-shaped string, which emulators accept and some read the region from), no retries, no
+//! checksum checks, so that the generator spends as little CPU per request as it can.
+
+use std::fmt;
+use std::sync::Arc;
+
+use anyhow::{bail, Context as _};
+use bytes::Bytes;
+use http_body_util::{BodyExt as _, Full};
+use hyper::client::conn::http1::SendRequest;
+use hyper::header::{HeaderValue, AUTHORIZATION, CONTENT_TYPE, HOST};
+use hyper::{Request, Uri};
+use hyper_util::rt::TokioIo;
+use serde::de::IgnoredAny;
+use serde::{Deserialize, Serialize};
+
+/// The SQS actions the generator calls.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Action {
+    CreateQueue,
+    DeleteQueue,
+    SendMessage,
+    SendMessageBatch,
+    ReceiveMessage,
+    DeleteMessageBatch,
+}
+
+impl Action {
+    /// The actions whose latency is measured, in report order.
+    pub const MEASURED: [Action; 4] = [
+        Action::SendMessage,
+        Action::SendMessageBatch,
+        Action::ReceiveMessage,
+        Action::DeleteMessageBatch,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Action::CreateQueue => "CreateQueue",
+            Action::DeleteQueue => "DeleteQueue",
+            Action::SendMessage => "SendMessage",
+            Action::SendMessageBatch => "SendMessageBatch",
+            Action::ReceiveMessage => "ReceiveMessage",
+            Action::DeleteMessageBatch => "DeleteMessageBatch",
+        }
+    }
+
+    fn target(self) -> &'static str {
+        match self {
+            Action::CreateQueue => "AmazonSQS.CreateQueue",
+            Action::DeleteQueue => "AmazonSQS.DeleteQueue",
+            Action::SendMessage => "AmazonSQS.SendMessage",
+            Action::SendMessageBatch => "AmazonSQS.SendMessageBatch",
+            Action::ReceiveMessage => "AmazonSQS.ReceiveMessage",
+            Action::DeleteMessageBatch => "AmazonSQS.DeleteMessageBatch",
+        }
+    }
+}
+
+/// Where requests go, and the headers that are the same on every request.
+#[derive(Debug)]
+pub struct Endpoint {
+    /// `host:port`, to connect to and to send as the Host header.
+    authority: String,
+    host: HeaderValue,
+    authorization: HeaderValue,
+}
+
+impl Endpoint {
+    pub fn parse(endpoint: &str, region: &str) -> anyhow::Result<Endpoint> {
+        let uri: Uri = endpoint.parse().with_context(|| format!("bad --endpoint {endpoint:?}"))?;
+        match uri.scheme_str() {
+            Some("http") => {}
+            Some(other) => bail!("--endpoint: only http:// is supported, not {other}://"),
+            None => bail!("--endpoint needs a scheme, e.g. http://127.0.0.1:9324"),
+        }
+        if !matches!(uri.path(), "" | "/") {
+            bail!("--endpoint must not have a path (got {})", uri.path());
+        }
+        let Some(authority) = uri.authority() else {
+            bail!("--endpoint needs a host, e.g. http://127.0.0.1:9324");
+        };
+        let host = HeaderValue::from_str(authority.as_str())?;
+        let port = authority.port_u16().unwrap_or(80);
+        let authorization = HeaderValue::from_str(&format!(
+            "AWS4-HMAC-SHA256 Credential=leaseqbench/20240101/{region}/sqs/aws4_request, \
+             SignedHeaders=content-type;host;x-amz-date;x-amz-target, Signature={}",
+            "0".repeat(64)
+        ))
+        .context("bad --region")?;
+        Ok(Endpoint { authority: format!("{}:{port}", authority.host()), host, authorization })
+    }
+}
+
+/// Why a call failed.
+#[derive(Debug)]
+pub enum CallError {
+    /// The connection could not be opened or broke; the caller opens a new one.
+    Connection(String),
+    /// The server answered with a status other than 2xx. `code` is the JSON error's `__type`.
+    Status { status: u16, code: String, message: String },
+    /// The server answered 2xx with a body this client cannot decode.
+    Decode(String),
+}
+
+impl CallError {
+    pub fn breaks_connection(&self) -> bool {
+        matches!(self, CallError::Connection(_))
+    }
+}
+
+impl fmt::Display for CallError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CallError::Connection(reason) => write!(f, "connection: {reason}"),
+            CallError::Status { status, code, message } => write!(f, "HTTP {status} {code}: {message}"),
+            CallError::Decode(reason) => write!(f, "undecodable response: {reason}"),
+        }
+    }
+}
+
+impl std::error::Error for CallError {}
+
+/// One keep-alive connection to the endpoint.
+pub struct Connection {
+    endpoint: Arc<Endpoint>,
+    sender: SendRequest<Full<Bytes>>,
+}
+
+impl Connection {
+    pub async fn open(endpoint: Arc<Endpoint>) -> Result<Connection, CallError> {
+        let broken = |error: std::io::Error| CallError::Connection(error.to_string());
+        let stream = tokio::net::TcpStream::connect(&endpoint.authority).await.map_err(broken)?;
+        // Requests are small and latency is measured: don't let Nagle hold them back.
+        stream.set_nodelay(true).map_err(broken)?;
+        let (sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+            .await
+            .map_err(|error| CallError::Connection(error.to_string()))?;
+        // The connection's own task ends when `sender` is dropped or the peer closes.
+        tokio::spawn(connection);
+        Ok(Connection { endpoint, sender })
+    }
+
+    /// Sends one request and returns the body of its 2xx answer.
+    pub async fn call(&mut self, action: Action, body: Vec<u8>) -> Result<Bytes, CallError> {
+        let broken = |error: hyper::Error| CallError::Connection(error.to_string());
+        self.sender.ready().await.map_err(broken)?;
+        let request = Request::post("/")
+            .header(HOST, self.endpoint.host.clone())
+            .header(CONTENT_TYPE, "application/x-amz-json-1.0")
+            .header("x-amz-target", action.target())
+            .header("x-amz-date", "20240101T000000Z")
+            .header(AUTHORIZATION, self.endpoint.authorization.clone())
+            .body(Full::new(Bytes::from(body)))
+            .map_err(|error| CallError::Connection(error.to_string()))?;
+        let response = self.sender.send_request(request).await.map_err(broken)?;
+        let status = response.status();
+        let body = response.into_body().collect().await.map_err(broken)?.to_bytes();
+        if status.is_success() {
+            return Ok(body);
+        }
+        let error: ErrorBody = serde_json::from_slice(&body).unwrap_or_default();
+        Err(CallError::Status {
+            status: status.as_u16(),
+            code: error.code.unwrap_or_default(),
+            message: error.message.unwrap_or_else(|| String::from_utf8_lossy(&body).into_owned()),
+        })
+    }
+
+    pub async fn create_queue(&mut self, name: &str) -> Result<String, CallError> {
+        #[derive(Serialize)]
+        #[serde(rename_all = "PascalCase")]
+        struct CreateQueue<'a> {
+            queue_name: &'a str,
+        }
+        #[derive(Deserialize)]
+        #[serde(rename_all = "PascalCase")]
+        struct Created {
+            queue_url: String,
+        }
+        let body = encode(&CreateQueue { queue_name: name });
+        let created: Created = decode(&self.call(Action::CreateQueue, body).await?)?;
+        Ok(created.queue_url)
+    }
+
+    pub async fn delete_queue(&mut self, queue_url: &str) -> Result<(), CallError> {
+        let body = encode(&QueueOnly { queue_url });
+        self.call(Action::DeleteQueue, body).await.map(drop)
+    }
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "PascalCase")]
+struct QueueOnly<'a> {
+    queue_url: &'a str,
+}
+
+#[derive(Deserialize, Default)]
+struct ErrorBody {
+    #[serde(rename = "__type")]
+    code: Option<String>,
+    #[serde(alias = "Message")]
+    message: Option<String>,
+}
+
+/// Request bodies.
+#[derive(Serialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct SendMessage<'a> {
+    pub queue_url: &'a str,
+    pub message_body: &'a str,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct SendMessageBatch<'a> {
+    pub queue_url: &'a str,
+    pub entries: Vec<SendEntry<'a>>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct SendEntry<'a> {
+    pub id: &'static str,
+    pub message_body: &'a str,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct ReceiveMessage<'a> {
+    pub queue_url: &'a str,
+    pub max_number_of_messages: usize,
+    pub wait_time_seconds: u32,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct DeleteMessageBatch<'a> {
+    pub queue_url: &'a str,
+    pub entries: Vec<DeleteEntry<'a>>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct DeleteEntry<'a> {
+    pub id: &'static str,
+    pub receipt_handle: &'a str,
+}
+
+/// Response bodies, reduced to what the generator looks at.
+#[derive(Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct Received {
+    #[serde(default)]
+    pub messages: Vec<ReceivedMessage>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct ReceivedMessage {
+    pub receipt_handle: String,
+    pub body: String,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct BatchResult {
+    #[serde(default)]
+    pub successful: Vec<IgnoredAny>,
+    #[serde(default)]
+    pub failed: Vec<BatchFailure>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct BatchFailure {
+    #[serde(default)]
+    pub code: String,
+    #[serde(default)]
+    pub message: String,
+}
+
+/// Batch entry ids: SQS wants them distinct within a request.
+pub const ENTRY_IDS: [&str; 10] = ["0", "1", "2", "3", "4", "5", "6", "7", "8", "9"];
+
+pub fn encode<T: Serialize>(request: &T) -> Vec<u8> {
+    // Serializing these plain structs to a Vec cannot fail.
+    serde_json::to_vec(request).expect("request bodies serialize")
+}
+
+pub fn decode<'a, T: Deserialize<'a>>(body: &'a [u8]) -> Result<T, CallError> {
+    serde_json::from_slice(body).map_err(|error| CallError::Decode(error.to_string()))
+}

@@ -1,0 +1,251 @@
+//! The plan of a bench run: the flags resolved against a workload preset, checked against the
+//! limits, and cut into phases (an optional backlog fill, then the measured run).
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use anyhow::{bail, ensure};
+use clap::ValueEnum;
+use serde::Serialize;
+
+use super::BenchArgs;
+
+/// The standard workloads of BENCHMARKS.md that the generator can run by name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Workload {
+    /// W1 send: one 256 B message per SendMessage.
+    W1,
+    /// W2 send-batch: SendMessageBatch of 10 × 256 B.
+    W2,
+    /// W3 consume: ReceiveMessage (max 10, long poll) + DeleteMessageBatch on a 200 000 backlog.
+    W3,
+    /// W4 mixed: producers and consumers at once, with end-to-end latency.
+    W4,
+    /// W5 backlog: W3 on a backlog of the size given by `--backlog`.
+    W5,
+}
+
+impl Workload {
+    fn title(self) -> &'static str {
+        match self {
+            Workload::W1 => "W1 send",
+            Workload::W2 => "W2 send-batch",
+            Workload::W3 => "W3 consume",
+            Workload::W4 => "W4 mixed",
+            Workload::W5 => "W5 backlog",
+        }
+    }
+}
+
+/// Bounds on the flags, so that a typo cannot start a run that never ends or exhausts memory.
+struct Limits;
+
+impl Limits {
+    const WORKERS_MAX: usize = 10_000;
+    const DURATION_MAX_S: f64 = 24.0 * 3600.0;
+    /// SQS's largest message.
+    const MESSAGE_SIZE_MAX_BYTES: usize = 1024 * 1024;
+    /// SQS's largest batch and largest receive.
+    const BATCH_SIZE_MAX: usize = 10;
+    const WAIT_TIME_MAX_S: u32 = 20;
+    /// Every body starts with the send time in microseconds since the epoch, 20 digits.
+    const TIMESTAMP_BYTES: usize = 20;
+}
+
+/// Everything a run needs to know, with every default filled in.
+#[derive(Debug, Clone, Serialize)]
+pub struct Plan {
+    pub workload: Option<Workload>,
+    pub endpoint: String,
+    pub region: String,
+    pub queue: String,
+    pub keep: bool,
+    pub producers: usize,
+    pub consumers: usize,
+    pub duration_s: f64,
+    pub message_size_bytes: usize,
+    pub batch_size: usize,
+    pub messages_max: Option<u64>,
+    pub backlog: u64,
+    pub fill_concurrency: usize,
+    pub fill_timeout_s: f64,
+    pub receive_max: usize,
+    pub wait_time_seconds: u32,
+    pub server_pid: Option<u32>,
+    pub threads: usize,
+}
+
+/// One phase of a run: who works, and when the phase is complete.
+#[derive(Debug, Clone)]
+pub struct Phase {
+    pub name: &'static str,
+    pub producers: usize,
+    pub consumers: usize,
+    pub batch_size: usize,
+    /// Producers stop once this many messages have been handed out to send.
+    pub send_limit: Option<u64>,
+    /// Consumers stop once this many messages have been deleted.
+    pub consume_target: Option<u64>,
+    pub duration: Duration,
+    /// Whether consumers measure send → receive latency (only meaningful when the messages were
+    /// sent during the same phase).
+    pub record_end_to_end: bool,
+}
+
+impl Phase {
+    /// The backlog was cut short: never wait for more messages than it holds.
+    pub fn limit_consumption_to(&mut self, available: u64) {
+        if self.producers == 0 {
+            self.consume_target = Some(self.consume_target.map_or(available, |t| t.min(available)));
+        }
+    }
+}
+
+impl Plan {
+    pub fn from_args(args: &BenchArgs) -> anyhow::Result<Plan> {
+        let workload = args.workload;
+        let (producers_default, consumers_default) = match workload {
+            Some(Workload::W1 | Workload::W2) | None => (args.concurrency.unwrap_or(16), 0),
+            Some(Workload::W3 | Workload::W5) => (0, args.concurrency.unwrap_or(16)),
+            Some(Workload::W4) => {
+                let workers = args.concurrency.unwrap_or(16);
+                (workers, workers)
+            }
+        };
+        let backlog_default = match workload {
+            Some(Workload::W3) => 200_000,
+            Some(Workload::W5) => 1_000,
+            _ => 0,
+        };
+        let duration_default = match workload {
+            Some(Workload::W3 | Workload::W4 | Workload::W5) => 60.0,
+            _ => 10.0,
+        };
+        let batch_default = if workload == Some(Workload::W2) { 10 } else { 1 };
+        let plan = Plan {
+            workload,
+            endpoint: args.endpoint.clone(),
+            region: args.region.clone(),
+            queue: args.queue.clone().unwrap_or_else(unique_queue_name),
+            keep: args.keep,
+            producers: args.producers.unwrap_or(producers_default),
+            consumers: args.consumers.unwrap_or(consumers_default),
+            duration_s: args.duration.unwrap_or(duration_default),
+            message_size_bytes: args.message_size.unwrap_or(256),
+            batch_size: args.batch_size.unwrap_or(batch_default),
+            messages_max: args.messages,
+            backlog: args.backlog.unwrap_or(backlog_default),
+            fill_concurrency: args.fill_concurrency,
+            fill_timeout_s: args.fill_timeout,
+            receive_max: args.receive_max,
+            wait_time_seconds: args.wait_time_seconds,
+            server_pid: args.server_pid,
+            threads: args.threads.unwrap_or_else(available_cpus),
+        };
+        plan.check()?;
+        Ok(plan)
+    }
+
+    fn check(&self) -> anyhow::Result<()> {
+        let workers = self.producers + self.consumers;
+        ensure!(workers > 0, "nothing to do: no producers and no consumers");
+        ensure!(
+            workers <= Limits::WORKERS_MAX && self.fill_concurrency <= Limits::WORKERS_MAX,
+            "at most {} workers",
+            Limits::WORKERS_MAX
+        );
+        ensure!(self.fill_concurrency > 0 || self.backlog == 0, "--fill-concurrency must be above 0");
+        for (name, seconds) in [("--duration", self.duration_s), ("--fill-timeout", self.fill_timeout_s)] {
+            ensure!(
+                seconds > 0.0 && seconds <= Limits::DURATION_MAX_S,
+                "{name} must be above 0 and at most {} s",
+                Limits::DURATION_MAX_S
+            );
+        }
+        ensure!(
+            (1..=Limits::MESSAGE_SIZE_MAX_BYTES).contains(&self.message_size_bytes),
+            "--message-size must be 1 to {} bytes",
+            Limits::MESSAGE_SIZE_MAX_BYTES
+        );
+        for (name, value) in [("--batch-size", self.batch_size), ("--receive-max", self.receive_max)] {
+            ensure!((1..=Limits::BATCH_SIZE_MAX).contains(&value), "{name} must be 1 to 10");
+        }
+        ensure!(
+            self.wait_time_seconds <= Limits::WAIT_TIME_MAX_S,
+            "--wait-time-seconds must be 0 to 20"
+        );
+        ensure!(self.messages_max != Some(0), "--messages must be above 0");
+        ensure!(self.threads > 0, "--threads must be above 0");
+        if self.producers == 0 && self.backlog == 0 {
+            bail!("consumers without producers need a backlog to consume (--backlog N)");
+        }
+        Ok(())
+    }
+
+    /// One line for the log: what this run does.
+    pub fn describe(&self) -> String {
+        let title = self.workload.map_or("custom", Workload::title);
+        format!(
+            "{title}, {} producers (batch {}), {} consumers (receive max {}, wait {} s), {} B \
+             messages, backlog {}, up to {} s{}, {} generator threads",
+            self.producers,
+            self.batch_size,
+            self.consumers,
+            self.receive_max,
+            self.wait_time_seconds,
+            self.message_size_bytes,
+            self.backlog,
+            self.duration_s,
+            self.messages_max.map_or(String::new(), |m| format!(" or {m} messages")),
+            self.threads,
+        )
+    }
+
+    /// Filling the backlog: batches of 10, as fast as the server takes them.
+    pub fn fill_phase(&self) -> Option<Phase> {
+        (self.backlog > 0).then(|| Phase {
+            name: "fill",
+            producers: self.fill_concurrency,
+            consumers: 0,
+            batch_size: Limits::BATCH_SIZE_MAX,
+            send_limit: Some(self.backlog),
+            consume_target: None,
+            duration: Duration::from_secs_f64(self.fill_timeout_s),
+            record_end_to_end: false,
+        })
+    }
+
+    /// The measured phase. Without producers, consumers stop when the backlog is drained (or
+    /// `--messages` are consumed); with producers, when as many as were sent are consumed.
+    pub fn run_phase(&self) -> Phase {
+        let consume_target = match (self.producers, self.consumers) {
+            (_, 0) => None,
+            (0, _) => Some(self.messages_max.map_or(self.backlog, |m| m.min(self.backlog))),
+            _ => self.messages_max,
+        };
+        Phase {
+            name: "run",
+            producers: self.producers,
+            consumers: self.consumers,
+            batch_size: self.batch_size,
+            send_limit: self.messages_max,
+            consume_target,
+            duration: Duration::from_secs_f64(self.duration_s),
+            record_end_to_end: self.producers > 0 && self.consumers > 0,
+        }
+    }
+
+    /// Bytes of the body that carry the send time; the rest is padding.
+    pub fn timestamp_bytes() -> usize {
+        Limits::TIMESTAMP_BYTES
+    }
+}
+
+fn unique_queue_name() -> String {
+    let since_epoch = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
+    format!("leaseq-bench-{}-{}", std::process::id(), since_epoch.as_millis())
+}
+
+fn available_cpus() -> usize {
+    std::thread::available_parallelism().map_or(2, |n| n.get())
+}
