@@ -9,6 +9,7 @@
 //! now; their long-poll waiters are woken. Messages that become ready later (a delay or a lease
 //! ends) are found by waiters themselves: they sleep no longer than the queue's next deadline.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -45,7 +46,26 @@ pub struct Embedded {
     log: Option<Wal>,
     waiters: Waiters,
     shutdown: watch::Sender<bool>,
+    /// Receives waiting right now (long polls), for observation and tests.
+    waiting: AtomicUsize,
     config: EmbeddedConfig,
+}
+
+/// Counts a waiting receive for as long as it lives, however its future ends (answered, timed
+/// out, or dropped because the client went away).
+struct WaitingGuard<'a>(&'a AtomicUsize);
+
+impl<'a> WaitingGuard<'a> {
+    fn new(counter: &'a AtomicUsize) -> Self {
+        counter.fetch_add(1, Ordering::Relaxed);
+        WaitingGuard(counter)
+    }
+}
+
+impl Drop for WaitingGuard<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 /// What a receive learned besides its deliveries: enough to wait well.
@@ -70,8 +90,14 @@ impl Embedded {
             log,
             waiters: Waiters::default(),
             shutdown: watch::channel(false).0,
+            waiting: AtomicUsize::new(0),
             config,
         }
+    }
+
+    /// Receives waiting for messages right now.
+    pub fn waiting_receives(&self) -> usize {
+        self.waiting.load(Ordering::Relaxed)
     }
 
     /// The engine, locked (for inspection and administration).
@@ -166,7 +192,11 @@ impl Embedded {
             let deliveries = match engine.receive(now_ms(), name, request, journal) {
                 Err(Error::OverLimit { .. })
                     if wait_time_seconds.map_or_else(
-                        || engine.queue(name).is_some_and(|q| q.config.receive_wait_time_seconds > 0),
+                        || {
+                            engine
+                                .queue(name)
+                                .is_some_and(|q| q.config.receive_wait_time_seconds > 0)
+                        },
                         |wait| wait > 0,
                     ) =>
                 {
@@ -199,6 +229,7 @@ impl Embedded {
             return Ok(probe.deliveries);
         }
         let deadline = started + Duration::from_secs(u64::from(wait_seconds));
+        let _waiting = WaitingGuard::new(&self.waiting);
         let mut shutdown = self.shutdown.subscribe();
         loop {
             if *shutdown.borrow_and_update() {
@@ -218,7 +249,9 @@ impl Embedded {
                 return Ok(Vec::new());
             }
             let wake_at = match probe.next_deadline_ms {
-                Some(at_ms) => deadline.min(now + Duration::from_millis(at_ms.saturating_sub(now_ms()))),
+                Some(at_ms) => {
+                    deadline.min(now + Duration::from_millis(at_ms.saturating_sub(now_ms())))
+                }
                 None => deadline,
             };
             tokio::select! {
@@ -239,23 +272,24 @@ impl Embedded {
             .iter()
             .map(|_| MessageId::from_random(rand::random()))
             .collect();
-        let results = self.run(|engine, journal| {
-            let now = now_ms();
-            // A missing queue fails the whole request, not each entry.
-            engine.queue(name).ok_or(Error::QueueDoesNotExist)?;
-            Ok::<_, Error>(
-                entries
-                    .into_iter()
-                    .zip(ids)
-                    .map(|(entry, id)| {
-                        let message = Self::send_input(entry.value, caller);
-                        let result = engine.send(now, name, message, id, journal);
-                        (entry.id, result.map_err(SqsError::from))
-                    })
-                    .collect(),
-            )
-        })
-        .await?;
+        let results = self
+            .run(|engine, journal| {
+                let now = now_ms();
+                // A missing queue fails the whole request, not each entry.
+                engine.queue(name).ok_or(Error::QueueDoesNotExist)?;
+                Ok::<_, Error>(
+                    entries
+                        .into_iter()
+                        .zip(ids)
+                        .map(|(entry, id)| {
+                            let message = Self::send_input(entry.value, caller);
+                            let result = engine.send(now, name, message, id, journal);
+                            (entry.id, result.map_err(SqsError::from))
+                        })
+                        .collect(),
+                )
+            })
+            .await?;
         Ok(Outcome::SentBatch(results))
     }
 
@@ -265,19 +299,18 @@ impl Embedded {
         entries: Vec<BatchEntry<T>>,
         mut each: impl FnMut(&mut Engine, u64, T, &mut Journal) -> Result<(), SqsError>,
     ) -> Result<Outcome, SqsError> {
-        let results = self.run(|engine, journal| {
-            let now = now_ms();
-            engine.queue(name).ok_or(Error::QueueDoesNotExist)?;
-            Ok::<_, Error>(
-                entries
-                    .into_iter()
-                    .map(|entry| {
-                        (entry.id, each(engine, now, entry.value, journal))
-                    })
-                    .collect(),
-            )
-        })
-        .await?;
+        let results = self
+            .run(|engine, journal| {
+                let now = now_ms();
+                engine.queue(name).ok_or(Error::QueueDoesNotExist)?;
+                Ok::<_, Error>(
+                    entries
+                        .into_iter()
+                        .map(|entry| (entry.id, each(engine, now, entry.value, journal)))
+                        .collect(),
+                )
+            })
+            .await?;
         Ok(Outcome::Batch(results))
     }
 
@@ -311,7 +344,10 @@ impl Embedded {
     }
 
     /// A read that must not answer before the log is durable up to what it saw.
-    async fn read<T>(&self, read: impl FnOnce(&mut Engine) -> Result<T, Error>) -> Result<T, SqsError> {
+    async fn read<T>(
+        &self,
+        read: impl FnOnce(&mut Engine) -> Result<T, Error>,
+    ) -> Result<T, SqsError> {
         self.run(|engine, _| read(engine)).await
     }
 }
@@ -355,7 +391,8 @@ impl Backend for Embedded {
                 Ok(Outcome::DeadLetterSourceQueues { names, next_token })
             }
             Action::DeleteQueue { queue } => {
-                self.simple(|e, now, j| e.delete_queue(now, &queue.name, j)).await
+                self.simple(|e, now, j| e.delete_queue(now, &queue.name, j))
+                    .await
             }
             Action::GetQueueAttributes { queue, names } => {
                 let info = self.read(|e| e.queue_info(now_ms(), &queue.name)).await?;
@@ -365,16 +402,20 @@ impl Backend for Embedded {
                 })
             }
             Action::SetQueueAttributes { queue, attributes } => {
-                self.simple(|e, now, j| e.set_queue_config(now, &queue.name, &attributes, j)).await
+                self.simple(|e, now, j| e.set_queue_config(now, &queue.name, &attributes, j))
+                    .await
             }
             Action::PurgeQueue { queue } => {
-                self.simple(|e, now, j| e.purge_queue(now, &queue.name, j)).await
+                self.simple(|e, now, j| e.purge_queue(now, &queue.name, j))
+                    .await
             }
             Action::TagQueue { queue, tags } => {
-                self.simple(|e, now, j| e.tag_queue(now, &queue.name, &tags, j)).await
+                self.simple(|e, now, j| e.tag_queue(now, &queue.name, &tags, j))
+                    .await
             }
             Action::UntagQueue { queue, keys } => {
-                self.simple(|e, now, j| e.untag_queue(now, &queue.name, &keys, j)).await
+                self.simple(|e, now, j| e.untag_queue(now, &queue.name, &keys, j))
+                    .await
             }
             Action::ListQueueTags { queue } => {
                 let info = self.read(|e| e.queue_info(now_ms(), &queue.name)).await?;
@@ -417,7 +458,9 @@ impl Backend for Embedded {
                 message_attribute_names,
                 receive_request_attempt_id: _,
             } => {
-                let deliveries = self.receive(&queue.name, request, wait_time_seconds).await?;
+                let deliveries = self
+                    .receive(&queue.name, request, wait_time_seconds)
+                    .await?;
                 Ok(Outcome::Received {
                     deliveries,
                     attribute_names,
@@ -448,8 +491,14 @@ impl Backend for Embedded {
                 visibility_timeout_seconds,
             } => {
                 self.run(|e, j| {
-                    e.change_visibility(now_ms(), &queue.name, &receipt, visibility_timeout_seconds, j)
-                        .map_err(|error| SqsError::for_receipt(error, &receipt))
+                    e.change_visibility(
+                        now_ms(),
+                        &queue.name,
+                        &receipt,
+                        visibility_timeout_seconds,
+                        j,
+                    )
+                    .map_err(|error| SqsError::for_receipt(error, &receipt))
                 })
                 .await?;
                 Ok(Outcome::Empty)
@@ -484,5 +533,7 @@ fn append(log: &Wal, journal: &Journal) -> Result<Lsn, SqsError> {
 
 fn log_failed(error: WalError) -> SqsError {
     tracing::error!(%error, "the log failed");
-    SqsError::service_unavailable(format!("The server could not make the request durable: {error}"))
+    SqsError::service_unavailable(format!(
+        "The server could not make the request durable: {error}"
+    ))
 }

@@ -84,9 +84,7 @@ async fn handle<B: Backend>(
         account_id: config.account_id.clone(),
         request_id: uuid::Uuid::new_v4().to_string(),
     };
-    let target = headers
-        .get("x-amz-target")
-        .and_then(|h| h.to_str().ok());
+    let target = headers.get("x-amz-target").and_then(|h| h.to_str().ok());
     let guessed = if target.is_some() {
         Protocol::Json
     } else {
@@ -111,7 +109,9 @@ async fn handle<B: Backend>(
     };
     let (protocol, action) = match leaseq_sqs::decode(&raw) {
         Ok(decoded) => decoded,
-        Err((protocol, error)) => return reply(leaseq_sqs::encode_error(protocol, &error, &context)),
+        Err((protocol, error)) => {
+            return reply(leaseq_sqs::encode_error(protocol, &error, &context))
+        }
     };
     let name = action.name();
     let caller = Caller {

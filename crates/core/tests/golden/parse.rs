@@ -221,7 +221,7 @@ pub fn parse_seconds(text: &str) -> Result<u32, Problem> {
 /// (`12h30s`, `4d`).
 pub fn fmt_time(ms: u64) -> String {
     if ms < 3_600_000 {
-        return if ms % 1000 == 0 {
+        return if ms.is_multiple_of(1000) {
             format!("{}s", ms / 1000)
         } else {
             format!("{ms}ms")

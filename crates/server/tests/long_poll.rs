@@ -1,0 +1,215 @@
+//! Long polling through the real HTTP stack, in process: wake-ups on send, on lease expiry and
+//! on delay end; waiters freed when their client disconnects; long polls released on shutdown.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use leaseq_core::{EngineConfig, ReceiptKey};
+use leaseq_server::{Backend, Embedded, EmbeddedConfig, HttpConfig};
+use serde_json::{json, Value};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+struct Server {
+    address: SocketAddr,
+    backend: Arc<Embedded>,
+}
+
+async fn start() -> Server {
+    let backend = Arc::new(Embedded::in_memory(
+        EmbeddedConfig {
+            engine: EngineConfig::default(),
+            region: "us-east-1".into(),
+            account_id: "000000000000".into(),
+        },
+        ReceiptKey::new([1; 16]),
+    ));
+    let app = leaseq_server::router(
+        backend.clone(),
+        HttpConfig {
+            external_url: None,
+            region: "us-east-1".into(),
+            account_id: "000000000000".into(),
+            request_body_max_bytes: 4 << 20,
+        },
+    );
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    Server { address, backend }
+}
+
+fn request(action: &str, body: &Value) -> Vec<u8> {
+    let body = body.to_string();
+    format!(
+        "POST / HTTP/1.1\r\nHost: localhost\r\nX-Amz-Target: AmazonSQS.{action}\r\nContent-Type: application/x-amz-json-1.0\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .into_bytes()
+}
+
+/// One request on its own connection; the parsed JSON body of the answer.
+async fn call(address: SocketAddr, action: &str, body: Value) -> Value {
+    let mut stream = TcpStream::connect(address).await.unwrap();
+    stream.write_all(&request(action, &body)).await.unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).await.unwrap();
+    let (head, body) = response.split_once("\r\n\r\n").expect("an HTTP response");
+    assert!(
+        head.starts_with("HTTP/1.1 200"),
+        "{action} failed: {response}"
+    );
+    serde_json::from_str(body).unwrap()
+}
+
+const URL: &str = "http://localhost/000000000000/q";
+
+async fn create_queue(server: &Server) {
+    call(server.address, "CreateQueue", json!({"QueueName": "q"})).await;
+}
+
+async fn send(server: &Server, body: &str, delay_seconds: u32) {
+    let request = json!({"QueueUrl": URL, "MessageBody": body, "DelaySeconds": delay_seconds});
+    call(server.address, "SendMessage", request).await;
+}
+
+fn receive(server: &Server, wait_seconds: u32, visibility: u32) -> tokio::task::JoinHandle<Value> {
+    let address = server.address;
+    let request = json!({
+        "QueueUrl": URL,
+        "WaitTimeSeconds": wait_seconds,
+        "VisibilityTimeout": visibility,
+    });
+    tokio::spawn(async move { call(address, "ReceiveMessage", request).await })
+}
+
+fn bodies(answer: &Value) -> Vec<String> {
+    answer["Messages"]
+        .as_array()
+        .map(|messages| {
+            messages
+                .iter()
+                .map(|m| m["Body"].as_str().unwrap().to_string())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Waits (bounded) until `count` receives are waiting on the server.
+async fn until_waiting(server: &Server, count: usize) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while server.backend.waiting_receives() != count {
+        assert!(
+            Instant::now() < deadline,
+            "{} receives waiting, expected {count}",
+            server.backend.waiting_receives()
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_send_wakes_a_waiting_receive() {
+    let server = start().await;
+    create_queue(&server).await;
+    let started = Instant::now();
+    let waiting = receive(&server, 10, 30);
+    until_waiting(&server, 1).await;
+    send(&server, "wake up", 0).await;
+    let answer = waiting.await.unwrap();
+    assert_eq!(bodies(&answer), ["wake up"]);
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lease_running_out_wakes_a_waiting_receive() {
+    let server = start().await;
+    create_queue(&server).await;
+    send(&server, "retry me", 0).await;
+    assert_eq!(bodies(&receive(&server, 0, 1).await.unwrap()), ["retry me"]);
+    let started = Instant::now();
+    let answer = receive(&server, 10, 30).await.unwrap();
+    assert_eq!(bodies(&answer), ["retry me"]);
+    let elapsed = started.elapsed();
+    assert!(elapsed < Duration::from_secs(5), "{elapsed:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_delay_ending_wakes_a_waiting_receive() {
+    let server = start().await;
+    create_queue(&server).await;
+    send(&server, "later", 1).await;
+    let started = Instant::now();
+    let answer = receive(&server, 10, 30).await.unwrap();
+    assert_eq!(bodies(&answer), ["later"]);
+    let elapsed = started.elapsed();
+    assert!(elapsed >= Duration::from_millis(900), "{elapsed:?}");
+    assert!(elapsed < Duration::from_secs(5), "{elapsed:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_empty_wait_lasts_its_full_time() {
+    let server = start().await;
+    create_queue(&server).await;
+    let started = Instant::now();
+    let answer = receive(&server, 1, 30).await.unwrap();
+    assert!(bodies(&answer).is_empty());
+    let elapsed = started.elapsed();
+    assert!(elapsed >= Duration::from_millis(990), "{elapsed:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_disconnects_frees_its_waiter() {
+    let server = start().await;
+    create_queue(&server).await;
+    let mut streams = Vec::new();
+    for _ in 0..50 {
+        let mut stream = TcpStream::connect(server.address).await.unwrap();
+        let body = json!({"QueueUrl": URL, "WaitTimeSeconds": 20});
+        stream
+            .write_all(&request("ReceiveMessage", &body))
+            .await
+            .unwrap();
+        streams.push(stream);
+    }
+    until_waiting(&server, 50).await;
+    drop(streams);
+    until_waiting(&server, 0).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutting_down_releases_long_polls() {
+    let server = start().await;
+    create_queue(&server).await;
+    let started = Instant::now();
+    let waiting = receive(&server, 20, 30);
+    until_waiting(&server, 1).await;
+    server.backend.shut_down();
+    let answer = waiting.await.unwrap();
+    assert!(bodies(&answer).is_empty());
+    assert!(started.elapsed() < Duration::from_secs(5));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_waiting_receives_each_get_one_of_many_sends() {
+    let server = start().await;
+    create_queue(&server).await;
+    let waiting: Vec<_> = (0..100).map(|_| receive(&server, 20, 30)).collect();
+    until_waiting(&server, 100).await;
+    for i in 0..100 {
+        send(&server, &format!("m{i}"), 0).await;
+    }
+    let mut received = Vec::new();
+    for handle in waiting {
+        received.extend(bodies(&handle.await.unwrap()));
+    }
+    received.sort();
+    let mut expected: Vec<_> = (0..100).map(|i| format!("m{i}")).collect();
+    expected.sort();
+    assert_eq!(received, expected);
+}
