@@ -9,7 +9,7 @@
 //! - [`storage`]: the I/O seam ([`Storage`], [`StorageFile`]) and its `std::fs` implementation;
 //!   [`fault`] is the in-memory implementation that injects failed fsyncs, full disks, crashes
 //!   with torn writes and bit flips.
-//! - [`format`]: the byte layout of segments and record frames, and a pure decoder.
+//! - [`format`](mod@format): the byte layout of segments and record frames, and a pure decoder.
 //! - [`Wal`]: appends (cheap: a copy into a buffer), a sync thread doing group commit, waits for
 //!   durability (async and blocking), random reads by [`Position`], segment removal and stats.
 //! - recovery: the scan on open that replays records, cuts a torn tail and refuses (or, with
