@@ -35,7 +35,7 @@ pub enum MessageState {
 }
 
 /// A message's metadata. The body and attributes are in the shared `payload`.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Message {
     /// Stable identity.
     pub id: MessageId,
@@ -187,6 +187,11 @@ impl Queue {
     /// The sequence number the next message will get.
     pub fn next_seq(&self) -> u64 {
         self.next_seq
+    }
+
+    /// Sets the sequence number the next message gets (restoring a snapshot). Never lowers it.
+    pub fn raise_next_seq(&mut self, next_seq: u64) {
+        self.next_seq = self.next_seq.max(next_seq);
     }
 
     /// The message with sequence number `seq`.

@@ -16,6 +16,7 @@ use std::sync::Arc;
 
 use crate::config::QueueConfig;
 use crate::message::{MessageId, Payload};
+use crate::queue::{Message, QueueCounters};
 
 /// One state change of the engine.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -126,6 +127,47 @@ pub enum Record {
         /// The message's sequence number in the dead-letter queue.
         dead_letter_seq: u64,
     },
+    /// Snapshot: the engine-wide state that no queue holds.
+    RestoreEngine {
+        /// The engine's clock when the snapshot was taken.
+        now_ms: u64,
+        /// The id the next created queue gets (ids are never reused).
+        next_queue_id: u64,
+    },
+    /// Snapshot: a queue as it was, without its messages (they follow as `RestoreMessage`).
+    RestoreQueue {
+        /// The engine's clock when the snapshot was taken.
+        now_ms: u64,
+        /// The queue's id.
+        queue_id: u64,
+        /// Its name.
+        name: String,
+        /// Its settings.
+        config: QueueConfig,
+        /// Its tags.
+        tags: BTreeMap<String, String>,
+        /// When it was created.
+        created_at_ms: u64,
+        /// When its settings last changed.
+        last_modified_at_ms: u64,
+        /// When it was last purged.
+        last_purge_at_ms: Option<u64>,
+        /// The sequence number its next message gets.
+        next_seq: u64,
+        /// What happened on it so far.
+        counters: QueueCounters,
+    },
+    /// Snapshot: a message as it was, lease and all.
+    RestoreMessage {
+        /// The engine's clock when the snapshot was taken.
+        now_ms: u64,
+        /// Its queue.
+        queue_id: u64,
+        /// Its sequence number.
+        seq: u64,
+        /// Everything about it.
+        message: Box<Message>,
+    },
 }
 
 impl Record {
@@ -141,7 +183,10 @@ impl Record {
             | Record::Lease { now_ms, .. }
             | Record::ChangeVisibility { now_ms, .. }
             | Record::Delete { now_ms, .. }
-            | Record::DeadLetter { now_ms, .. } => *now_ms,
+            | Record::DeadLetter { now_ms, .. }
+            | Record::RestoreEngine { now_ms, .. }
+            | Record::RestoreQueue { now_ms, .. }
+            | Record::RestoreMessage { now_ms, .. } => *now_ms,
         }
     }
 }

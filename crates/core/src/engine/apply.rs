@@ -1,0 +1,241 @@
+//! `apply`: the one function through which the engine's state changes, and the snapshot that
+//! describes the whole state as records `apply` can rebuild it from.
+
+use std::sync::Arc;
+
+use crate::queue::{Message, MessageState, Queue};
+use crate::record::Record;
+
+use super::Engine;
+
+impl Engine {
+    /// Applies one record: the only way the engine's state changes. Live operations call it
+    /// with the records they make; recovery calls it with the records read back from the log.
+    ///
+    /// Panics if the record does not fit the state (a message it names does not exist): that
+    /// means the log and the engine disagree, and going on would serve wrong answers.
+    pub fn apply(&mut self, record: &Record) {
+        let now_ms = self.tick(record.now_ms());
+        match record {
+            Record::CreateQueue {
+                queue_id,
+                name,
+                config,
+                tags,
+                ..
+            } => {
+                let queue = Queue::new(*queue_id, name, config.clone(), tags.clone(), now_ms);
+                assert!(
+                    self.queues.insert(*queue_id, queue).is_none(),
+                    "queue id reused"
+                );
+                assert!(self
+                    .names
+                    .insert(Arc::from(name.as_str()), *queue_id)
+                    .is_none());
+                self.next_queue_id = self.next_queue_id.max(queue_id + 1);
+            }
+            Record::DeleteQueue { queue_id, .. } => {
+                let queue = self.queues.remove(queue_id).expect("deleted queue exists");
+                self.names.remove(&queue.name);
+            }
+            Record::SetConfig {
+                queue_id, config, ..
+            } => {
+                let queue = self.advance(*queue_id, now_ms);
+                queue.config = config.clone();
+                queue.last_modified_at_ms = now_ms;
+            }
+            Record::SetTags { queue_id, tags, .. } => {
+                self.advance(*queue_id, now_ms).tags = tags.clone();
+            }
+            Record::Purge { queue_id, .. } => {
+                let queue = self.advance(*queue_id, now_ms);
+                queue.counters.purged += queue.clear() as u64;
+                queue.last_purge_at_ms = Some(now_ms);
+            }
+            Record::Send {
+                queue_id,
+                seq,
+                message_id,
+                visible_at_ms,
+                payload,
+                ..
+            } => {
+                let state = if *visible_at_ms > now_ms {
+                    MessageState::Delayed
+                } else {
+                    MessageState::Ready
+                };
+                let message = Message {
+                    id: *message_id,
+                    payload: payload.clone(),
+                    sent_at_ms: now_ms,
+                    visible_at_ms: *visible_at_ms,
+                    leased_at_ms: 0,
+                    first_received_at_ms: None,
+                    receive_count: 0,
+                    state,
+                    dead_letter_source: None,
+                };
+                let queue = self.advance(*queue_id, now_ms);
+                queue.insert(*seq, message);
+                queue.counters.sent += 1;
+            }
+            Record::Lease {
+                queue_id,
+                seq,
+                attempt,
+                visible_at_ms,
+                ..
+            } => {
+                let queue = self.advance(*queue_id, now_ms);
+                let message = queue.message_mut(*seq).expect("leased message exists");
+                assert_eq!(message.state, MessageState::Ready, "lease of message {seq}");
+                assert_eq!(
+                    message.receive_count + 1,
+                    *attempt,
+                    "attempt of message {seq}"
+                );
+                message.receive_count = *attempt;
+                message.leased_at_ms = now_ms;
+                message.first_received_at_ms.get_or_insert(now_ms);
+                queue.set_visibility(*seq, now_ms, *visible_at_ms);
+                queue.counters.received += 1;
+            }
+            Record::ChangeVisibility {
+                queue_id,
+                seq,
+                visible_at_ms,
+                ..
+            } => {
+                let queue = self.advance(*queue_id, now_ms);
+                queue.set_visibility(*seq, now_ms, *visible_at_ms);
+                if *visible_at_ms <= now_ms {
+                    queue.counters.leases_released += 1;
+                } else {
+                    queue.counters.leases_changed += 1;
+                }
+            }
+            Record::Delete { queue_id, seq, .. } => {
+                let queue = self.advance(*queue_id, now_ms);
+                let message = queue.remove(*seq).expect("deleted message exists");
+                queue.counters.deleted += 1;
+                if message.state != MessageState::InFlight {
+                    queue.counters.deleted_late += 1;
+                }
+            }
+            Record::DeadLetter {
+                queue_id,
+                seq,
+                dead_letter_queue_id,
+                dead_letter_seq,
+                ..
+            } => {
+                let source = self.advance(*queue_id, now_ms);
+                let mut message = source.remove(*seq).expect("dead-lettered message exists");
+                source.counters.dead_lettered += 1;
+                message.dead_letter_source = Some(source.name.clone());
+                message.state = MessageState::Ready;
+                message.visible_at_ms = now_ms;
+                self.advance(*dead_letter_queue_id, now_ms)
+                    .insert(*dead_letter_seq, message);
+            }
+            Record::RestoreEngine { next_queue_id, .. } => {
+                self.next_queue_id = self.next_queue_id.max(*next_queue_id);
+            }
+            Record::RestoreQueue {
+                queue_id,
+                name,
+                config,
+                tags,
+                created_at_ms,
+                last_modified_at_ms,
+                last_purge_at_ms,
+                next_seq,
+                counters,
+                ..
+            } => {
+                let mut queue = Queue::new(
+                    *queue_id,
+                    name,
+                    config.clone(),
+                    tags.clone(),
+                    *created_at_ms,
+                );
+                queue.last_modified_at_ms = *last_modified_at_ms;
+                queue.last_purge_at_ms = *last_purge_at_ms;
+                queue.counters = counters.clone();
+                queue.raise_next_seq(*next_seq);
+                assert!(
+                    self.queues.insert(*queue_id, queue).is_none(),
+                    "queue id reused"
+                );
+                assert!(self
+                    .names
+                    .insert(Arc::from(name.as_str()), *queue_id)
+                    .is_none());
+                self.next_queue_id = self.next_queue_id.max(queue_id + 1);
+            }
+            Record::RestoreMessage {
+                queue_id,
+                seq,
+                message,
+                ..
+            } => {
+                self.queue_mut(*queue_id)
+                    .insert(*seq, Message::clone(message));
+            }
+        }
+    }
+
+    /// The whole state as records which, applied in order to an empty engine with the same
+    /// configuration and receipt key, rebuild it: leases, receive counts, counters and all.
+    /// `emit` is called once per record.
+    pub fn snapshot(&self, mut emit: impl FnMut(Record)) {
+        let now_ms = self.clock_ms;
+        emit(Record::RestoreEngine {
+            now_ms,
+            next_queue_id: self.next_queue_id,
+        });
+        for queue_id in self.names.values() {
+            let queue = &self.queues[queue_id];
+            emit(Record::RestoreQueue {
+                now_ms,
+                queue_id: *queue_id,
+                name: queue.name.to_string(),
+                config: queue.config.clone(),
+                tags: queue.tags.clone(),
+                created_at_ms: queue.created_at_ms,
+                last_modified_at_ms: queue.last_modified_at_ms,
+                last_purge_at_ms: queue.last_purge_at_ms,
+                next_seq: queue.next_seq(),
+                counters: queue.counters.clone(),
+            });
+            for (seq, message) in queue.messages() {
+                emit(Record::RestoreMessage {
+                    now_ms,
+                    queue_id: *queue_id,
+                    seq,
+                    message: Box::new(message.clone()),
+                });
+            }
+        }
+    }
+
+    fn advance(&mut self, queue_id: u64, now_ms: u64) -> &mut Queue {
+        let queue = self.queue_mut(queue_id);
+        queue.advance(now_ms);
+        queue
+    }
+
+    /// Panics if any queue's indexes disagree with its messages. O(n): tests only.
+    pub fn check_invariants(&self) {
+        for (name, id) in &self.names {
+            let queue = &self.queues[id];
+            assert_eq!(&queue.name, name);
+            queue.check_invariants();
+        }
+        assert_eq!(self.names.len(), self.queues.len());
+    }
+}

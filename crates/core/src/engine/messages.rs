@@ -1,0 +1,237 @@
+//! Message operations: send, receive (with dead-lettering), delete, change visibility.
+use std::sync::Arc;
+
+use crate::error::{Error, Field, Result};
+use crate::message::{validate_send, MessageId, SendInput};
+use crate::queue::Queue;
+use crate::receipt::Receipt;
+use crate::record::Record;
+
+use super::{check_visibility, DeleteOutcome, Delivery, Engine, Journal, ReceiveRequest, Sent};
+
+impl Engine {
+    /// Enqueues a message with the id the caller drew.
+    pub fn send(
+        &mut self,
+        now_ms: u64,
+        name: &str,
+        input: SendInput,
+        message_id: MessageId,
+        journal: &mut Journal,
+    ) -> Result<Sent> {
+        let (now_ms, queue_id) = self.advanced(now_ms, name)?;
+        let queue = &self.queues[&queue_id];
+        let delay_seconds = input.delay_seconds.unwrap_or(queue.config.delay_seconds);
+        let payload = validate_send(
+            input,
+            queue.config.maximum_message_size_bytes,
+            &self.config.limits,
+        )?;
+        let seq = queue.next_seq();
+        let payload = Arc::new(payload);
+        let record = Record::Send {
+            now_ms,
+            queue_id,
+            seq,
+            message_id,
+            visible_at_ms: now_ms + u64::from(delay_seconds) * 1000,
+            payload: payload.clone(),
+        };
+        self.commit(record, journal);
+        Ok(Sent {
+            message_id,
+            seq,
+            payload,
+        })
+    }
+
+    /// Leases up to `max_messages` ready messages, oldest first. A message that already had
+    /// `maxReceiveCount` receives moves to the dead-letter queue instead (when it exists).
+    pub fn receive(
+        &mut self,
+        now_ms: u64,
+        name: &str,
+        request: ReceiveRequest,
+        journal: &mut Journal,
+    ) -> Result<Vec<Delivery>> {
+        let limits = &self.config.limits;
+        if request.max_messages == 0 || request.max_messages > limits.batch_size_max {
+            return Err(Error::invalid(
+                Field::MaxNumberOfMessages,
+                format!(
+                    "Value {} for parameter MaxNumberOfMessages is invalid. Reason: Must be between 1 and {}, if provided.",
+                    request.max_messages, limits.batch_size_max
+                ),
+            ));
+        }
+        if let Some(v) = request.visibility_timeout_seconds {
+            check_visibility(v, limits)?;
+        }
+        let (now_ms, queue_id) = self.advanced(now_ms, name)?;
+        let queue = &self.queues[&queue_id];
+        let in_flight_max = self.config.limits.in_flight_max;
+        if queue.in_flight_count() >= in_flight_max {
+            return Err(Error::OverLimit { in_flight_max });
+        }
+        let wanted = request
+            .max_messages
+            .min(in_flight_max - queue.in_flight_count());
+        let visibility_ms = u64::from(
+            request
+                .visibility_timeout_seconds
+                .unwrap_or(queue.config.visibility_timeout_seconds),
+        ) * 1000;
+        let dead_letter = self.dead_letter_target(queue);
+        let mut deliveries = Vec::with_capacity(wanted);
+        // A lease of 0 seconds leaves the message ready at its old place in receive order, so
+        // the walk goes on after the last message it took instead of from the front: one receive
+        // delivers a message at most once.
+        let mut taken_through = None;
+        while deliveries.len() < wanted {
+            let queue = &self.queues[&queue_id];
+            let Some((sent_at_ms, seq)) = queue.next_ready(taken_through) else {
+                break;
+            };
+            taken_through = Some((sent_at_ms, seq));
+            let message = queue.message(seq).expect("ready message exists");
+            if let Some((dead_letter_queue_id, max_receive_count)) = dead_letter {
+                if message.receive_count >= max_receive_count {
+                    let dead_letter_seq = self.queues[&dead_letter_queue_id].next_seq();
+                    let record = Record::DeadLetter {
+                        now_ms,
+                        queue_id,
+                        seq,
+                        dead_letter_queue_id,
+                        dead_letter_seq,
+                    };
+                    self.commit(record, journal);
+                    continue;
+                }
+            }
+            let attempt = message.receive_count + 1;
+            let record = Record::Lease {
+                now_ms,
+                queue_id,
+                seq,
+                attempt,
+                visible_at_ms: now_ms + visibility_ms,
+            };
+            self.commit(record, journal);
+            deliveries.push(self.delivery(queue_id, seq));
+        }
+        Ok(deliveries)
+    }
+
+    /// The dead-letter queue's id and the receive limit, if the policy's target exists.
+    fn dead_letter_target(&self, queue: &Queue) -> Option<(u64, u32)> {
+        let policy = queue.config.redrive_policy.as_ref()?;
+        let target = *self.names.get(policy.dead_letter_queue.as_str())?;
+        (target != queue.id).then_some((target, policy.max_receive_count))
+    }
+
+    fn delivery(&self, queue_id: u64, seq: u64) -> Delivery {
+        let message = self.queues[&queue_id].message(seq).expect("just leased");
+        Delivery {
+            message_id: message.id,
+            receipt: self.key.seal(Receipt {
+                queue_id,
+                seq,
+                attempt: message.receive_count,
+            }),
+            payload: message.payload.clone(),
+            receive_count: message.receive_count,
+            sent_at_ms: message.sent_at_ms,
+            first_received_at_ms: message.first_received_at_ms.unwrap_or(message.leased_at_ms),
+            visible_at_ms: message.visible_at_ms,
+            dead_letter_source: message.dead_letter_source.clone(),
+        }
+    }
+
+    /// Opens a receipt for the named queue: the queue's id and the receipt's content.
+    fn open_receipt(&mut self, now_ms: u64, name: &str, receipt: &str) -> Result<(u64, Receipt)> {
+        let (now_ms, queue_id) = self.advanced(now_ms, name)?;
+        let _ = now_ms;
+        let receipt = self.key.open(receipt)?;
+        if receipt.queue_id != queue_id {
+            return Err(Error::ReceiptHandleIsInvalid);
+        }
+        Ok((queue_id, receipt))
+    }
+
+    /// Deletes the message of a receipt, if the receipt is its current attempt's.
+    pub fn delete(
+        &mut self,
+        now_ms: u64,
+        name: &str,
+        receipt: &str,
+        journal: &mut Journal,
+    ) -> Result<DeleteOutcome> {
+        let (queue_id, receipt) = self.open_receipt(now_ms, name, receipt)?;
+        let now_ms = self.clock_ms;
+        let queue = self.queue_mut(queue_id);
+        let Some(message) = queue.message(receipt.seq) else {
+            return Ok(DeleteOutcome::AlreadyGone);
+        };
+        if receipt.attempt > message.receive_count {
+            return Err(Error::ReceiptHandleIsInvalid);
+        }
+        if receipt.attempt < message.receive_count {
+            queue.counters.stale_receipts += 1;
+            return if self.config.reject_stale_deletes {
+                Err(Error::ReceiptSuperseded)
+            } else {
+                Ok(DeleteOutcome::IgnoredStale)
+            };
+        }
+        let record = Record::Delete {
+            now_ms,
+            queue_id,
+            seq: receipt.seq,
+        };
+        self.commit(record, journal);
+        Ok(DeleteOutcome::Deleted)
+    }
+
+    /// Sets the lease of a receipt's attempt to end `visibility_timeout_seconds` from now
+    /// (0 releases it at once). Returns when the lease now ends.
+    pub fn change_visibility(
+        &mut self,
+        now_ms: u64,
+        name: &str,
+        receipt: &str,
+        visibility_timeout_seconds: u32,
+        journal: &mut Journal,
+    ) -> Result<u64> {
+        let limits = &self.config.limits;
+        check_visibility(visibility_timeout_seconds, limits)?;
+        let lease_max_ms = u64::from(limits.visibility_timeout_max_seconds) * 1000;
+        let max_seconds = limits.visibility_timeout_max_seconds;
+        let (queue_id, receipt) = self.open_receipt(now_ms, name, receipt)?;
+        let now_ms = self.clock_ms;
+        let queue = self.queue_mut(queue_id);
+        let Some(message) = queue.message(receipt.seq) else {
+            return Err(Error::MessageNotInFlight);
+        };
+        if receipt.attempt > message.receive_count {
+            return Err(Error::ReceiptHandleIsInvalid);
+        }
+        if receipt.attempt < message.receive_count {
+            queue.counters.stale_receipts += 1;
+            return Err(Error::ReceiptSuperseded);
+        }
+        let visible_at_ms = now_ms + u64::from(visibility_timeout_seconds) * 1000;
+        // A release (0) never lengthens a lease, so the cap does not apply to it: a consumer
+        // shutting down must always be able to hand its messages back.
+        if visibility_timeout_seconds > 0 && visible_at_ms - message.leased_at_ms > lease_max_ms {
+            return Err(Error::LeaseTooLong { max_seconds });
+        }
+        let record = Record::ChangeVisibility {
+            now_ms,
+            queue_id,
+            seq: receipt.seq,
+            visible_at_ms,
+        };
+        self.commit(record, journal);
+        Ok(visible_at_ms)
+    }
+}

@@ -1,0 +1,237 @@
+//! The engine: every queue, and the operations of the SQS model on them.
+//!
+//! Each operation takes the current time (`now_ms`, the server's clock, in milliseconds since the
+//! Unix epoch) and a journal. It checks the request against the state, writes what it decided as
+//! [`Record`]s into the journal, applies each record with [`Engine::apply`] and answers from the
+//! resulting state. A caller that makes the state durable logs the journal's records before it
+//! answers the client; recovery feeds them back through [`Engine::apply`].
+//!
+//! The engine reads no clock: time never goes backwards inside it (an earlier `now_ms` is taken
+//! as the latest time seen), so a clock step back on the host cannot reorder leases.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use rustc_hash::FxHashMap;
+
+use crate::config::QueueConfig;
+use crate::error::{Error, Field, Result};
+use crate::limits::Limits;
+use crate::message::{MessageId, Payload};
+use crate::queue::{Queue, QueueCounters};
+use crate::receipt::ReceiptKey;
+use crate::record::Record;
+
+mod apply;
+mod messages;
+mod queues;
+
+/// Where an operation writes the records of what it changed.
+pub type Journal = Vec<Record>;
+
+/// What a deployment may tune.
+#[derive(Clone, Debug, Default)]
+pub struct EngineConfig {
+    /// Bounds on everything.
+    pub limits: Limits,
+    /// Answer a delete that carries a superseded attempt's receipt with
+    /// [`Error::ReceiptSuperseded`] instead of SQS's silent success. Either way it deletes nothing.
+    pub reject_stale_deletes: bool,
+}
+
+/// A receive request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReceiveRequest {
+    /// At most this many messages (1 to `Limits::batch_size_max`).
+    pub max_messages: usize,
+    /// Lease length; the queue's visibility timeout when `None`.
+    pub visibility_timeout_seconds: Option<u32>,
+}
+
+/// One delivered message: a new attempt and its lease.
+#[derive(Clone, Debug)]
+pub struct Delivery {
+    /// Stable identity.
+    pub message_id: MessageId,
+    /// The receipt of this attempt.
+    pub receipt: String,
+    /// Body and attributes.
+    pub payload: Arc<Payload>,
+    /// This attempt's number (`ApproximateReceiveCount`).
+    pub receive_count: u32,
+    /// `SentTimestamp`.
+    pub sent_at_ms: u64,
+    /// `ApproximateFirstReceiveTimestamp`.
+    pub first_received_at_ms: u64,
+    /// When this lease runs out.
+    pub visible_at_ms: u64,
+    /// The queue it was dead-lettered from, if it was.
+    pub dead_letter_source: Option<Arc<str>>,
+}
+
+/// The answer to a send.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Sent {
+    /// The new message's id.
+    pub message_id: MessageId,
+    /// Its sequence number in the queue.
+    pub seq: u64,
+    /// What was stored (for the checksums the client verifies).
+    pub payload: Arc<Payload>,
+}
+
+/// What a delete did. All three are successes for the client.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DeleteOutcome {
+    /// The message was deleted.
+    Deleted,
+    /// The message was already gone (deleted, expired, purged or dead-lettered).
+    AlreadyGone,
+    /// The receipt belonged to a superseded attempt: nothing was deleted.
+    IgnoredStale,
+}
+
+/// The answer to a create.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Created {
+    /// The queue's id.
+    pub queue_id: u64,
+    /// False when the queue existed already with compatible settings.
+    pub created: bool,
+}
+
+/// A queue's settings and live counts, as of the time of the call.
+#[derive(Clone, Debug)]
+pub struct QueueInfo {
+    /// Unique id.
+    pub queue_id: u64,
+    /// Name.
+    pub name: Arc<str>,
+    /// Settings.
+    pub config: QueueConfig,
+    /// Tags.
+    pub tags: BTreeMap<String, String>,
+    /// Creation time.
+    pub created_at_ms: u64,
+    /// Last change of settings.
+    pub last_modified_at_ms: u64,
+    /// Ready messages (exact).
+    pub ready: usize,
+    /// Leased messages (exact).
+    pub in_flight: usize,
+    /// Delayed messages (exact).
+    pub delayed: usize,
+    /// `SentTimestamp` of the oldest ready message.
+    pub oldest_ready_sent_at_ms: Option<u64>,
+    /// What happened so far.
+    pub counters: QueueCounters,
+}
+
+/// All queues and their messages.
+#[derive(Debug)]
+pub struct Engine {
+    config: EngineConfig,
+    key: ReceiptKey,
+    queues: FxHashMap<u64, Queue>,
+    names: BTreeMap<Arc<str>, u64>,
+    next_queue_id: u64,
+    clock_ms: u64,
+}
+
+impl Engine {
+    /// An engine without queues; `key` seals receipts.
+    pub fn new(config: EngineConfig, key: ReceiptKey) -> Engine {
+        Engine {
+            config,
+            key,
+            queues: FxHashMap::default(),
+            names: BTreeMap::new(),
+            next_queue_id: 1,
+            clock_ms: 0,
+        }
+    }
+
+    /// The bounds in force.
+    pub fn limits(&self) -> &Limits {
+        &self.config.limits
+    }
+
+    /// The latest time the engine has seen.
+    pub fn clock_ms(&self) -> u64 {
+        self.clock_ms
+    }
+
+    fn tick(&mut self, now_ms: u64) -> u64 {
+        self.clock_ms = self.clock_ms.max(now_ms);
+        self.clock_ms
+    }
+
+    fn id_of(&self, name: &str) -> Result<u64> {
+        self.names
+            .get(name)
+            .copied()
+            .ok_or(Error::QueueDoesNotExist)
+    }
+
+    fn queue_mut(&mut self, id: u64) -> &mut Queue {
+        self.queues
+            .get_mut(&id)
+            .expect("queue id from the name index")
+    }
+
+    /// Read-only access to a queue (its state as of the last operation on it).
+    pub fn queue(&self, name: &str) -> Option<&Queue> {
+        self.names.get(name).and_then(|id| self.queues.get(id))
+    }
+
+    /// Brings the named queue forward to `now_ms` and returns its id.
+    fn advanced(&mut self, now_ms: u64, name: &str) -> Result<(u64, u64)> {
+        let now_ms = self.tick(now_ms);
+        let id = self.id_of(name)?;
+        self.queue_mut(id).advance(now_ms);
+        Ok((now_ms, id))
+    }
+
+    fn commit(&mut self, record: Record, journal: &mut Journal) {
+        self.apply(&record);
+        journal.push(record);
+    }
+}
+
+pub(crate) fn check_visibility(seconds: u32, limits: &Limits) -> Result<()> {
+    if seconds > limits.visibility_timeout_max_seconds {
+        return Err(Error::invalid(
+            Field::VisibilityTimeout,
+            format!(
+                "Value {seconds} for parameter VisibilityTimeout is invalid. Reason: Must be between 0 and {}.",
+                limits.visibility_timeout_max_seconds
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// SQS queue names: 1 to 80 characters from A-Z, a-z, 0-9, `-` and `_`.
+pub fn validate_queue_name(name: &str, limits: &Limits) -> Result<()> {
+    if name.ends_with(".fifo") {
+        return Err(Error::invalid(
+            Field::QueueName,
+            "FIFO queues are not supported yet by this server.",
+        ));
+    }
+    let valid = !name.is_empty()
+        && name.len() <= limits.queue_name_length_max
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+    if !valid {
+        return Err(Error::invalid(
+            Field::QueueName,
+            format!(
+                "Can only include alphanumeric characters, hyphens, or underscores. 1 to {} in length",
+                limits.queue_name_length_max
+            ),
+        ));
+    }
+    Ok(())
+}

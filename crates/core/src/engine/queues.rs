@@ -1,0 +1,236 @@
+//! Queue operations: create, delete, settings, tags, listing, purge.
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use crate::config::{QueueConfig, QueueConfigPatch, RedrivePolicy};
+use crate::error::{Error, Field, Result};
+use crate::queue::Queue;
+use crate::record::Record;
+
+use super::{validate_queue_name, Created, Engine, Journal, QueueInfo};
+
+impl Engine {
+    /// Creates a queue, or returns the existing one if every setting `patch` names matches it.
+    pub fn create_queue(
+        &mut self,
+        now_ms: u64,
+        name: &str,
+        patch: &QueueConfigPatch,
+        tags: BTreeMap<String, String>,
+        journal: &mut Journal,
+    ) -> Result<Created> {
+        let now_ms = self.tick(now_ms);
+        validate_queue_name(name, &self.config.limits)?;
+        if let Ok(id) = self.id_of(name) {
+            let queue = &self.queues[&id];
+            return match queue.config.conflicting_setting(patch) {
+                Some(setting) => Err(Error::QueueAlreadyExists(setting)),
+                None => Ok(Created {
+                    queue_id: id,
+                    created: false,
+                }),
+            };
+        }
+        let config = QueueConfig::default().patched(patch, &self.config.limits)?;
+        self.check_redrive_policy(name, config.redrive_policy.as_ref())?;
+        self.check_tag_count(tags.len())?;
+        let queue_id = self.next_queue_id;
+        let record = Record::CreateQueue {
+            now_ms,
+            queue_id,
+            name: name.to_string(),
+            config,
+            tags,
+        };
+        self.commit(record, journal);
+        Ok(Created {
+            queue_id,
+            created: true,
+        })
+    }
+
+    fn check_redrive_policy(&self, source: &str, policy: Option<&RedrivePolicy>) -> Result<()> {
+        let Some(policy) = policy else { return Ok(()) };
+        let target = self.queue(&policy.dead_letter_queue).ok_or_else(|| {
+            Error::invalid(Field::RedrivePolicy, "Dead letter target does not exist")
+        })?;
+        if &*target.name == source {
+            return Err(Error::invalid(
+                Field::RedrivePolicy,
+                "A queue cannot be its own dead letter queue",
+            ));
+        }
+        let allowed = target
+            .config
+            .redrive_allow_policy
+            .as_ref()
+            .is_none_or(|allow| allow.allows(source));
+        if !allowed {
+            return Err(Error::invalid(
+                Field::RedrivePolicy,
+                format!(
+                    "The RedriveAllowPolicy of {} does not allow {source} to use it as a dead letter queue",
+                    target.name
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    fn check_tag_count(&self, count: usize) -> Result<()> {
+        if count > self.config.limits.tags_max {
+            return Err(Error::TooManyTags {
+                tags_max: self.config.limits.tags_max,
+            });
+        }
+        Ok(())
+    }
+
+    /// Deletes a queue and its messages. Queues that name it as dead-letter queue keep their
+    /// policy; their messages stay where they are until it exists again.
+    pub fn delete_queue(&mut self, now_ms: u64, name: &str, journal: &mut Journal) -> Result<()> {
+        let now_ms = self.tick(now_ms);
+        let queue_id = self.id_of(name)?;
+        self.commit(Record::DeleteQueue { now_ms, queue_id }, journal);
+        Ok(())
+    }
+
+    /// Changes settings.
+    pub fn set_queue_config(
+        &mut self,
+        now_ms: u64,
+        name: &str,
+        patch: &QueueConfigPatch,
+        journal: &mut Journal,
+    ) -> Result<()> {
+        let (now_ms, queue_id) = self.advanced(now_ms, name)?;
+        let config = self.queues[&queue_id]
+            .config
+            .patched(patch, &self.config.limits)?;
+        if patch.redrive_policy.is_some() {
+            self.check_redrive_policy(name, config.redrive_policy.as_ref())?;
+        }
+        let record = Record::SetConfig {
+            now_ms,
+            queue_id,
+            config,
+        };
+        self.commit(record, journal);
+        Ok(())
+    }
+
+    /// Adds or overwrites tags.
+    pub fn tag_queue(
+        &mut self,
+        now_ms: u64,
+        name: &str,
+        tags: &BTreeMap<String, String>,
+        journal: &mut Journal,
+    ) -> Result<()> {
+        let now_ms = self.tick(now_ms);
+        let queue_id = self.id_of(name)?;
+        let mut next = self.queues[&queue_id].tags.clone();
+        next.extend(tags.iter().map(|(k, v)| (k.clone(), v.clone())));
+        self.check_tag_count(next.len())?;
+        self.commit(
+            Record::SetTags {
+                now_ms,
+                queue_id,
+                tags: next,
+            },
+            journal,
+        );
+        Ok(())
+    }
+
+    /// Removes tags by key (absent keys are ignored).
+    pub fn untag_queue(
+        &mut self,
+        now_ms: u64,
+        name: &str,
+        keys: &[String],
+        journal: &mut Journal,
+    ) -> Result<()> {
+        let now_ms = self.tick(now_ms);
+        let queue_id = self.id_of(name)?;
+        let mut next = self.queues[&queue_id].tags.clone();
+        for key in keys {
+            next.remove(key);
+        }
+        self.commit(
+            Record::SetTags {
+                now_ms,
+                queue_id,
+                tags: next,
+            },
+            journal,
+        );
+        Ok(())
+    }
+
+    /// Settings and exact counts.
+    pub fn queue_info(&mut self, now_ms: u64, name: &str) -> Result<QueueInfo> {
+        let (_, queue_id) = self.advanced(now_ms, name)?;
+        let queue = &self.queues[&queue_id];
+        Ok(QueueInfo {
+            queue_id,
+            name: queue.name.clone(),
+            config: queue.config.clone(),
+            tags: queue.tags.clone(),
+            created_at_ms: queue.created_at_ms,
+            last_modified_at_ms: queue.last_modified_at_ms,
+            ready: queue.ready_count(),
+            in_flight: queue.in_flight_count(),
+            delayed: queue.delayed_count(),
+            oldest_ready_sent_at_ms: queue.oldest_ready_sent_at_ms(),
+            counters: queue.counters.clone(),
+        })
+    }
+
+    /// Queue names starting with `prefix`, in order.
+    pub fn list_queues(&self, prefix: &str) -> Vec<Arc<str>> {
+        self.names
+            .range::<str, _>((
+                std::ops::Bound::Included(prefix),
+                std::ops::Bound::Unbounded,
+            ))
+            .take_while(|(name, _)| name.starts_with(prefix))
+            .map(|(name, _)| name.clone())
+            .collect()
+    }
+
+    /// Names of the queues whose redrive policy targets `name`, in order.
+    pub fn dead_letter_sources(&self, name: &str) -> Result<Vec<Arc<str>>> {
+        self.id_of(name)?;
+        Ok(self
+            .names
+            .iter()
+            .filter(|(_, id)| {
+                self.queues[id]
+                    .config
+                    .redrive_policy
+                    .as_ref()
+                    .is_some_and(|policy| policy.dead_letter_queue == name)
+            })
+            .map(|(name, _)| name.clone())
+            .collect())
+    }
+
+    /// Deletes every message of a queue; at most once per `Limits::purge_interval_ms`.
+    pub fn purge_queue(&mut self, now_ms: u64, name: &str, journal: &mut Journal) -> Result<()> {
+        let (now_ms, queue_id) = self.advanced(now_ms, name)?;
+        let interval_ms = self.config.limits.purge_interval_ms;
+        if let Some(last) = self.queues[&queue_id].last_purge_at_ms {
+            if now_ms < last + interval_ms {
+                return Err(Error::PurgeInProgress);
+            }
+        }
+        self.commit(Record::Purge { now_ms, queue_id }, journal);
+        Ok(())
+    }
+
+    /// When time alone next changes the named queue (see [`Queue::next_deadline_ms`]).
+    pub fn next_deadline_ms(&self, name: &str) -> Option<u64> {
+        self.queue(name).and_then(Queue::next_deadline_ms)
+    }
+}

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Creates the two Python virtualenvs the client-compatibility tests run in:
+#
+#   target/venvs/json   current boto3 + awscli (v1) + pytest: speaks the AWS JSON 1.0 protocol
+#   target/venvs/query  boto3 1.28.70 / botocore 1.31.70 + pytest: the last releases that still
+#                       speak the Query (form-encoded request, XML response) protocol for SQS
+#
+# They live under target/ so they are git-ignored and removed by `cargo clean`. A venv is
+# rebuilt only when its requirement list changes (a stamp file records the list it was built
+# from), so a second run takes well under a second. Packages come from PyPI only.
+set -euo pipefail
+
+repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+venvs_dir="${LEASEQ_VENVS_DIR:-$repo_root/target/venvs}"
+python="${PYTHON:-python3}"
+
+# Unpinned on purpose for the JSON venv: it should track what users install today. Re-run with
+# LEASEQ_VENVS_REFRESH=1 to pick up new releases.
+json_requirements="boto3 awscli pytest"
+query_requirements="boto3==1.28.70 botocore==1.31.70 pytest"
+
+ensure_venv() {
+    local name="$1" requirements="$2"
+    local dir="$venvs_dir/$name"
+    local stamp="$dir/.leaseq-requirements"
+    if [[ -z "${LEASEQ_VENVS_REFRESH:-}" && -x "$dir/bin/python" && -f "$stamp" ]] \
+        && [[ "$(cat "$stamp")" == "$requirements" ]]; then
+        return 0
+    fi
+    echo "client-venvs: creating $dir ($requirements)" >&2
+    rm -rf "$dir"
+    mkdir -p "$venvs_dir"
+    "$python" -m venv "$dir"
+    # shellcheck disable=SC2086 # the requirement list is word-split on purpose
+    "$dir/bin/python" -m pip install --quiet --disable-pip-version-check $requirements
+    echo "$requirements" > "$stamp"
+}
+
+ensure_venv json "$json_requirements"
+ensure_venv query "$query_requirements"
+
+# Print what was installed, so a failure report names the client versions.
+for name in json query; do
+    "$venvs_dir/$name/bin/python" -c \
+        'import boto3, botocore, sys; print(f"client-venvs: '"$name"': boto3 {boto3.__version__}, botocore {botocore.__version__}, python {sys.version.split()[0]}")'
+done
