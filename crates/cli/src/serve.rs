@@ -11,8 +11,8 @@ use anyhow::{bail, Context as _};
 use clap::Args;
 use leaseq_core::{EngineConfig, ReceiptKey};
 use leaseq_server::{Backend, Caller, DataDir, Embedded, EmbeddedConfig, HttpConfig};
-use leaseq_wal::FsyncPolicy;
 use leaseq_sqs::{Action, RawRequest};
+use leaseq_wal::FsyncPolicy;
 use serde::Deserialize;
 
 /// Flags of `leaseq serve`. Every flag can also be set by its environment variable or in the
@@ -57,6 +57,11 @@ pub struct ServeArgs {
     /// (the log says what was dropped). Without it, such a log stops the start.
     #[arg(long, env = "LEASEQ_SALVAGE")]
     salvage: Option<bool>,
+    /// Write a checkpoint (a snapshot of the state, after which old log segments are removed)
+    /// once the log has grown by this many bytes, or by the size of the last snapshot if that
+    /// is larger [default: 67108864].
+    #[arg(long, env = "LEASEQ_CHECKPOINT_BYTES")]
+    checkpoint_bytes: Option<u64>,
     /// Log filter, e.g. `info` or `leaseq_server=debug` [default: info].
     #[arg(long, env = "LEASEQ_LOG")]
     log: Option<String>,
@@ -75,6 +80,7 @@ struct FileConfig {
     fsync: Option<String>,
     in_memory: Option<bool>,
     salvage: Option<bool>,
+    checkpoint_bytes: Option<u64>,
     log: Option<String>,
     #[serde(default)]
     queues: Vec<QueueSpec>,
@@ -103,6 +109,7 @@ struct Settings {
     fsync: FsyncPolicy,
     in_memory: bool,
     salvage: bool,
+    checkpoint_bytes: u64,
     log: String,
     queues: Vec<QueueSpec>,
 }
@@ -123,7 +130,8 @@ fn settings(args: ServeArgs) -> anyhow::Result<Settings> {
         Some(path) => {
             let text = std::fs::read_to_string(path)
                 .with_context(|| format!("reading config file {}", path.display()))?;
-            toml::from_str(&text).with_context(|| format!("parsing config file {}", path.display()))?
+            toml::from_str(&text)
+                .with_context(|| format!("parsing config file {}", path.display()))?
         }
         None => FileConfig::default(),
     };
@@ -141,7 +149,10 @@ fn settings(args: ServeArgs) -> anyhow::Result<Settings> {
             .data_dir
             .or(file.data_dir)
             .unwrap_or_else(|| PathBuf::from("./leaseq-data")),
-        region: args.region.or(file.region).unwrap_or_else(|| "us-east-1".into()),
+        region: args
+            .region
+            .or(file.region)
+            .unwrap_or_else(|| "us-east-1".into()),
         account_id: args
             .account_id
             .or(file.account_id)
@@ -154,6 +165,10 @@ fn settings(args: ServeArgs) -> anyhow::Result<Settings> {
         fsync: parse_fsync(args.fsync.or(file.fsync).as_deref().unwrap_or("always"))?,
         in_memory: args.in_memory.or(file.in_memory).unwrap_or(false),
         salvage: args.salvage.or(file.salvage).unwrap_or(false),
+        checkpoint_bytes: args
+            .checkpoint_bytes
+            .or(file.checkpoint_bytes)
+            .unwrap_or(leaseq_server::embedded::CHECKPOINT_LOG_BYTES_MIN),
         log: args.log.or(file.log).unwrap_or_else(|| "info".into()),
         queues,
     })
@@ -182,20 +197,28 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
     };
     let (_data_dir, backend) = if settings.in_memory {
         tracing::warn!("--in-memory: nothing is kept on disk; a restart loses every message");
-        (None, Embedded::in_memory(config, ReceiptKey::new(rand::random())))
+        (
+            None,
+            Embedded::in_memory(config, ReceiptKey::new(rand::random())),
+        )
     } else {
         let options = leaseq_wal::Options {
             fsync: settings.fsync,
             salvage: settings.salvage,
             ..leaseq_wal::Options::default()
         };
-        let (dir, backend) = DataDir::open(&settings.data_dir, config, options)
-            .with_context(|| format!("opening data directory {}", settings.data_dir.display()))?;
+        let (dir, backend) = DataDir::open(
+            &settings.data_dir,
+            config,
+            options,
+            settings.checkpoint_bytes,
+        )
+        .with_context(|| format!("opening data directory {}", settings.data_dir.display()))?;
         (Some(dir), backend)
     };
     let backend = Arc::new(backend);
     for queue in &settings.queues {
-        create_queue(&*backend, queue)
+        create_queue(&backend, queue)
             .await
             .with_context(|| format!("creating queue {:?} from the configuration", queue.name))?;
     }
@@ -214,7 +237,11 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
     let storage = if settings.in_memory {
         "in memory only".to_string()
     } else {
-        format!("data in {}, fsync {:?}", settings.data_dir.display(), settings.fsync)
+        format!(
+            "data in {}, fsync {:?}",
+            settings.data_dir.display(),
+            settings.fsync
+        )
     };
     tracing::info!(
         "leaseq listening on http://{} (region {}, account {}, {storage})",
@@ -230,6 +257,10 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
             shutdown_backend.shut_down();
         })
         .await?;
+    // A checkpoint at shutdown makes the next start replay (almost) nothing.
+    if let Err(error) = backend.checkpoint() {
+        tracing::error!(%error, "final checkpoint failed; the next start replays the log");
+    }
     tracing::info!("stopped");
     Ok(())
 }

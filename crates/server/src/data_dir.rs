@@ -12,12 +12,14 @@
 use std::fs::{self, File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Instant;
 
 use leaseq_core::{codec, Engine, ReceiptKey};
-use leaseq_wal::{Wal, WalError};
+use leaseq_wal::{DirStorage, Recovery, Storage, Wal, WalError};
 
-use crate::embedded::{Embedded, EmbeddedConfig};
+use crate::checkpoint::{self, Checkpoints};
+use crate::embedded::{Embedded, EmbeddedConfig, CHECKPOINT_LOG_BYTES_MIN};
 
 /// Why a data directory could not be opened.
 #[derive(Debug, thiserror::Error)]
@@ -42,6 +44,9 @@ pub enum OpenError {
     /// The log could not be opened or replayed.
     #[error(transparent)]
     Log(#[from] WalError),
+    /// The newest snapshot is damaged inside (its checksum matched, its records do not decode).
+    #[error("the snapshot at log position {0} does not decode: {1}")]
+    Snapshot(u64, leaseq_core::codec::DecodeError),
 }
 
 fn io<'a>(what: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -> OpenError + 'a {
@@ -63,6 +68,7 @@ impl DataDir {
         path: &Path,
         config: EmbeddedConfig,
         options: leaseq_wal::Options,
+        checkpoint_log_bytes_min: u64,
     ) -> Result<(DataDir, Embedded), OpenError> {
         fs::create_dir_all(path).map_err(io("creating", path))?;
         let lock_path = path.join("LOCK");
@@ -76,24 +82,67 @@ impl DataDir {
             return Err(OpenError::Locked(path.to_path_buf()));
         }
         let key = receipt_key(path)?;
-        let started = Instant::now();
-        let mut engine = Engine::new(config.engine.clone(), key);
-        let mut replayed: u64 = 0;
-        let (log, recovery) = Wal::open_dir(path.join("wal"), options, |record| {
-            let record = codec::decode(record.payload)?;
-            engine.apply(&record);
-            replayed += 1;
-            Ok(())
-        })?;
-        tracing::info!(
-            records = replayed,
-            elapsed_ms = started.elapsed().as_millis() as u64,
-            torn_tail = recovery.torn_tail.is_some(),
-            "recovered state from the log"
-        );
-        let backend = Embedded::with_engine(config, engine, Some(log));
+        let wal_dir = path.join("wal");
+        let storage = DirStorage::new(&wal_dir).map_err(io("creating", &wal_dir))?;
+        let storage = Arc::new(storage);
+        let (backend, _) = recover_with(storage, config, key, options, checkpoint_log_bytes_min)?;
         Ok((DataDir { _lock: lock }, backend))
     }
+}
+
+/// Recovers the backend from the log in `storage`: the newest snapshot first (if any), then
+/// every later record, all through `Engine::apply`. [`DataDir::open`] calls it on the data
+/// directory's `wal/`; tests call it on a [`leaseq_wal::fault::FaultStorage`] to fail fsyncs,
+/// fill the disk and crash. Checkpoints follow [`crate::embedded::CHECKPOINT_LOG_BYTES_MIN`].
+pub fn recover(
+    storage: Arc<dyn Storage>,
+    config: EmbeddedConfig,
+    key: ReceiptKey,
+    options: leaseq_wal::Options,
+) -> Result<(Embedded, Recovery), OpenError> {
+    recover_with(storage, config, key, options, CHECKPOINT_LOG_BYTES_MIN)
+}
+
+/// [`recover`], checkpointing after at least `checkpoint_log_bytes_min` logged bytes.
+pub fn recover_with(
+    storage: Arc<dyn Storage>,
+    config: EmbeddedConfig,
+    key: ReceiptKey,
+    options: leaseq_wal::Options,
+    checkpoint_log_bytes_min: u64,
+) -> Result<(Embedded, Recovery), OpenError> {
+    let started = Instant::now();
+    let mut engine = Engine::new(config.engine.clone(), key);
+    let snapshot = leaseq_wal::snapshot::latest(storage.as_ref())?;
+    let (snapshot_lsn, snapshot_records) = match snapshot {
+        Some(snapshot) => {
+            let records = checkpoint::load(&mut engine, &snapshot.bytes)
+                .map_err(|error| OpenError::Snapshot(snapshot.lsn, error))?;
+            (snapshot.lsn, records)
+        }
+        None => (0, 0),
+    };
+    let mut replayed: u64 = 0;
+    let (log, recovery) = Wal::open(storage, options, |record| {
+        // Records the snapshot already contains.
+        if record.lsn <= snapshot_lsn {
+            return Ok(());
+        }
+        engine.apply(&codec::decode(record.payload)?);
+        replayed += 1;
+        Ok(())
+    })?;
+    tracing::info!(
+        snapshot_lsn,
+        snapshot_records,
+        log_records = replayed,
+        elapsed_ms = started.elapsed().as_millis() as u64,
+        torn_tail = recovery.torn_tail.is_some(),
+        "recovered state from the snapshot and the log"
+    );
+    let checkpoints = Checkpoints::new(checkpoint_log_bytes_min, snapshot_lsn);
+    let backend = Embedded::with_engine(config, engine, Some(log)).with_checkpoints(checkpoints);
+    Ok((backend, recovery))
 }
 
 /// Reads the receipt key, or creates it (written to a temporary file, synced, renamed, and the

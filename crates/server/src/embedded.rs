@@ -25,6 +25,7 @@ use parking_lot::{Mutex, MutexGuard};
 use tokio::sync::watch;
 
 use crate::backend::{Backend, Caller};
+use crate::checkpoint::Checkpoints;
 use crate::clock::now_ms;
 use crate::waiters::Waiters;
 
@@ -39,11 +40,17 @@ pub struct EmbeddedConfig {
     pub account_id: String,
 }
 
+/// Log volume between checkpoints, at least (see [`crate::checkpoint`]).
+pub const CHECKPOINT_LOG_BYTES_MIN: u64 = 64 << 20;
+
 /// The backend of a single process.
 pub struct Embedded {
-    engine: Mutex<Engine>,
+    /// Shared with checkpoint threads.
+    engine: Arc<Mutex<Engine>>,
     /// The durable log; `None` keeps everything in memory only.
-    log: Option<Wal>,
+    log: Option<Arc<Wal>>,
+    /// When the next checkpoint is due (only with a log).
+    checkpoints: Arc<Checkpoints>,
     waiters: Waiters,
     shutdown: watch::Sender<bool>,
     /// Receives waiting right now (long polls), for observation and tests.
@@ -83,15 +90,53 @@ impl Embedded {
         Embedded::with_engine(config, engine, None)
     }
 
-    /// A backend around an engine already recovered from `log`.
+    /// A backend around an engine already recovered from `log`, checkpointing by the defaults
+    /// (see [`Embedded::with_checkpoints`]).
     pub fn with_engine(config: EmbeddedConfig, engine: Engine, log: Option<Wal>) -> Embedded {
         Embedded {
-            engine: Mutex::new(engine),
-            log,
+            engine: Arc::new(Mutex::new(engine)),
+            log: log.map(Arc::new),
+            checkpoints: Arc::new(Checkpoints::new(CHECKPOINT_LOG_BYTES_MIN, 0)),
             waiters: Waiters::default(),
             shutdown: watch::channel(false).0,
             waiting: AtomicUsize::new(0),
             config,
+        }
+    }
+
+    /// Replaces the checkpoint policy (the newest snapshot's LSN and the log volume between
+    /// checkpoints).
+    pub fn with_checkpoints(mut self, checkpoints: Checkpoints) -> Embedded {
+        self.checkpoints = Arc::new(checkpoints);
+        self
+    }
+
+    /// Writes a checkpoint now (at shutdown, so the next start replays almost nothing). Does
+    /// nothing without a log.
+    pub fn checkpoint(&self) -> Result<(), WalError> {
+        match &self.log {
+            Some(log) => self.checkpoints.run(&self.engine, log),
+            None => Ok(()),
+        }
+    }
+
+    /// Starts a checkpoint in the background if enough has been logged since the last one.
+    fn checkpoint_if_due(&self) {
+        let Some(log) = &self.log else { return };
+        if !self.checkpoints.claim_if_due() {
+            return;
+        }
+        let (engine, log, checkpoints) =
+            (self.engine.clone(), log.clone(), self.checkpoints.clone());
+        let spawned = std::thread::Builder::new()
+            .name("leaseq-checkpoint".into())
+            .spawn(move || {
+                if let Err(error) = checkpoints.run_claimed(&engine, &log) {
+                    tracing::error!(%error, "checkpoint failed; the log keeps growing until one succeeds");
+                }
+            });
+        if let Err(error) = spawned {
+            tracing::error!(%error, "could not start a checkpoint thread");
         }
     }
 
@@ -129,12 +174,15 @@ impl Embedded {
             let mut engine = self.engine.lock();
             let result = operation(&mut engine, &mut journal);
             let tail_lsn = match &self.log {
-                Some(log) => Some(append(log, &journal)?),
+                Some(log) => Some(append(log, &journal, &self.checkpoints)?),
                 None => None,
             };
             (result, tail_lsn)
         };
         self.wake_for(&journal);
+        if !journal.is_empty() {
+            self.checkpoint_if_due();
+        }
         if let (Some(log), Some(lsn)) = (&self.log, tail_lsn) {
             log.wait_durable(lsn).await.map_err(log_failed)?;
         }
@@ -521,19 +569,30 @@ impl Backend for Embedded {
 }
 
 /// Appends the journal's records; returns the log's tail LSN after them.
-fn append(log: &Wal, journal: &Journal) -> Result<Lsn, SqsError> {
+fn append(log: &Wal, journal: &Journal, checkpoints: &Checkpoints) -> Result<Lsn, SqsError> {
     let mut bytes = Vec::new();
     for record in journal {
         bytes.clear();
         codec::encode(record, &mut bytes);
         log.append(&bytes).map_err(log_failed)?;
+        checkpoints.logged(bytes.len() as u64);
     }
     Ok(log.next_lsn() - 1)
 }
 
+/// The error a client gets when the log fails. A poisoned log never recovers by itself (a retry
+/// of a failed fsync could report success for data that is not on disk), so the message says
+/// that a restart is needed instead of leaving clients to retry in vain.
 fn log_failed(error: WalError) -> SqsError {
     tracing::error!(%error, "the log failed");
+    let remedy = if error.is_storage_full() {
+        " The disk is full: free space, then restart the server. It refuses every request until it is restarted."
+    } else if error.is_poisoned() {
+        " The server refuses every request until it is restarted."
+    } else {
+        ""
+    };
     SqsError::service_unavailable(format!(
-        "The server could not make the request durable: {error}"
+        "The server could not make the request durable: {error}.{remedy}"
     ))
 }

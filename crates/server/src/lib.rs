@@ -9,6 +9,7 @@
 //! Invariant: only this crate reads the real clock (`clock::now_ms`).
 
 pub mod backend;
+pub mod checkpoint;
 pub mod clock;
 pub mod data_dir;
 pub mod embedded;
