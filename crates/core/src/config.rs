@@ -169,6 +169,16 @@ impl QueueConfig {
             next.redrive_allow_policy = policy.clone();
         }
         if let Some(policy) = &patch.policy {
+            let size_bytes = policy.as_deref().map_or(0, str::len);
+            if size_bytes > limits.policy_size_max_bytes {
+                return Err(Error::invalid(
+                    Field::Policy,
+                    format!(
+                        "the policy is {size_bytes} bytes long; at most {} are allowed",
+                        limits.policy_size_max_bytes
+                    ),
+                ));
+            }
             next.policy = policy.clone();
         }
         for (key, value) in &patch.passthrough {
@@ -217,5 +227,33 @@ impl QueueConfig {
                 .find(|(key, value)| self.passthrough.get(*key) != Some(*value))
                 .map(|(key, _)| key.clone())
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_policy_is_bounded() {
+        let limits = Limits::default();
+        let patch = |size: usize| QueueConfigPatch {
+            policy: Some(Some("x".repeat(size))),
+            ..QueueConfigPatch::default()
+        };
+        let config = QueueConfig::default();
+        assert!(config
+            .patched(&patch(limits.policy_size_max_bytes), &limits)
+            .is_ok());
+        let error = config
+            .patched(&patch(limits.policy_size_max_bytes + 1), &limits)
+            .unwrap_err();
+        assert!(matches!(
+            error,
+            Error::InvalidValue {
+                field: Field::Policy,
+                ..
+            }
+        ));
     }
 }

@@ -37,6 +37,8 @@ pub enum Field {
     QueueName,
     /// Queue tags.
     Tags,
+    /// Queue setting: the access policy document.
+    Policy,
 }
 
 /// Why the engine refused a request.

@@ -37,6 +37,9 @@ pub struct Limits {
     pub max_receive_count_max: u32,
     /// Characters in a message attribute name or data type.
     pub attribute_name_length_max: usize,
+    /// Bytes of a queue's `Policy` document. SQS's API reference states no bound; ours keeps
+    /// every record of a queue's settings far below the log's record limit.
+    pub policy_size_max_bytes: usize,
 }
 
 impl Default for Limits {
@@ -57,6 +60,7 @@ impl Default for Limits {
             tags_max: 50,
             max_receive_count_max: 1_000,
             attribute_name_length_max: 256,
+            policy_size_max_bytes: 256 * 1024,
         }
     }
 }

@@ -10,7 +10,7 @@
 //! ends) are found by waiters themselves: they sleep no longer than the queue's next deadline.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use leaseq_core::codec;
@@ -55,6 +55,9 @@ pub struct Embedded {
     shutdown: watch::Sender<bool>,
     /// Receives waiting right now (long polls), for observation and tests.
     waiting: AtomicUsize,
+    /// Set when an append failed after the engine applied the change: the reason every request
+    /// is refused until a restart.
+    stopped: OnceLock<String>,
     config: EmbeddedConfig,
 }
 
@@ -100,6 +103,7 @@ impl Embedded {
             waiters: Waiters::default(),
             shutdown: watch::channel(false).0,
             waiting: AtomicUsize::new(0),
+            stopped: OnceLock::new(),
             config,
         }
     }
@@ -172,9 +176,22 @@ impl Embedded {
         let mut journal = Journal::new();
         let (result, tail_lsn) = {
             let mut engine = self.engine.lock();
+            if let Some(reason) = self.stopped.get() {
+                return Err(SqsError::service_unavailable(reason.clone()));
+            }
             let result = operation(&mut engine, &mut journal);
             let tail_lsn = match &self.log {
-                Some(log) => Some(append(log, &journal, &self.checkpoints)?),
+                Some(log) => match append(log, &journal, &self.checkpoints) {
+                    Ok(lsn) => Some(lsn),
+                    Err(error) => {
+                        // The engine has applied records the log does not have: from here on
+                        // its state is not what a restart would recover, so it must not answer
+                        // anything. (Poisoned logs fail every call anyway; this also covers
+                        // failures that do not poison the log, such as an oversized record.)
+                        let _ = self.stopped.set(error.message.clone());
+                        return Err(error);
+                    }
+                },
                 None => None,
             };
             (result, tail_lsn)

@@ -457,6 +457,7 @@ fn field_name(field: leaseq_core::Field) -> &'static str {
         ReceiptHandle => "ReceiptHandle",
         QueueName => "QueueName",
         Tags => "Tags",
+        Policy => "Policy",
     }
 }
 
@@ -485,7 +486,9 @@ fn invalid_value(field: leaseq_core::Field, reason: String) -> SqsError {
         }
     };
     match field {
-        MessageRetentionPeriod | MaximumMessageSize | ReceiveMessageWaitTimeSeconds => attribute(),
+        MessageRetentionPeriod | MaximumMessageSize | ReceiveMessageWaitTimeSeconds | Policy => {
+            attribute()
+        }
         VisibilityTimeout | DelaySeconds if !reason.starts_with("Value ") => attribute(),
         ReceiptHandle => SqsError::new(ErrorCode::ReceiptHandleIsInvalid, reason),
         QueueName => SqsError::invalid_parameter_value(reason),
