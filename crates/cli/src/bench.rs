@@ -212,10 +212,12 @@ async fn wait_for_end(phase: &Phase, shared: &Shared, started: Instant) -> bool 
     );
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let (mut last, mut last_at) = (shared.progress.snapshot(), Instant::now());
+    let interrupt = tokio::signal::ctrl_c();
+    tokio::pin!(interrupt);
     loop {
         tokio::select! {
             _ = tokio::time::sleep_until(deadline) => return false,
-            _ = tokio::signal::ctrl_c() => return true,
+            _ = &mut interrupt => return true,
             _ = shared.finished.notified() => {
                 if shared.is_finished() {
                     return false;

@@ -72,7 +72,9 @@ pub struct Endpoint {
 
 impl Endpoint {
     pub fn parse(endpoint: &str, region: &str) -> anyhow::Result<Endpoint> {
-        let uri: Uri = endpoint.parse().with_context(|| format!("bad --endpoint {endpoint:?}"))?;
+        let uri: Uri = endpoint
+            .parse()
+            .with_context(|| format!("bad --endpoint {endpoint:?}"))?;
         match uri.scheme_str() {
             Some("http") => {}
             Some(other) => bail!("--endpoint: only http:// is supported, not {other}://"),
@@ -92,7 +94,11 @@ impl Endpoint {
             "0".repeat(64)
         ))
         .context("bad --region")?;
-        Ok(Endpoint { authority: format!("{}:{port}", authority.host()), host, authorization })
+        Ok(Endpoint {
+            authority: format!("{}:{port}", authority.host()),
+            host,
+            authorization,
+        })
     }
 }
 
@@ -102,7 +108,11 @@ pub enum CallError {
     /// The connection could not be opened or broke; the caller opens a new one.
     Connection(String),
     /// The server answered with a status other than 2xx. `code` is the JSON error's `__type`.
-    Status { status: u16, code: String, message: String },
+    Status {
+        status: u16,
+        code: String,
+        message: String,
+    },
     /// The server answered 2xx with a body this client cannot decode.
     Decode(String),
 }
@@ -117,7 +127,11 @@ impl fmt::Display for CallError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             CallError::Connection(reason) => write!(f, "connection: {reason}"),
-            CallError::Status { status, code, message } => write!(f, "HTTP {status} {code}: {message}"),
+            CallError::Status {
+                status,
+                code,
+                message,
+            } => write!(f, "HTTP {status} {code}: {message}"),
             CallError::Decode(reason) => write!(f, "undecodable response: {reason}"),
         }
     }
@@ -134,7 +148,9 @@ pub struct Connection {
 impl Connection {
     pub async fn open(endpoint: Arc<Endpoint>) -> Result<Connection, CallError> {
         let broken = |error: std::io::Error| CallError::Connection(error.to_string());
-        let stream = tokio::net::TcpStream::connect(&endpoint.authority).await.map_err(broken)?;
+        let stream = tokio::net::TcpStream::connect(&endpoint.authority)
+            .await
+            .map_err(broken)?;
         // Requests are small and latency is measured: don't let Nagle hold them back.
         stream.set_nodelay(true).map_err(broken)?;
         let (sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
@@ -143,6 +159,12 @@ impl Connection {
         // The connection's own task ends when `sender` is dropped or the peer closes.
         tokio::spawn(connection);
         Ok(Connection { endpoint, sender })
+    }
+
+    /// Waits until the connection can take a request; false if the server has closed it (as
+    /// servers that do not keep connections alive do after every answer).
+    pub async fn ready(&mut self) -> bool {
+        self.sender.ready().await.is_ok()
     }
 
     /// Sends one request and returns the body of its 2xx answer.
@@ -159,7 +181,12 @@ impl Connection {
             .map_err(|error| CallError::Connection(error.to_string()))?;
         let response = self.sender.send_request(request).await.map_err(broken)?;
         let status = response.status();
-        let body = response.into_body().collect().await.map_err(broken)?.to_bytes();
+        let body = response
+            .into_body()
+            .collect()
+            .await
+            .map_err(broken)?
+            .to_bytes();
         if status.is_success() {
             return Ok(body);
         }
@@ -167,7 +194,9 @@ impl Connection {
         Err(CallError::Status {
             status: status.as_u16(),
             code: error.code.unwrap_or_default(),
-            message: error.message.unwrap_or_else(|| String::from_utf8_lossy(&body).into_owned()),
+            message: error
+                .message
+                .unwrap_or_else(|| String::from_utf8_lossy(&body).into_owned()),
         })
     }
 

@@ -121,7 +121,11 @@ impl Plan {
             Some(Workload::W3 | Workload::W4 | Workload::W5) => 60.0,
             _ => 10.0,
         };
-        let batch_default = if workload == Some(Workload::W2) { 10 } else { 1 };
+        let batch_default = if workload == Some(Workload::W2) {
+            10
+        } else {
+            1
+        };
         let plan = Plan {
             workload,
             endpoint: args.endpoint.clone(),
@@ -154,8 +158,14 @@ impl Plan {
             "at most {} workers",
             Limits::WORKERS_MAX
         );
-        ensure!(self.fill_concurrency > 0 || self.backlog == 0, "--fill-concurrency must be above 0");
-        for (name, seconds) in [("--duration", self.duration_s), ("--fill-timeout", self.fill_timeout_s)] {
+        ensure!(
+            self.fill_concurrency > 0 || self.backlog == 0,
+            "--fill-concurrency must be above 0"
+        );
+        for (name, seconds) in [
+            ("--duration", self.duration_s),
+            ("--fill-timeout", self.fill_timeout_s),
+        ] {
             ensure!(
                 seconds > 0.0 && seconds <= Limits::DURATION_MAX_S,
                 "{name} must be above 0 and at most {} s",
@@ -167,8 +177,14 @@ impl Plan {
             "--message-size must be 1 to {} bytes",
             Limits::MESSAGE_SIZE_MAX_BYTES
         );
-        for (name, value) in [("--batch-size", self.batch_size), ("--receive-max", self.receive_max)] {
-            ensure!((1..=Limits::BATCH_SIZE_MAX).contains(&value), "{name} must be 1 to 10");
+        for (name, value) in [
+            ("--batch-size", self.batch_size),
+            ("--receive-max", self.receive_max),
+        ] {
+            ensure!(
+                (1..=Limits::BATCH_SIZE_MAX).contains(&value),
+                "{name} must be 1 to 10"
+            );
         }
         ensure!(
             self.wait_time_seconds <= Limits::WAIT_TIME_MAX_S,
@@ -196,7 +212,8 @@ impl Plan {
             self.message_size_bytes,
             self.backlog,
             self.duration_s,
-            self.messages_max.map_or(String::new(), |m| format!(" or {m} messages")),
+            self.messages_max
+                .map_or(String::new(), |m| format!(" or {m} messages")),
             self.threads,
         )
     }
@@ -220,7 +237,10 @@ impl Plan {
     pub fn run_phase(&self) -> Phase {
         let consume_target = match (self.producers, self.consumers) {
             (_, 0) => None,
-            (0, _) => Some(self.messages_max.map_or(self.backlog, |m| m.min(self.backlog))),
+            (0, _) => Some(
+                self.messages_max
+                    .map_or(self.backlog, |m| m.min(self.backlog)),
+            ),
             _ => self.messages_max,
         };
         Phase {
@@ -242,10 +262,72 @@ impl Plan {
 }
 
 fn unique_queue_name() -> String {
-    let since_epoch = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
-    format!("leaseq-bench-{}-{}", std::process::id(), since_epoch.as_millis())
+    let since_epoch = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default();
+    format!(
+        "leaseq-bench-{}-{}",
+        std::process::id(),
+        since_epoch.as_millis()
+    )
 }
 
 fn available_cpus() -> usize {
     std::thread::available_parallelism().map_or(2, |n| n.get())
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        bench: BenchArgs,
+    }
+
+    fn plan(args: &[&str]) -> anyhow::Result<Plan> {
+        let cli = Cli::try_parse_from(std::iter::once("bench").chain(args.iter().copied()))?;
+        Plan::from_args(&cli.bench)
+    }
+
+    #[test]
+    fn presets_fill_in_what_is_not_given() {
+        let w2 = plan(&["--workload", "w2", "-c", "64"]).unwrap();
+        assert_eq!(
+            (w2.producers, w2.consumers, w2.batch_size, w2.backlog),
+            (64, 0, 10, 0)
+        );
+        let w3 = plan(&["--workload", "w3"]).unwrap();
+        assert_eq!((w3.producers, w3.consumers, w3.backlog), (0, 16, 200_000));
+        assert_eq!(w3.run_phase().consume_target, Some(200_000));
+        assert_eq!(w3.fill_phase().unwrap().send_limit, Some(200_000));
+        let w4 = plan(&["--workload", "w4", "-c", "8", "--producers", "2"]).unwrap();
+        assert_eq!((w4.producers, w4.consumers), (2, 8));
+        assert!(w4.run_phase().record_end_to_end);
+        let w5 = plan(&["--workload", "w5", "--messages", "500"]).unwrap();
+        assert_eq!(w5.run_phase().consume_target, Some(500));
+    }
+
+    #[test]
+    fn out_of_range_flags_are_refused() {
+        assert!(plan(&["--batch-size", "11"]).is_err());
+        assert!(plan(&["--receive-max", "0"]).is_err());
+        assert!(plan(&["--wait-time-seconds", "21"]).is_err());
+        assert!(plan(&["--duration", "0"]).is_err());
+        assert!(plan(&["--producers", "0"]).is_err());
+        assert!(plan(&["--producers", "0", "--consumers", "4"]).is_err());
+        assert!(plan(&["--messages", "0"]).is_err());
+    }
+
+    #[test]
+    fn a_cut_short_backlog_bounds_consumption() {
+        let mut run = plan(&["--workload", "w3", "--backlog", "1000"])
+            .unwrap()
+            .run_phase();
+        run.limit_consumption_to(600);
+        assert_eq!(run.consume_target, Some(600));
+    }
 }

@@ -35,6 +35,8 @@ pub struct PhaseReport {
     /// The count that CPU time per message divides by: messages sent, or deleted when there
     /// were no producers, or the larger of the two when both ran.
     pub messages: u64,
+    /// One per worker if the server keeps connections alive; more if it closes them.
+    pub connections_opened: u64,
     pub actions: Vec<ActionReport>,
     /// Send → receive, µs, for messages sent and received within this phase.
     pub end_to_end_latency_us: Option<Latency>,
@@ -110,13 +112,23 @@ impl BenchReport {
         fill: Option<PhaseReport>,
         run: PhaseReport,
     ) -> BenchReport {
-        BenchReport { workload: plan.workload, queue_url, plan: plan.clone(), fill, run }
+        BenchReport {
+            workload: plan.workload,
+            queue_url,
+            plan: plan.clone(),
+            fill,
+            run,
+        }
     }
 
     pub fn to_text(&self) -> String {
         let mut text = String::new();
         let _ = writeln!(text, "leaseq bench: {}", self.plan.describe());
-        let _ = writeln!(text, "endpoint {}, queue {}", self.plan.endpoint, self.queue_url);
+        let _ = writeln!(
+            text,
+            "endpoint {}, queue {}",
+            self.plan.endpoint, self.queue_url
+        );
         if let Some(fill) = &self.fill {
             fill.write_text(&mut text);
         }
@@ -171,6 +183,7 @@ impl PhaseReport {
             messages_received: counts.received,
             messages_deleted: counts.deleted,
             messages,
+            connections_opened: recorder.connections_opened,
             actions,
             end_to_end_latency_us: (!recorder.end_to_end_us.is_empty())
                 .then(|| Latency::of(&recorder.end_to_end_us)),
@@ -238,18 +251,28 @@ impl PhaseReport {
         }
         for action in &self.actions {
             if action.empty_receives > 0 {
-                let _ = writeln!(text, "  {} answered empty: {}", action.action, action.empty_receives);
+                let _ = writeln!(
+                    text,
+                    "  {} answered empty: {}",
+                    action.action, action.empty_receives
+                );
             }
             if let Some(error) = &action.first_error {
                 let _ = writeln!(text, "  first error of {}: {error}", action.action);
             }
         }
+        let _ = writeln!(text, "  connections opened: {}", self.connections_opened);
         let _ = writeln!(text, "  generator CPU: {}", self.generator_cpu.to_text());
         if let Some(server) = &self.server_cpu {
             let _ = write!(text, "  server CPU: {}", server.to_text());
             if let (Some(now), Some(peak)) = (self.server_rss_bytes, self.server_rss_peak_bytes) {
                 let mib = |bytes: u64| bytes as f64 / (1024.0 * 1024.0);
-                let _ = write!(text, "; RSS {:.1} MiB (peak {:.1} MiB)", mib(now), mib(peak));
+                let _ = write!(
+                    text,
+                    "; RSS {:.1} MiB (peak {:.1} MiB)",
+                    mib(now),
+                    mib(peak)
+                );
             }
             let _ = writeln!(text);
         }
@@ -258,7 +281,9 @@ impl PhaseReport {
 
 impl CpuReport {
     fn to_text(&self) -> String {
-        let per_message = self.us_per_message.map_or(String::new(), |us| format!(", {us:.1} µs/msg"));
+        let per_message = self
+            .us_per_message
+            .map_or(String::new(), |us| format!(", {us:.1} µs/msg"));
         format!("{:.2} s ({:.2} cores){per_message}", self.cpu_s, self.cores)
     }
 }

@@ -52,21 +52,33 @@ pub struct Recorder {
     pub actions: BTreeMap<Action, ActionStats>,
     /// Send → receive latency of received messages, µs (only when the phase records it).
     pub end_to_end_us: Histogram<u64>,
+    /// Connections opened: one per worker, unless the server closes them.
+    pub connections_opened: u64,
 }
 
 impl Default for Recorder {
     fn default() -> Self {
-        Recorder { actions: BTreeMap::new(), end_to_end_us: new_histogram() }
+        Recorder {
+            actions: BTreeMap::new(),
+            end_to_end_us: new_histogram(),
+            connections_opened: 0,
+        }
     }
 }
 
 impl Recorder {
-    pub fn success(&mut self, action: Action, latency: Duration, messages: u64, failed_entries: u64) {
+    pub fn success(
+        &mut self,
+        action: Action,
+        latency: Duration,
+        messages: u64,
+        failed_entries: u64,
+    ) {
         let stats = self.actions.entry(action).or_default();
         stats.requests += 1;
         stats.messages += messages;
         stats.failed_entries += failed_entries;
-        stats.latency_us.saturating_record(micros(latency));
+        record(&mut stats.latency_us, micros(latency));
     }
 
     pub fn failure(&mut self, action: Action, error: &dyn std::fmt::Display) {
@@ -78,7 +90,7 @@ impl Recorder {
     }
 
     pub fn end_to_end(&mut self, latency_us: u64) {
-        self.end_to_end_us.saturating_record(latency_us.max(1));
+        record(&mut self.end_to_end_us, latency_us.max(1));
     }
 
     pub fn merge(&mut self, other: Recorder) {
@@ -89,17 +101,32 @@ impl Recorder {
             ours.errors += theirs.errors;
             ours.failed_entries += theirs.failed_entries;
             ours.empty += theirs.empty;
-            ours.latency_us.add(&theirs.latency_us).expect("auto-resizing histograms merge");
+            ours.latency_us
+                .add(&theirs.latency_us)
+                .expect("auto-resizing histograms merge");
             if ours.first_error.is_none() {
                 ours.first_error = theirs.first_error;
             }
         }
-        self.end_to_end_us.add(&other.end_to_end_us).expect("auto-resizing histograms merge");
+        self.connections_opened += other.connections_opened;
+        self.end_to_end_us
+            .add(&other.end_to_end_us)
+            .expect("auto-resizing histograms merge");
+    }
+}
+
+/// Records a value, growing the histogram as needed. (`saturating_record` would not grow it: it
+/// clamps to the current, initially tiny, range.) A value too large even to grow to is clamped.
+fn record(histogram: &mut Histogram<u64>, value: u64) {
+    if histogram.record(value).is_err() {
+        histogram.saturating_record(value);
     }
 }
 
 fn micros(latency: Duration) -> u64 {
-    u64::try_from(latency.as_micros()).unwrap_or(u64::MAX).max(1)
+    u64::try_from(latency.as_micros())
+        .unwrap_or(u64::MAX)
+        .max(1)
 }
 
 /// Counters that workers bump as they go, read once a second for the progress line.
@@ -168,19 +195,32 @@ fn own_cpu_time() -> Duration {
 /// usually 10 ms, which is why runs should last seconds).
 fn process_cpu_time(pid: u32) -> std::io::Result<Duration> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
-    let bad = || std::io::Error::new(std::io::ErrorKind::InvalidData, "unexpected /proc stat format");
+    let bad = || {
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            "unexpected /proc stat format",
+        )
+    };
     // The command name (field 2) may contain spaces and parentheses; fields after its closing
     // parenthesis start with field 3, the state. utime and stime are fields 14 and 15.
     let after_name = stat.rsplit_once(')').ok_or_else(bad)?.1;
     let fields: Vec<&str> = after_name.split_whitespace().collect();
     let ticks = |index: usize| -> std::io::Result<u64> {
-        fields.get(index).and_then(|f| f.parse().ok()).ok_or_else(bad)
+        fields
+            .get(index)
+            .and_then(|f| f.parse().ok())
+            .ok_or_else(bad)
     };
     let total_ticks = ticks(11)? + ticks(12)?;
     // SAFETY: sysconf only reads a configuration value.
     let ticks_per_second = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-    let ticks_per_second = u64::try_from(ticks_per_second).ok().filter(|&t| t > 0).ok_or_else(bad)?;
-    Ok(Duration::from_micros(total_ticks * 1_000_000 / ticks_per_second))
+    let ticks_per_second = u64::try_from(ticks_per_second)
+        .ok()
+        .filter(|&t| t > 0)
+        .ok_or_else(bad)?;
+    Ok(Duration::from_micros(
+        total_ticks * 1_000_000 / ticks_per_second,
+    ))
 }
 
 /// Resident set size now and at its peak, bytes, from `/proc/PID/status`.
@@ -188,7 +228,36 @@ pub fn process_rss_bytes(pid: u32) -> Option<(u64, u64)> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     let kib = |key: &str| -> Option<u64> {
         let line = status.lines().find(|line| line.starts_with(key))?;
-        line[key.len()..].trim().trim_end_matches("kB").trim().parse().ok()
+        line[key.len()..]
+            .trim()
+            .trim_end_matches("kB")
+            .trim()
+            .parse()
+            .ok()
     };
     Some((kib("VmRSS:")? * 1024, kib("VmHWM:")? * 1024))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn histograms_grow_past_their_initial_range() {
+        let mut recorder = Recorder::default();
+        recorder.success(Action::SendMessage, Duration::from_millis(250), 1, 0);
+        recorder.success(Action::SendMessage, Duration::from_micros(40), 1, 0);
+        let latency = &recorder.actions[&Action::SendMessage].latency_us;
+        assert!(latency.max() >= 249_000, "max {}", latency.max());
+        assert!(latency.min() <= 41);
+    }
+
+    #[test]
+    fn reads_cpu_time_and_rss_of_a_process() {
+        let pid = std::process::id();
+        assert!(process_cpu_time(pid).is_ok());
+        let (rss, peak) = process_rss_bytes(pid).unwrap();
+        assert!(rss > 0 && peak >= rss);
+        assert!(own_cpu_time() > Duration::ZERO);
+    }
 }

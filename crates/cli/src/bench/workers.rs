@@ -72,7 +72,8 @@ impl Shared {
     }
 
     fn consumed_enough(&self) -> bool {
-        self.consume_target.is_some_and(|target| self.progress.deleted.load(Relaxed) >= target)
+        self.consume_target
+            .is_some_and(|target| self.progress.deleted.load(Relaxed) >= target)
     }
 
     /// Hands out up to one batch of messages to send, or None when the limit is reached.
@@ -117,12 +118,26 @@ impl Shared {
         let queue_url = &self.queue_url;
         if self.batch_size == 1 {
             let body = self.message_body();
-            return (Action::SendMessage, encode(&SendMessage { queue_url, message_body: &body }));
+            return (
+                Action::SendMessage,
+                encode(&SendMessage {
+                    queue_url,
+                    message_body: &body,
+                }),
+            );
         }
         let bodies: Vec<String> = (0..count).map(|_| self.message_body()).collect();
         let entries = ENTRY_IDS.into_iter().zip(&bodies);
-        let entries = entries.map(|(id, body)| SendEntry { id, message_body: body }).collect();
-        (Action::SendMessageBatch, encode(&SendMessageBatch { queue_url, entries }))
+        let entries = entries
+            .map(|(id, body)| SendEntry {
+                id,
+                message_body: body,
+            })
+            .collect();
+        (
+            Action::SendMessageBatch,
+            encode(&SendMessageBatch { queue_url, entries }),
+        )
     }
 }
 
@@ -135,7 +150,11 @@ struct Worker {
 
 impl Worker {
     fn new(shared: Arc<Shared>) -> Worker {
-        Worker { shared, connection: None, recorder: Recorder::default() }
+        Worker {
+            shared,
+            connection: None,
+            recorder: Recorder::default(),
+        }
     }
 
     /// Makes one call and times it (not counting opening the connection), or returns None if
@@ -147,10 +166,18 @@ impl Worker {
         stop: &mut watch::Receiver<bool>,
     ) -> Option<(Result<Bytes, CallError>, Duration)> {
         let work = async {
+            if let Some(connection) = &mut self.connection {
+                if !connection.ready().await {
+                    self.connection = None;
+                }
+            }
             let connection = match &mut self.connection {
                 Some(connection) => connection,
                 None => match Connection::open(self.shared.endpoint.clone()).await {
-                    Ok(connection) => self.connection.insert(connection),
+                    Ok(connection) => {
+                        self.recorder.connections_opened += 1;
+                        self.connection.insert(connection)
+                    }
                     Err(error) => {
                         tokio::time::sleep(RECONNECT_DELAY).await;
                         return (Err(error), Duration::ZERO);
@@ -187,11 +214,17 @@ impl Worker {
             }
         };
         let successful = result.successful.len() as u64;
-        self.recorder.success(action, latency, successful, result.failed.len() as u64);
+        self.recorder
+            .success(action, latency, successful, result.failed.len() as u64);
         if let Some(failed) = result.failed.first() {
-            self.shared.progress.errors.fetch_add(result.failed.len() as u64, Relaxed);
+            self.shared
+                .progress
+                .errors
+                .fetch_add(result.failed.len() as u64, Relaxed);
             let stats = self.recorder.actions.entry(action).or_default();
-            stats.first_error.get_or_insert_with(|| format!("{}: {}", failed.code, failed.message));
+            stats
+                .first_error
+                .get_or_insert_with(|| format!("{}: {}", failed.code, failed.message));
         }
         successful
     }
@@ -201,9 +234,13 @@ impl Worker {
 pub async fn produce(shared: Arc<Shared>, mut stop: watch::Receiver<bool>) -> Recorder {
     let mut worker = Worker::new(shared.clone());
     while !*stop.borrow_and_update() {
-        let Some(count) = shared.claim_sends() else { break };
+        let Some(count) = shared.claim_sends() else {
+            break;
+        };
         let (action, body) = shared.send_request(count);
-        let Some((outcome, latency)) = worker.call(action, body, &mut stop).await else { break };
+        let Some((outcome, latency)) = worker.call(action, body, &mut stop).await else {
+            break;
+        };
         let sent = match (outcome, action) {
             (Err(error), _) => {
                 worker.failure(action, &error);
@@ -248,20 +285,36 @@ pub async fn consume(shared: Arc<Shared>, mut stop: watch::Receiver<bool>) -> Re
             worker.recorder.actions.entry(action).or_default().empty += 1;
             continue;
         }
-        worker.recorder.success(action, latency, received.len() as u64, 0);
-        shared.progress.received.fetch_add(received.len() as u64, Relaxed);
+        worker
+            .recorder
+            .success(action, latency, received.len() as u64, 0);
+        shared
+            .progress
+            .received
+            .fetch_add(received.len() as u64, Relaxed);
         if shared.record_end_to_end {
             let now_us = epoch_micros();
             for sent_at_us in received.iter().filter_map(|m| sent_at_us(&m.body)) {
-                worker.recorder.end_to_end(now_us.saturating_sub(sent_at_us));
+                worker
+                    .recorder
+                    .end_to_end(now_us.saturating_sub(sent_at_us));
             }
         }
         let entries = ENTRY_IDS.into_iter().zip(&received);
-        let entries =
-            entries.map(|(id, m)| DeleteEntry { id, receipt_handle: &m.receipt_handle }).collect();
-        let body = encode(&DeleteMessageBatch { queue_url: &shared.queue_url, entries });
+        let entries = entries
+            .map(|(id, m)| DeleteEntry {
+                id,
+                receipt_handle: &m.receipt_handle,
+            })
+            .collect();
+        let body = encode(&DeleteMessageBatch {
+            queue_url: &shared.queue_url,
+            entries,
+        });
         let action = Action::DeleteMessageBatch;
-        let Some((outcome, latency)) = worker.call(action, body, &mut stop).await else { break };
+        let Some((outcome, latency)) = worker.call(action, body, &mut stop).await else {
+            break;
+        };
         match outcome {
             Ok(answer) => {
                 let deleted = worker.batch_answer(action, &answer, latency);
@@ -274,11 +327,15 @@ pub async fn consume(shared: Arc<Shared>, mut stop: watch::Receiver<bool>) -> Re
 }
 
 fn epoch_micros() -> u64 {
-    let since_epoch = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
+    let since_epoch = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default();
     u64::try_from(since_epoch.as_micros()).unwrap_or(u64::MAX)
 }
 
 /// The send time a producer wrote at the start of a body, if it is there.
 fn sent_at_us(body: &str) -> Option<u64> {
-    body.get(..super::plan::Plan::timestamp_bytes())?.parse().ok()
+    body.get(..super::plan::Plan::timestamp_bytes())?
+        .parse()
+        .ok()
 }
