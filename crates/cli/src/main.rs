@@ -5,6 +5,13 @@ mod serve;
 
 use clap::{Parser, Subcommand};
 
+/// mimalloc instead of glibc's allocator: with millions of messages waiting, freeing a body that
+/// sat cold in memory costs glibc scattered free-list work that grew the engine's per-message
+/// cost by half (measured by the engine benchmark at 10 000 000 messages: 1.5–2.1× slower than at
+/// 1 000 with glibc, 1.16× with mimalloc).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// leaseq: a durable, fast, self-hostable message queue that speaks the Amazon SQS API.
 #[derive(Parser)]
 #[command(name = "leaseq", version, about, long_about = None)]

@@ -29,6 +29,11 @@ use leaseq_core::{
     SendInput,
 };
 
+/// The allocator the server ships with (see crates/cli/src/main.rs), so the benchmark measures
+/// what runs.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 const QUEUE: &str = "bench";
 const BODY_BYTES: usize = 256;
 const BATCH: usize = 10;

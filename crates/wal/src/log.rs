@@ -6,8 +6,10 @@
 //! condition variable only when that thread is idle), so the engine can append while holding
 //! its own lock. A dedicated sync thread (see `sync.rs`) takes all pending chunks at once,
 //! writes them, fdatasyncs per the [`FsyncPolicy`], and publishes the new watermarks both to a
-//! condition variable (for [`Wal::wait_durable_blocking`]) and to a `tokio::sync::watch`
-//! channel (for the async [`Wal::wait_durable`]). Because the sync thread takes everything that
+//! condition variable (for [`Wal::wait_durable_blocking`]) and to the async waiters of
+//! [`Wal::wait_durable`], which wait in LSN order: a publish wakes exactly the waiters whose
+//! records it made durable (a broadcast would wake every waiter on every fsync, most of them only
+//! to sleep again, which costs a wake-up per waiter per fsync). Because the sync thread takes everything that
 //! was appended while it was busy, one fdatasync covers all the records of all concurrent
 //! appenders: group commit.
 //!
@@ -21,7 +23,7 @@ use std::path::Path;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 
-use tokio::sync::watch;
+use tokio::sync::oneshot;
 
 use crate::error::{PoisonCause, WalError};
 use crate::format::{self, SegmentHeader, FRAME_HEADER_LEN_BYTES, SEGMENT_HEADER_LEN_BYTES};
@@ -51,8 +53,10 @@ pub(crate) struct Shared {
     /// Wakes blocking waiters and appenders waiting for buffer space: the watermarks moved or
     /// the log was poisoned.
     pub(crate) progress: Condvar,
-    /// The same news for async waiters.
-    pub(crate) progress_tx: watch::Sender<Progress>,
+    /// Async waiters by the LSN they wait for, each with a channel for the outcome (`Err`: the
+    /// log was poisoned). Registered and woken under the `state` lock, so none is missed.
+    pub(crate) async_waiters:
+        Mutex<BTreeMap<Lsn, Vec<oneshot::Sender<Result<(), Arc<PoisonCause>>>>>>,
     /// Serializes segment removals, which do I/O outside the state lock.
     removal: Mutex<()>,
 }
@@ -131,10 +135,29 @@ impl Shared {
         }
     }
 
-    /// Publishes the state's progress to both kinds of waiters.
+    /// Publishes the state's progress to both kinds of waiters. Called with the state lock
+    /// held (`state` is borrowed from it), which is what makes async registration race-free.
     pub(crate) fn publish(&self, state: &State) {
-        self.progress_tx.send_replace(state.progress.clone());
         self.progress.notify_all();
+        let mut waiters = self
+            .async_waiters
+            .lock()
+            .expect("wal waiter mutex poisoned by a panic");
+        if let Some(cause) = &state.progress.poisoned {
+            for sender in std::mem::take(&mut *waiters).into_values().flatten() {
+                let _ = sender.send(Err(cause.clone()));
+            }
+            return;
+        }
+        let acknowledged = self.acknowledged_lsn(&state.progress);
+        let still_waiting = waiters.split_off(&(acknowledged + 1));
+        for sender in std::mem::replace(&mut *waiters, still_waiting)
+            .into_values()
+            .flatten()
+        {
+            // A waiter that gave up (its future was dropped) has dropped its receiver.
+            let _ = sender.send(Ok(()));
+        }
     }
 }
 
@@ -181,7 +204,7 @@ impl Wal {
             state: Mutex::new(state),
             work: Condvar::new(),
             progress: Condvar::new(),
-            progress_tx: watch::Sender::new(progress),
+            async_waiters: Mutex::new(BTreeMap::new()),
             removal: Mutex::new(()),
         });
         let sync_thread = crate::sync::spawn(shared.clone())
@@ -313,14 +336,33 @@ impl Wal {
     ///
     /// Holds no lock while waiting; cancel-safe.
     pub async fn wait_durable(&self, lsn: Lsn) -> Result<(), WalError> {
-        self.assert_appended(lsn);
-        let mut progress_rx = self.shared.progress_tx.subscribe();
-        let progress = progress_rx
-            .wait_for(|p| p.poisoned.is_some() || self.shared.acknowledged_lsn(p) >= lsn)
-            .await
-            .expect("the sender lives as long as the Wal")
-            .clone();
-        self.acknowledgement(&progress, lsn)
+        let receiver = {
+            let state = self.shared.lock();
+            assert!(
+                lsn < state.next_lsn,
+                "waiting for LSN {lsn}, but the next is {}",
+                state.next_lsn
+            );
+            if self.shared.acknowledged_lsn(&state.progress) >= lsn
+                || state.progress.poisoned.is_some()
+            {
+                return self.acknowledgement(&state.progress, lsn);
+            }
+            let (sender, receiver) = oneshot::channel();
+            self.shared
+                .async_waiters
+                .lock()
+                .expect("wal waiter mutex poisoned by a panic")
+                .entry(lsn)
+                .or_default()
+                .push(sender);
+            receiver
+        };
+        match receiver.await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(cause)) => Err(WalError::Poisoned { cause }),
+            Err(_) => unreachable!("the log outlives its waiters, and publish answers each one"),
+        }
     }
 
     /// Blocking form of [`Wal::wait_durable`], for threads outside an async runtime.
