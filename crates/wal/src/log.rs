@@ -42,6 +42,9 @@ pub struct Wal {
     sync_thread: Option<JoinHandle<()>>,
 }
 
+/// Where an async waiter learns its record's fate: durable, or the log was poisoned.
+pub(crate) type DurableSender = oneshot::Sender<Result<(), Arc<PoisonCause>>>;
+
 /// State shared by the handle and the sync thread.
 #[derive(Debug)]
 pub(crate) struct Shared {
@@ -55,8 +58,7 @@ pub(crate) struct Shared {
     pub(crate) progress: Condvar,
     /// Async waiters by the LSN they wait for, each with a channel for the outcome (`Err`: the
     /// log was poisoned). Registered and woken under the `state` lock, so none is missed.
-    pub(crate) async_waiters:
-        Mutex<BTreeMap<Lsn, Vec<oneshot::Sender<Result<(), Arc<PoisonCause>>>>>>,
+    pub(crate) async_waiters: Mutex<BTreeMap<Lsn, Vec<DurableSender>>>,
     /// Serializes segment removals, which do I/O outside the state lock.
     removal: Mutex<()>,
 }
