@@ -1,0 +1,247 @@
+//! `leaseq serve` as an operator runs it: settings from a TOML file and `LEASEQ_*` variables,
+//! queues created at start-up from the file, a graceful stop on SIGTERM that ends long polls and
+//! writes a checkpoint, and a restart that finds every acknowledged message again.
+
+mod common;
+
+use std::net::{SocketAddr, TcpListener};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::raw_request;
+use serde_json::{json, Value};
+
+struct Scratch(PathBuf);
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn scratch(name: &str) -> Scratch {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("serve-{name}"));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    Scratch(dir)
+}
+
+fn free_port() -> SocketAddr {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+}
+
+/// Starts the binary with `args` and `env`, logging to `log`, and waits for `/health`.
+async fn start(args: &[&str], env: &[(&str, &str)], log: &Path, addr: SocketAddr) -> Child {
+    let out = std::fs::File::create(log).unwrap();
+    let mut command = Command::new(env!("CARGO_BIN_EXE_leaseq"));
+    for (name, _) in std::env::vars_os() {
+        if name.to_string_lossy().starts_with("LEASEQ_") {
+            command.env_remove(name);
+        }
+    }
+    let mut child = command
+        .arg("serve")
+        .args(args)
+        .envs(env.iter().copied())
+        .stdin(Stdio::null())
+        .stdout(out.try_clone().unwrap())
+        .stderr(out)
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        assert!(child.try_wait().unwrap().is_none(), "{}", read(log));
+        let health =
+            tokio::time::timeout(Duration::from_secs(2), tokio::net::TcpStream::connect(addr))
+                .await;
+        if matches!(health, Ok(Ok(_)))
+            && raw_request(addr, "GET", "/health", &[], b"").await.status == 200
+        {
+            return child;
+        }
+        assert!(Instant::now() < deadline, "no /health: {}", read(log));
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+fn read(path: &Path) -> String {
+    std::fs::read_to_string(path).unwrap_or_default()
+}
+
+async fn call(addr: SocketAddr, action: &str, body: Value) -> (u16, Value) {
+    let target = format!("AmazonSQS.{action}");
+    let headers = [
+        ("Content-Type", "application/x-amz-json-1.0"),
+        ("X-Amz-Target", target.as_str()),
+    ];
+    let response = raw_request(addr, "POST", "/", &headers, body.to_string().as_bytes()).await;
+    let parsed = serde_json::from_slice(&response.body).unwrap_or(Value::Null);
+    (response.status, parsed)
+}
+
+fn sigterm(child: &Child) {
+    let status = Command::new("kill")
+        .arg("-TERM")
+        .arg(child.id().to_string())
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
+fn wait_exit(child: &mut Child, log: &Path) -> std::process::ExitStatus {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no exit after SIGTERM: {}",
+            read(log)
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn config_file_env_graceful_stop_and_restart() {
+    let dir = scratch("config");
+    let addr = free_port();
+    let config = dir.0.join("leaseq.toml");
+    std::fs::write(
+        &config,
+        format!(
+            r#"
+listen = "{addr}"
+data_dir = "{data}"
+account_id = "123456789012"
+
+[[queues]]
+name = "jobs-dlq"
+
+[[queues]]
+name = "jobs"
+attributes = {{ VisibilityTimeout = "45", RedrivePolicy = '{{"deadLetterTargetArn":"arn:aws:sqs:eu-west-1:123456789012:jobs-dlq","maxReceiveCount":"3"}}' }}
+tags = {{ team = "payments" }}
+"#,
+            data = dir.0.join("data").display()
+        ),
+    )
+    .unwrap();
+    let log = dir.0.join("first.log");
+    let config_arg = config.to_str().unwrap();
+    // The region comes from the environment, everything else from the file.
+    let env = [("LEASEQ_REGION", "eu-west-1")];
+    let mut child = start(&["--config", config_arg], &env, &log, addr).await;
+    assert!(read(&log).contains(&format!("leaseq listening on http://{addr}")));
+
+    let url = format!("http://{addr}/123456789012/jobs");
+    let (status, attributes) = call(
+        addr,
+        "GetQueueAttributes",
+        json!({"QueueUrl": url, "AttributeNames": ["All"]}),
+    )
+    .await;
+    assert_eq!(status, 200, "{attributes}");
+    let attributes = &attributes["Attributes"];
+    assert_eq!(attributes["VisibilityTimeout"], "45");
+    assert_eq!(
+        attributes["QueueArn"],
+        "arn:aws:sqs:eu-west-1:123456789012:jobs"
+    );
+    let redrive: Value =
+        serde_json::from_str(attributes["RedrivePolicy"].as_str().unwrap()).unwrap();
+    assert_eq!(redrive["maxReceiveCount"], 3);
+    let (_, tags) = call(addr, "ListQueueTags", json!({"QueueUrl": url})).await;
+    assert_eq!(tags["Tags"]["team"], "payments");
+
+    for i in 0..5 {
+        let (status, _) = call(
+            addr,
+            "SendMessage",
+            json!({"QueueUrl": url, "MessageBody": format!("m{i}")}),
+        )
+        .await;
+        assert_eq!(status, 200);
+    }
+    // A long poll on an empty queue is in progress when the server is asked to stop.
+    let empty_url = format!("http://{addr}/123456789012/jobs-dlq");
+    let poll = tokio::spawn(async move {
+        let started = Instant::now();
+        let answer = call(
+            addr,
+            "ReceiveMessage",
+            json!({"QueueUrl": empty_url, "WaitTimeSeconds": 20}),
+        )
+        .await;
+        (answer, started.elapsed())
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    sigterm(&child);
+    let ((status, answer), waited) = poll.await.unwrap();
+    assert_eq!(status, 200, "{answer}");
+    assert!(answer.get("Messages").is_none());
+    assert!(
+        waited < Duration::from_secs(10),
+        "the long poll lasted {waited:?}"
+    );
+    let exit = wait_exit(&mut child, &log);
+    assert!(exit.success(), "{exit}: {}", read(&log));
+    let first_log = read(&log);
+    assert!(first_log.contains("checkpoint written"), "{first_log}");
+    assert!(first_log.contains("stopped"), "{first_log}");
+
+    // The restart recovers from the checkpoint, and the configured queues are not duplicated.
+    let log = dir.0.join("second.log");
+    let mut child = start(&["--config", config_arg], &env, &log, addr).await;
+    let (_, listed) = call(addr, "ListQueues", json!({})).await;
+    assert_eq!(listed["QueueUrls"].as_array().unwrap().len(), 2, "{listed}");
+    let (_, attributes) = call(
+        addr,
+        "GetQueueAttributes",
+        json!({"QueueUrl": url, "AttributeNames": ["ApproximateNumberOfMessages"]}),
+    )
+    .await;
+    assert_eq!(attributes["Attributes"]["ApproximateNumberOfMessages"], "5");
+    sigterm(&child);
+    assert!(wait_exit(&mut child, &log).success());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bad_config_file_is_refused_with_a_clear_message() {
+    let dir = scratch("bad-config");
+    let config = dir.0.join("bad.toml");
+    std::fs::write(&config, "listen = \"127.0.0.1:1\"\nno_such_setting = 1\n").unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_leaseq"))
+        .args(["serve", "--config", config.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("no_such_setting"), "{stderr}");
+
+    std::fs::write(
+        &config,
+        "[[queues]]\nname = \"q\"\nattributes = { VisibilityTimeout = \"99999\" }\n",
+    )
+    .unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_leaseq"))
+        .args([
+            "serve",
+            "--config",
+            config.to_str().unwrap(),
+            "--in-memory",
+            "true",
+            "--listen",
+            "127.0.0.1:0",
+        ])
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("VisibilityTimeout"), "{stderr}");
+}
