@@ -7,12 +7,17 @@
 /// A request field or queue setting that an error is about. The `sqs` crate names it on the wire.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Field {
-    /// Queue setting or receive override: how long a lease lasts.
+    /// Queue setting: how long a lease lasts by default.
     VisibilityTimeout,
+    /// Receive or change-visibility parameter: how long this lease lasts (`VisibilityTimeout` on
+    /// the wire).
+    LeaseVisibilityTimeout,
     /// Queue setting: how long a message is kept.
     MessageRetentionPeriod,
-    /// Queue setting or per-message delay.
+    /// Queue setting: the delay of every message sent without its own.
     DelaySeconds,
+    /// Send parameter: one message's own delay (`DelaySeconds` on the wire).
+    MessageDelaySeconds,
     /// Queue setting: the largest message accepted.
     MaximumMessageSize,
     /// Queue setting: the default long-poll wait.

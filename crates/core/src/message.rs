@@ -149,7 +149,7 @@ pub fn validate_send(input: SendInput, size_max_bytes: u32, limits: &Limits) -> 
     if let Some(delay) = input.delay_seconds {
         if delay > limits.delay_max_seconds {
             return Err(Error::invalid(
-                Field::DelaySeconds,
+                Field::MessageDelaySeconds,
                 format!(
                     "Value {delay} for parameter DelaySeconds is invalid. Reason: DelaySeconds must be >= 0 and <= {}.",
                     limits.delay_max_seconds

@@ -322,7 +322,7 @@ impl Model {
             return Err(Error::InvalidMessageContents(String::new()));
         }
         if delay_s.is_some_and(|d| d > 900) {
-            return Err(invalid(Field::DelaySeconds));
+            return Err(invalid(Field::MessageDelaySeconds));
         }
         let visible_at_ms = now_ms + u64::from(delay_s.unwrap_or(queue.delay_s)) * 1000;
         let seq = queue.next_seq;
@@ -359,7 +359,7 @@ impl Model {
             return Err(invalid(Field::MaxNumberOfMessages));
         }
         if visibility_s.is_some_and(|v| v > VISIBILITY_MAX_S) {
-            return Err(invalid(Field::VisibilityTimeout));
+            return Err(invalid(Field::LeaseVisibilityTimeout));
         }
         let now_ms = self.advance(now_ms);
         let queue = self.queue(name)?;
@@ -478,7 +478,7 @@ impl Model {
         visibility_s: u32,
     ) -> Result<u64, Error> {
         if visibility_s > VISIBILITY_MAX_S {
-            return Err(invalid(Field::VisibilityTimeout));
+            return Err(invalid(Field::LeaseVisibilityTimeout));
         }
         let (now_ms, seq, attempt) = self.open(now_ms, name, receipt)?;
         let queue = self.queue(name)?;

@@ -442,9 +442,9 @@ impl SqsError {
 fn field_name(field: leaseq_core::Field) -> &'static str {
     use leaseq_core::Field::*;
     match field {
-        VisibilityTimeout => "VisibilityTimeout",
+        VisibilityTimeout | LeaseVisibilityTimeout => "VisibilityTimeout",
         MessageRetentionPeriod => "MessageRetentionPeriod",
-        DelaySeconds => "DelaySeconds",
+        DelaySeconds | MessageDelaySeconds => "DelaySeconds",
         MaximumMessageSize => "MaximumMessageSize",
         ReceiveMessageWaitTimeSeconds => "ReceiveMessageWaitTimeSeconds",
         RedrivePolicy => "RedrivePolicy",
@@ -461,12 +461,9 @@ fn field_name(field: leaseq_core::Field) -> &'static str {
     }
 }
 
-/// Maps an engine `InvalidValue` to the SQS code of its field.
-///
-/// `VisibilityTimeout` and `DelaySeconds` are both queue settings (→ `InvalidAttributeValue`)
-/// and request parameters (→ `InvalidParameterValue`). The engine words request-parameter errors
-/// in SQS's "Value x for parameter y is invalid" form and queue-setting errors as a bare range,
-/// so the form tells them apart.
+/// Maps an engine `InvalidValue` to the SQS code of its field: queue settings are
+/// `InvalidAttributeValue`, request parameters `InvalidParameterValue` (the engine names the two
+/// uses of `VisibilityTimeout` and `DelaySeconds` with distinct fields).
 fn invalid_value(field: leaseq_core::Field, reason: String) -> SqsError {
     use leaseq_core::Field::*;
     let name = field_name(field);
@@ -478,6 +475,7 @@ fn invalid_value(field: leaseq_core::Field, reason: String) -> SqsError {
     };
     let parameter = || {
         if reason.starts_with("Value ") {
+            // Already in SQS's "Value x for parameter y is invalid. Reason: ..." form.
             SqsError::invalid_parameter_value(reason.clone())
         } else {
             SqsError::invalid_parameter_value(format!(
@@ -486,15 +484,17 @@ fn invalid_value(field: leaseq_core::Field, reason: String) -> SqsError {
         }
     };
     match field {
-        MessageRetentionPeriod | MaximumMessageSize | ReceiveMessageWaitTimeSeconds | Policy => {
-            attribute()
-        }
-        VisibilityTimeout | DelaySeconds if !reason.starts_with("Value ") => attribute(),
+        VisibilityTimeout
+        | DelaySeconds
+        | MessageRetentionPeriod
+        | MaximumMessageSize
+        | ReceiveMessageWaitTimeSeconds
+        | Policy => attribute(),
         ReceiptHandle => SqsError::new(ErrorCode::ReceiptHandleIsInvalid, reason),
         QueueName => SqsError::invalid_parameter_value(reason),
         MessageBody => SqsError::new(ErrorCode::InvalidMessageContents, reason),
-        VisibilityTimeout
-        | DelaySeconds
+        LeaseVisibilityTimeout
+        | MessageDelaySeconds
         | RedrivePolicy
         | RedriveAllowPolicy
         | MaxNumberOfMessages
@@ -622,8 +622,8 @@ mod tests {
             (Error::TooManyTags { tags_max: 50 }, ErrorCode::InvalidParameterValue),
             (Error::invalid(Field::MessageRetentionPeriod, "must be between 60 and 1209600, got 1"), ErrorCode::InvalidAttributeValue),
             (Error::invalid(Field::VisibilityTimeout, "must be between 0 and 43200, got 50000"), ErrorCode::InvalidAttributeValue),
-            (Error::invalid(Field::VisibilityTimeout, "Value 50000 for parameter VisibilityTimeout is invalid. Reason: x"), ErrorCode::InvalidParameterValue),
-            (Error::invalid(Field::DelaySeconds, "Value 901 for parameter DelaySeconds is invalid. Reason: x"), ErrorCode::InvalidParameterValue),
+            (Error::invalid(Field::LeaseVisibilityTimeout, "Value 50000 for parameter VisibilityTimeout is invalid. Reason: x"), ErrorCode::InvalidParameterValue),
+            (Error::invalid(Field::MessageDelaySeconds, "Value 901 for parameter DelaySeconds is invalid. Reason: x"), ErrorCode::InvalidParameterValue),
             (Error::invalid(Field::RedrivePolicy, "Dead letter target does not exist"), ErrorCode::InvalidParameterValue),
             (Error::invalid(Field::QueueName, "Can only include alphanumeric characters"), ErrorCode::InvalidParameterValue),
             (Error::invalid(Field::MessageAttributes, "bad"), ErrorCode::InvalidParameterValue),

@@ -201,7 +201,7 @@ impl Engine {
 pub(crate) fn check_visibility(seconds: u32, limits: &Limits) -> Result<()> {
     if seconds > limits.visibility_timeout_max_seconds {
         return Err(Error::invalid(
-            Field::VisibilityTimeout,
+            Field::LeaseVisibilityTimeout,
             format!(
                 "Value {seconds} for parameter VisibilityTimeout is invalid. Reason: Must be between 0 and {}.",
                 limits.visibility_timeout_max_seconds
