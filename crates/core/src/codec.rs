@@ -208,7 +208,33 @@ pub fn encode(record: &Record, out: &mut Vec<u8>) {
 
 /// Decodes one record that fills `bytes` exactly.
 pub fn decode(bytes: &[u8]) -> Result<Record, DecodeError> {
-    let mut r = Reader { bytes, at: 0 };
+    Decoder::default().decode(bytes)
+}
+
+/// Decodes a sequence of records (a snapshot, the log at recovery), sharing the strings that
+/// repeat from record to record: the messages of one sender share one `SenderId`, those of one
+/// dead-letter source one queue name. That saves an allocation per message while decoding and
+/// the memory of a copy per message in the state it rebuilds. The records are the same as
+/// [`decode`]'s.
+#[derive(Debug, Default)]
+pub struct Decoder {
+    sender_id: Option<Arc<str>>,
+    dead_letter_source: Option<Arc<str>>,
+}
+
+impl Decoder {
+    /// Decodes one record that fills `bytes` exactly.
+    pub fn decode(&mut self, bytes: &[u8]) -> Result<Record, DecodeError> {
+        decode_with(bytes, self)
+    }
+}
+
+fn decode_with(bytes: &[u8], shared: &mut Decoder) -> Result<Record, DecodeError> {
+    let mut r = Reader {
+        bytes,
+        at: 0,
+        shared,
+    };
     let version = r.u8()?;
     if version != FORMAT_VERSION {
         return Err(DecodeError::UnknownVersion(version));
@@ -290,7 +316,7 @@ pub fn decode(bytes: &[u8]) -> Result<Record, DecodeError> {
             now_ms,
             queue_id,
             seq: r.u64()?,
-            message: Box::new(r.message()?),
+            message: r.message()?,
         },
         other => return Err(r.invalid_at("record tag", other.into(), tag_at)),
     };
@@ -421,12 +447,22 @@ impl Writer<'_> {
     }
 }
 
-struct Reader<'a> {
+struct Reader<'a, 's> {
     bytes: &'a [u8],
     at: usize,
+    shared: &'s mut Decoder,
 }
 
-impl<'a> Reader<'a> {
+/// `bytes` as a shared string: `last` itself when it holds the same text, else a new one that
+/// replaces it.
+fn shared_str(last: &mut Option<Arc<str>>, text: &str) -> Arc<str> {
+    match last {
+        Some(arc) if **arc == *text => arc.clone(),
+        _ => last.insert(Arc::from(text)).clone(),
+    }
+}
+
+impl<'a> Reader<'a, '_> {
     fn take(&mut self, len: usize) -> Result<&'a [u8], DecodeError> {
         let end = self
             .at
@@ -456,10 +492,13 @@ impl<'a> Reader<'a> {
         let len = self.u32()? as usize;
         self.take(len)
     }
-    fn string(&mut self) -> Result<String, DecodeError> {
+    fn str(&mut self) -> Result<&'a str, DecodeError> {
         let at = self.at;
         let bytes = self.bytes()?;
-        String::from_utf8(bytes.to_vec()).map_err(|_| DecodeError::Utf8(at))
+        std::str::from_utf8(bytes).map_err(|_| DecodeError::Utf8(at))
+    }
+    fn string(&mut self) -> Result<String, DecodeError> {
+        Ok(self.str()?.to_owned())
     }
     fn flag(&mut self, what: &'static str) -> Result<bool, DecodeError> {
         let at = self.at;
@@ -538,7 +577,13 @@ impl<'a> Reader<'a> {
             first_received_at_ms,
             receive_count,
             state,
-            dead_letter_source: self.opt_string("dead letter source flag")?.map(Arc::from),
+            dead_letter_source: match self.flag("dead letter source flag")? {
+                true => {
+                    let text = self.str()?;
+                    Some(shared_str(&mut self.shared.dead_letter_source, text))
+                }
+                false => None,
+            },
         })
     }
     fn map(&mut self) -> Result<BTreeMap<String, String>, DecodeError> {
@@ -602,7 +647,10 @@ impl<'a> Reader<'a> {
             body,
             attributes,
             trace_header: self.opt_string("trace header flag")?,
-            sender_id: Arc::from(self.string()?),
+            sender_id: {
+                let text = self.str()?;
+                shared_str(&mut self.shared.sender_id, text)
+            },
         })
     }
 }
@@ -725,7 +773,7 @@ mod tests {
                 now_ms: 12,
                 queue_id: 4,
                 seq: 98,
-                message: Box::new(Message {
+                message: Message {
                     id: MessageId([3; 16]),
                     payload: Arc::new(Payload {
                         body: "b".into(),
@@ -740,7 +788,7 @@ mod tests {
                     receive_count: 2,
                     state: MessageState::InFlight,
                     dead_letter_source: Some(Arc::from("src")),
-                }),
+                },
             },
         ]
     }
@@ -756,6 +804,40 @@ mod tests {
                 assert!(decode(&bytes[..len]).is_err(), "{record:?} prefix {len}");
             }
         }
+    }
+
+    #[test]
+    fn a_decoder_shares_repeated_strings_and_decodes_the_same() {
+        let mut decoder = Decoder::default();
+        let mut senders = Vec::new();
+        let mut sources = Vec::new();
+        for record in samples().iter().chain(&samples()) {
+            let mut bytes = Vec::new();
+            encode(record, &mut bytes);
+            let decoded = decoder.decode(&bytes).unwrap();
+            assert_eq!(&decoded, record);
+            match decoded {
+                Record::Send { payload, .. } => senders.push(payload.sender_id.clone()),
+                Record::RestoreMessage { message, .. } => {
+                    sources.extend(message.dead_letter_source.clone());
+                    senders.push(message.payload.sender_id.clone());
+                }
+                _ => {}
+            }
+        }
+        assert_eq!(senders.len(), 4);
+        assert_eq!(sources.len(), 2);
+        assert!(Arc::ptr_eq(&sources[0], &sources[1]));
+        let mut bytes = Vec::new();
+        let send = &samples()[2];
+        encode(send, &mut bytes);
+        let (Record::Send { payload: a, .. }, Record::Send { payload: b, .. }) = (
+            decoder.decode(&bytes).unwrap(),
+            decoder.decode(&bytes).unwrap(),
+        ) else {
+            panic!("not a send");
+        };
+        assert!(Arc::ptr_eq(&a.sender_id, &b.sender_id));
     }
 
     proptest! {

@@ -165,8 +165,9 @@ pub enum Record {
         queue_id: u64,
         /// Its sequence number.
         seq: u64,
-        /// Everything about it.
-        message: Box<Message>,
+        /// Everything about it (inline: `RestoreQueue` makes the enum larger than a message
+        /// anyway, and a snapshot holds millions of these).
+        message: Message,
     },
 }
 

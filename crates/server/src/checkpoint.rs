@@ -54,6 +54,13 @@ impl Checkpoints {
         }
     }
 
+    /// Records the size of the newest snapshot on disk (the one recovery loaded): the next
+    /// checkpoint is due after as many log bytes, and its buffer is sized from it.
+    pub fn with_last_snapshot_bytes(self, bytes: u64) -> Checkpoints {
+        self.last_snapshot_bytes.store(bytes, Ordering::Relaxed);
+        self
+    }
+
     /// Counts bytes appended to the log.
     pub fn logged(&self, bytes: u64) {
         self.log_bytes_since.fetch_add(bytes, Ordering::Relaxed);
@@ -87,7 +94,16 @@ impl Checkpoints {
         let (payload, lsn) = {
             let engine = engine.lock();
             let lsn = log.next_lsn() - 1;
-            let mut payload = Vec::new();
+            // Sized for the largest state the last snapshot and the records logged since can
+            // make (a message restored takes less than twice the bytes of its send record):
+            // growing by doubling would copy the whole state while the lock is held, into fresh
+            // memory each time. Capacity that stays unused is never touched, so costs no memory;
+            // it is bounded all the same (after failed checkpoints the log may be far larger).
+            let last = self.last_snapshot_bytes.load(Ordering::Relaxed);
+            let since = self.log_bytes_since.load(Ordering::Relaxed);
+            let grown = since.min(last.max(self.log_bytes_min));
+            let capacity = last.saturating_add(grown.saturating_mul(2)) + (1 << 20);
+            let mut payload = Vec::with_capacity(usize::try_from(capacity).unwrap_or(0));
             engine.snapshot(|record| encode_framed(&record, &mut payload));
             self.log_bytes_since.store(0, Ordering::Relaxed);
             (payload, lsn)
@@ -121,6 +137,7 @@ fn encode_framed(record: &Record, out: &mut Vec<u8>) {
 
 /// Applies a snapshot payload to an empty engine.
 pub fn load(engine: &mut Engine, payload: &[u8]) -> Result<u64, codec::DecodeError> {
+    let mut decoder = codec::Decoder::default();
     let mut at = 0;
     let mut records = 0;
     while at < payload.len() {
@@ -131,7 +148,7 @@ pub fn load(engine: &mut Engine, payload: &[u8]) -> Result<u64, codec::DecodeErr
         let bytes = payload
             .get(at + 4..at + 4 + len)
             .ok_or(codec::DecodeError::Truncated(at))?;
-        engine.apply(&codec::decode(bytes)?);
+        engine.apply(&decoder.decode(bytes)?);
         at += 4 + len;
         records += 1;
     }

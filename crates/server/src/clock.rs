@@ -4,7 +4,12 @@
 //! `now_ms` and ignores a reading earlier than one it has seen, so a step back of the host clock
 //! cannot shorten or reorder leases.
 
+use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
+
+/// A source of the time in milliseconds since the Unix epoch: [`now_ms`] in a server, a fake
+/// clock in tests that jump time instead of sleeping (`Embedded::with_clock`).
+pub type Clock = Arc<dyn Fn() -> u64 + Send + Sync>;
 
 /// Milliseconds since the Unix epoch.
 pub fn now_ms() -> u64 {

@@ -114,21 +114,22 @@ pub fn recover_with(
     let started = Instant::now();
     let mut engine = Engine::new(config.engine.clone(), key);
     let snapshot = leaseq_wal::snapshot::latest(storage.as_ref())?;
-    let (snapshot_lsn, snapshot_records) = match snapshot {
+    let (snapshot_lsn, snapshot_records, snapshot_bytes) = match snapshot {
         Some(snapshot) => {
             let records = checkpoint::load(&mut engine, &snapshot.bytes)
                 .map_err(|error| OpenError::Snapshot(snapshot.lsn, error))?;
-            (snapshot.lsn, records)
+            (snapshot.lsn, records, snapshot.bytes.len() as u64)
         }
-        None => (0, 0),
+        None => (0, 0, 0),
     };
     let mut replayed: u64 = 0;
+    let mut decoder = codec::Decoder::default();
     let (log, recovery) = Wal::open(storage, options, |record| {
         // Records the snapshot already contains.
         if record.lsn <= snapshot_lsn {
             return Ok(());
         }
-        engine.apply(&codec::decode(record.payload)?);
+        engine.apply(&decoder.decode(record.payload)?);
         replayed += 1;
         Ok(())
     })?;
@@ -140,7 +141,8 @@ pub fn recover_with(
         torn_tail = recovery.torn_tail.is_some(),
         "recovered state from the snapshot and the log"
     );
-    let checkpoints = Checkpoints::new(checkpoint_log_bytes_min, snapshot_lsn);
+    let checkpoints = Checkpoints::new(checkpoint_log_bytes_min, snapshot_lsn)
+        .with_last_snapshot_bytes(snapshot_bytes);
     let backend = Embedded::with_engine(config, engine, Some(log)).with_checkpoints(checkpoints);
     Ok((backend, recovery))
 }

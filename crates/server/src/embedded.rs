@@ -26,7 +26,7 @@ use tokio::sync::watch;
 
 use crate::backend::{Backend, Caller};
 use crate::checkpoint::Checkpoints;
-use crate::clock::now_ms;
+use crate::clock::{now_ms, Clock};
 use crate::waiters::Waiters;
 
 /// Settings of the embedded backend.
@@ -58,6 +58,8 @@ pub struct Embedded {
     /// Set when an append failed after the engine applied the change: the reason every request
     /// is refused until a restart.
     stopped: OnceLock<String>,
+    /// Where the time comes from: the real clock, or a test's.
+    clock: Clock,
     config: EmbeddedConfig,
 }
 
@@ -104,8 +106,21 @@ impl Embedded {
             shutdown: watch::channel(false).0,
             waiting: AtomicUsize::new(0),
             stopped: OnceLock::new(),
+            clock: Arc::new(now_ms),
             config,
         }
+    }
+
+    /// Replaces the real clock, so tests can jump time instead of sleeping. The engine ignores a
+    /// reading earlier than one it has seen, so the clock may start anywhere.
+    pub fn with_clock(mut self, clock: Clock) -> Embedded {
+        self.clock = clock;
+        self
+    }
+
+    /// The time now, by this backend's clock.
+    fn now_ms(&self) -> u64 {
+        (self.clock)()
     }
 
     /// Replaces the checkpoint policy (the newest snapshot's LSN and the log volume between
@@ -254,7 +269,7 @@ impl Embedded {
         wait_time_seconds: Option<u32>,
     ) -> Result<ReceiveProbe, SqsError> {
         self.run(|engine, journal| {
-            let deliveries = match engine.receive(now_ms(), name, request, journal) {
+            let deliveries = match engine.receive(self.now_ms(), name, request, journal) {
                 Err(Error::OverLimit { .. })
                     if wait_time_seconds.map_or_else(
                         || {
@@ -315,7 +330,7 @@ impl Embedded {
             }
             let wake_at = match probe.next_deadline_ms {
                 Some(at_ms) => {
-                    deadline.min(now + Duration::from_millis(at_ms.saturating_sub(now_ms())))
+                    deadline.min(now + Duration::from_millis(at_ms.saturating_sub(self.now_ms())))
                 }
                 None => deadline,
             };
@@ -339,7 +354,7 @@ impl Embedded {
             .collect();
         let results = self
             .run(|engine, journal| {
-                let now = now_ms();
+                let now = self.now_ms();
                 // A missing queue fails the whole request, not each entry.
                 engine.queue(name).ok_or(Error::QueueDoesNotExist)?;
                 Ok::<_, Error>(
@@ -366,7 +381,7 @@ impl Embedded {
     ) -> Result<Outcome, SqsError> {
         let results = self
             .run(|engine, journal| {
-                let now = now_ms();
+                let now = self.now_ms();
                 engine.queue(name).ok_or(Error::QueueDoesNotExist)?;
                 Ok::<_, Error>(
                     entries
@@ -386,7 +401,7 @@ impl Embedded {
     ) -> Result<Outcome, SqsError> {
         let arn = leaseq_sqs::queue_arn(&self.context(), name);
         self.run(|engine, journal| {
-            let now = now_ms();
+            let now = self.now_ms();
             let info = engine.queue_info(now, name)?;
             let policy = edit(info.config.policy.as_deref(), &arn)?;
             let patch = QueueConfigPatch {
@@ -403,7 +418,7 @@ impl Embedded {
         &self,
         operation: impl FnOnce(&mut Engine, u64, &mut Journal) -> Result<(), Error>,
     ) -> Result<Outcome, SqsError> {
-        self.run(|engine, journal| operation(engine, now_ms(), journal))
+        self.run(|engine, journal| operation(engine, self.now_ms(), journal))
             .await?;
         Ok(Outcome::Empty)
     }
@@ -425,7 +440,7 @@ impl Backend for Embedded {
                 attributes,
                 tags,
             } => {
-                self.run(|e, j| e.create_queue(now_ms(), &name, &attributes, tags, j))
+                self.run(|e, j| e.create_queue(self.now_ms(), &name, &attributes, tags, j))
                     .await?;
                 Ok(Outcome::QueueUrl(Arc::from(name)))
             }
@@ -460,7 +475,9 @@ impl Backend for Embedded {
                     .await
             }
             Action::GetQueueAttributes { queue, names } => {
-                let info = self.read(|e| e.queue_info(now_ms(), &queue.name)).await?;
+                let info = self
+                    .read(|e| e.queue_info(self.now_ms(), &queue.name))
+                    .await?;
                 Ok(Outcome::QueueAttributes {
                     info: Box::new(info),
                     names,
@@ -483,7 +500,9 @@ impl Backend for Embedded {
                     .await
             }
             Action::ListQueueTags { queue } => {
-                let info = self.read(|e| e.queue_info(now_ms(), &queue.name)).await?;
+                let info = self
+                    .read(|e| e.queue_info(self.now_ms(), &queue.name))
+                    .await?;
                 Ok(Outcome::QueueTags(info.tags))
             }
             Action::AddPermission {
@@ -508,7 +527,7 @@ impl Backend for Embedded {
                 let id = MessageId::from_random(rand::random());
                 let message = Self::send_input(message, caller);
                 let sent = self
-                    .run(|e, j| e.send(now_ms(), &queue.name, message, id, j))
+                    .run(|e, j| e.send(self.now_ms(), &queue.name, message, id, j))
                     .await?;
                 Ok(Outcome::Sent(sent))
             }
@@ -535,7 +554,7 @@ impl Backend for Embedded {
             }
             Action::DeleteMessage { queue, receipt } => {
                 self.run(|e, j| {
-                    e.delete(now_ms(), &queue.name, &receipt, j)
+                    e.delete(self.now_ms(), &queue.name, &receipt, j)
                         .map_err(|error| SqsError::for_receipt(error, &receipt))
                 })
                 .await?;
@@ -557,7 +576,7 @@ impl Backend for Embedded {
             } => {
                 self.run(|e, j| {
                     e.change_visibility(
-                        now_ms(),
+                        self.now_ms(),
                         &queue.name,
                         &receipt,
                         visibility_timeout_seconds,

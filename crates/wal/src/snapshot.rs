@@ -14,7 +14,7 @@
 //! leaves an older one to fall back on.
 
 use crate::error::WalError;
-use crate::storage::{read_whole_file, Storage};
+use crate::storage::Storage;
 use crate::Lsn;
 
 /// The first eight bytes of a snapshot file.
@@ -50,21 +50,29 @@ fn parse_snapshot_file_name(name: &str) -> Option<Lsn> {
     digits.parse().ok()
 }
 
+/// The header of the snapshot file holding `payload` (its CRC covers the payload too).
+fn header(lsn: Lsn, payload: &[u8]) -> [u8; SNAPSHOT_HEADER_LEN_BYTES] {
+    let mut header = [0u8; SNAPSHOT_HEADER_LEN_BYTES];
+    header[0..8].copy_from_slice(&SNAPSHOT_MAGIC);
+    header[8..12].copy_from_slice(&SNAPSHOT_VERSION.to_le_bytes());
+    header[12..20].copy_from_slice(&lsn.to_le_bytes());
+    header[20..28].copy_from_slice(&(payload.len() as u64).to_le_bytes());
+    let crc = crc32c::crc32c_append(crc32c::crc32c(&header[..28]), payload);
+    header[28..32].copy_from_slice(&crc.to_le_bytes());
+    header
+}
+
 /// Encodes a snapshot file.
 pub fn encode(lsn: Lsn, payload: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(SNAPSHOT_HEADER_LEN_BYTES + payload.len());
-    out.extend_from_slice(&SNAPSHOT_MAGIC);
-    out.extend_from_slice(&SNAPSHOT_VERSION.to_le_bytes());
-    out.extend_from_slice(&lsn.to_le_bytes());
-    out.extend_from_slice(&(payload.len() as u64).to_le_bytes());
-    let crc = crc32c::crc32c_append(crc32c::crc32c(&out), payload);
-    out.extend_from_slice(&crc.to_le_bytes());
+    out.extend_from_slice(&header(lsn, payload));
     out.extend_from_slice(payload);
     out
 }
 
-/// Decodes a snapshot file, or says why it is invalid. Never panics.
-pub fn decode(bytes: &[u8]) -> Result<Snapshot, &'static str> {
+/// Checks a header against the length of the payload that follows it; returns the LSN and
+/// the CRC the payload must have.
+fn check_header(bytes: &[u8], payload_len: u64) -> Result<(Lsn, u32), &'static str> {
     let header = bytes
         .get(..SNAPSHOT_HEADER_LEN_BYTES)
         .ok_or("truncated header")?;
@@ -77,17 +85,53 @@ pub fn decode(bytes: &[u8]) -> Result<Snapshot, &'static str> {
     if version != SNAPSHOT_VERSION {
         return Err("unsupported version");
     }
-    let payload = &bytes[SNAPSHOT_HEADER_LEN_BYTES..];
-    if word(20) != payload.len() as u64 {
+    if word(20) != payload_len {
         return Err("length mismatch");
     }
+    Ok((word(12), crc))
+}
+
+fn check_payload(header: &[u8], payload: &[u8], crc: u32) -> Result<(), &'static str> {
     if crc32c::crc32c_append(crc32c::crc32c(&header[..28]), payload) != crc {
         return Err("checksum mismatch");
     }
+    Ok(())
+}
+
+/// Decodes a snapshot file, or says why it is invalid. Never panics.
+pub fn decode(bytes: &[u8]) -> Result<Snapshot, &'static str> {
+    let payload = bytes.get(SNAPSHOT_HEADER_LEN_BYTES..).unwrap_or_default();
+    let (lsn, crc) = check_header(bytes, payload.len() as u64)?;
+    check_payload(bytes, payload, crc)?;
     Ok(Snapshot {
-        lsn: word(12),
+        lsn,
         bytes: payload.to_vec(),
     })
+}
+
+/// Reads and verifies the snapshot file `name`, like [`decode`] of its bytes, but reads the
+/// payload straight into the buffer it returns: a snapshot is the size of the whole state, so
+/// neither a second copy nor a buffer for a length the file does not have is affordable.
+fn read(storage: &dyn Storage, name: &str) -> std::io::Result<Result<Snapshot, &'static str>> {
+    let file = storage.open(name)?;
+    let file_len = file.len_bytes()?;
+    let mut header = [0u8; SNAPSHOT_HEADER_LEN_BYTES];
+    let Some(payload_len) = file_len.checked_sub(SNAPSHOT_HEADER_LEN_BYTES as u64) else {
+        return Ok(Err("truncated header"));
+    };
+    file.read_exact_at(&mut header, 0)?;
+    let (lsn, crc) = match check_header(&header, payload_len) {
+        Ok(checked) => checked,
+        Err(reason) => return Ok(Err(reason)),
+    };
+    let payload_len = usize::try_from(payload_len)
+        .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidData, "file too large"))?;
+    let mut payload = vec![0u8; payload_len];
+    file.read_exact_at(&mut payload, SNAPSHOT_HEADER_LEN_BYTES as u64)?;
+    Ok(check_payload(&header, &payload, crc).map(|()| Snapshot {
+        lsn,
+        bytes: payload,
+    }))
 }
 
 /// Writes the snapshot at `lsn` atomically and durably, then removes all but the newest
@@ -102,7 +146,9 @@ pub fn write(storage: &dyn Storage, lsn: Lsn, payload: &[u8]) -> Result<(), WalE
         .map_err(|source| WalError::io("create", &temporary, source))?;
     // Order: contents durable before the rename makes them visible under the final name, and
     // the rename durable (directory fsync) before we report success or delete older snapshots.
-    file.write_all_at(&encode(lsn, payload), 0)
+    // Header and payload written separately: joining them would copy the whole state.
+    file.write_all_at(&header(lsn, payload), 0)
+        .and_then(|()| file.write_all_at(payload, SNAPSHOT_HEADER_LEN_BYTES as u64))
         .and_then(|()| file.sync_data())
         .map_err(|source| WalError::io("write", &temporary, source))?;
     storage
@@ -117,8 +163,7 @@ pub fn write(storage: &dyn Storage, lsn: Lsn, payload: &[u8]) -> Result<(), WalE
 /// The newest snapshot that decodes and verifies. Damaged snapshots are skipped with a warning.
 pub fn latest(storage: &dyn Storage) -> Result<Option<Snapshot>, WalError> {
     for (lsn, name) in list(storage)?.into_iter().rev() {
-        let bytes = read_whole_file(storage, &name).map_err(|e| WalError::io("read", &name, e))?;
-        match decode(&bytes) {
+        match read(storage, &name).map_err(|e| WalError::io("read", &name, e))? {
             Ok(snapshot) if snapshot.lsn == lsn => return Ok(Some(snapshot)),
             Ok(_) => tracing::warn!(file = name, "skipping snapshot: LSN differs from its name"),
             Err(reason) => tracing::warn!(file = name, reason, "skipping damaged snapshot"),

@@ -183,8 +183,7 @@ impl Engine {
                 message,
                 ..
             } => {
-                self.queue_mut(*queue_id)
-                    .insert(*seq, Message::clone(message));
+                self.queue_mut(*queue_id).insert(*seq, message.clone());
             }
         }
     }
@@ -217,7 +216,7 @@ impl Engine {
                     now_ms,
                     queue_id: *queue_id,
                     seq,
-                    message: Box::new(message.clone()),
+                    message: message.clone(),
                 });
             }
         }

@@ -1,0 +1,672 @@
+//! A seeded simulation of the durable embedded backend with crashes (the counterpart of the
+//! engine's `crates/core/tests/simulation.rs`): requests through `Backend::execute` on a log in
+//! `leaseq_wal::fault::FaultStorage`, with power losses, process crashes that tear the log's tail
+//! at a random byte, failed fsyncs, a full disk, and checkpoints (explicit, and in the background
+//! after a few hundred logged bytes), each crash followed by recovery through `recover_with`.
+//!
+//! Each step is one of: a request (create a queue with or without a redrive policy, send or send
+//! a batch with and without delay, receive with a short lease, delete or delete a batch with
+//! current and superseded receipts, change visibility (0 included), purge, set attributes,
+//! delete a queue), a clock jump (the backend runs on a fake clock, `Embedded::with_clock`), a
+//! checkpoint, an armed fault (the next fsync fails; the disk fills), a crash and restart, a
+//! volley (a few requests at once, crashed while in flight), or a look at what a power loss now
+//! would recover (on a `FaultStorage::fork`, leaving the run undisturbed).
+//!
+//! The model is what the backend acknowledged (see `crash_simulation/model.rs`): every answer
+//! is checked against the states before and after it, and every restart against the
+//! acknowledged state, allowing each request that got no answer or an error to have happened,
+//! partly happened or not happened. Checked throughout: every acknowledged send is there unless an
+//! acknowledged delete, purge, retention or dead-letter move explains its absence; nothing gone
+//! comes back; nothing never sent appears; receive counts never go down; the receipt of the
+//! current attempt deletes and changes visibility, before a crash and after; a failed write stops
+//! every later request until a restart; `Engine::check_invariants` holds.
+//!
+//! `cargo test` runs a fixed set of seeds. Longer runs: `LEASEQ_CRASH_SIM_SEEDS=N` (seeds 0..N),
+//! `LEASEQ_CRASH_SIM_STEPS=N`, `LEASEQ_CRASH_SIM_SEED=x` (one seed, to reproduce a failure;
+//! the failure names the seed and step and lists the last operations), `LEASEQ_CRASH_SIM_STATS=1`
+//! (what happened, counted). A seed fixes every decision of the simulation; what the log's sync
+//! thread and a background checkpoint finish before a crash still depends on thread timing, so
+//! a failure may take a few runs of its seed to come back.
+
+#[path = "crash_simulation/model.rs"]
+mod model;
+#[path = "crash_simulation/ops.rs"]
+mod ops;
+#[path = "crash_simulation/volley.rs"]
+mod volley;
+
+use std::collections::{BTreeMap, VecDeque};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use leaseq_core::{EngineConfig, QueueConfigPatch, ReceiptKey, RedrivePolicy};
+use leaseq_server::data_dir::recover_with;
+use leaseq_server::{Backend, Caller, Embedded, EmbeddedConfig};
+use leaseq_sqs::{Outcome, SqsError};
+use leaseq_wal::fault::{CrashMode, FaultStorage};
+use leaseq_wal::{FsyncPolicy, Options, Recovery};
+use rand::rngs::StdRng;
+use rand::seq::IndexedRandom;
+use rand::{Rng, SeedableRng};
+
+use model::{check_recovery, check_refused, check_request, check_time_passed, outcome_unknown};
+use model::{Dump, Ledger, Window};
+use ops::{Held, Request};
+
+const SEEDS_DEFAULT: u64 = 20;
+const STEPS_DEFAULT: usize = 1000;
+const HELD_MAX: usize = 24;
+const TRACE_LEN: usize = 40;
+const START_MS: u64 = 1_700_000_000_000;
+
+const DLQ: &str = "dlq";
+const MAIN: &str = "main";
+const PLAIN: &str = "plain";
+const QUEUES: [&str; 3] = [DLQ, MAIN, PLAIN];
+
+fn env_number(name: &str) -> Option<u64> {
+    let text = std::env::var(name).ok()?;
+    Some(
+        text.trim()
+            .parse()
+            .unwrap_or_else(|_| panic!("{name}={text} is not a number")),
+    )
+}
+
+#[test]
+fn crash_simulation() {
+    let steps = env_number("LEASEQ_CRASH_SIM_STEPS").map_or(STEPS_DEFAULT, |n| n as usize);
+    let seeds: Vec<u64> = match env_number("LEASEQ_CRASH_SIM_SEED") {
+        Some(seed) => vec![seed],
+        None => (0..env_number("LEASEQ_CRASH_SIM_SEEDS").unwrap_or(SEEDS_DEFAULT)).collect(),
+    };
+    let mut tally = BTreeMap::new();
+    for seed in seeds {
+        for (key, count) in run_seed(seed, steps) {
+            *tally.entry(key).or_insert(0) += count;
+        }
+    }
+    if std::env::var_os("LEASEQ_CRASH_SIM_STATS").is_some() {
+        for (key, count) in tally {
+            println!("{count:>9}  {key}");
+        }
+    }
+}
+
+/// Runs one seed; on failure, panics with the seed, the step and the last operations.
+fn run_seed(seed: u64, steps: usize) -> BTreeMap<String, u64> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    let mut sim = Sim::new(seed);
+    let result = catch_unwind(AssertUnwindSafe(|| runtime.block_on(sim.run(steps))));
+    if let Err(panic) = result {
+        let message = panic
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| panic.downcast_ref::<&str>().copied())
+            .unwrap_or("(no message)");
+        let trace: Vec<&str> = sim.trace.iter().map(String::as_str).collect();
+        panic!(
+            "crash simulation failed: seed {seed}, step {step}: {message}\n\
+             last operations:\n  {trace}\n\
+             reproduce: LEASEQ_CRASH_SIM_SEED={seed} LEASEQ_CRASH_SIM_STEPS={steps} \
+             cargo test -p leaseq-server --test crash_simulation",
+            step = sim.step,
+            trace = trace.join("\n  "),
+        );
+    }
+    sim.tally
+}
+
+fn config() -> EmbeddedConfig {
+    EmbeddedConfig {
+        engine: EngineConfig::default(),
+        region: "us-east-1".into(),
+        account_id: "000000000000".into(),
+    }
+}
+
+/// A short line for an answer.
+fn summary(result: &Result<Outcome, SqsError>) -> String {
+    match result {
+        Err(error) => format!("error {:?}", error.code),
+        Ok(Outcome::Received { deliveries, .. }) => {
+            let got: Vec<String> = deliveries
+                .iter()
+                .map(|d| format!("{}#{}", d.payload.body, d.receive_count))
+                .collect();
+            format!("received [{}]", got.join(" "))
+        }
+        Ok(Outcome::SentBatch(results)) => {
+            let ok = results.iter().filter(|(_, r)| r.is_ok()).count();
+            format!("sent {ok}/{}", results.len())
+        }
+        Ok(Outcome::Batch(results)) => {
+            let each: Vec<&str> = results
+                .iter()
+                .map(|(_, r)| if r.is_ok() { "ok" } else { "error" })
+                .collect();
+            format!("batch [{}]", each.join(" "))
+        }
+        Ok(_) => "ok".into(),
+    }
+}
+
+struct Sim {
+    rng: StdRng,
+    clock: Arc<AtomicU64>,
+    storage: FaultStorage,
+    backend: Option<Arc<Embedded>>,
+    options: Options,
+    checkpoint_log_bytes_min: u64,
+    ledger: Ledger,
+    /// Requests since the last acknowledged state whose outcome is unknown.
+    window: Window,
+    held: Vec<Held>,
+    /// Restarts so far (receipts remember the one they were issued in).
+    restarts: u32,
+    next_body: u64,
+    /// Crashes since the disk was limited (`None`: it is not).
+    space_limited_crashes: Option<u32>,
+    step: usize,
+    trace: VecDeque<String>,
+    tally: BTreeMap<String, u64>,
+}
+
+impl Sim {
+    fn new(seed: u64) -> Sim {
+        let mut rng = StdRng::seed_from_u64(seed);
+        let options = Options {
+            fsync: FsyncPolicy::Always,
+            // Small segments, so runs cross segment rolls and removals.
+            segment_size_max_bytes: rng.random_range(2048..=16384),
+            ..Options::default()
+        };
+        Sim {
+            checkpoint_log_bytes_min: rng.random_range(256..=4096),
+            rng,
+            clock: Arc::new(AtomicU64::new(START_MS)),
+            storage: FaultStorage::new(),
+            backend: None,
+            options,
+            ledger: Ledger::default(),
+            window: Window::new(&Dump::default()),
+            held: Vec::new(),
+            restarts: 0,
+            next_body: 0,
+            space_limited_crashes: None,
+            step: 0,
+            trace: VecDeque::new(),
+            tally: BTreeMap::new(),
+        }
+    }
+
+    fn now_ms(&self) -> u64 {
+        self.clock.load(Ordering::Relaxed)
+    }
+
+    fn backend(&self) -> Arc<Embedded> {
+        self.backend.clone().expect("a running backend")
+    }
+
+    fn note(&mut self, line: String) {
+        if self.trace.len() == TRACE_LEN {
+            self.trace.pop_front();
+        }
+        self.trace.push_back(format!("{:>5} {line}", self.step));
+    }
+
+    fn count(&mut self, key: &str) {
+        *self.tally.entry(key.to_string()).or_default() += 1;
+    }
+
+    fn dump_live(&self) -> Dump {
+        Dump::of(&mut self.backend().engine(), self.now_ms())
+    }
+
+    /// Opens the backend on `storage` as a restarted server would (same receipt key).
+    fn open(&self, storage: &FaultStorage) -> Result<(Embedded, Recovery), String> {
+        let clock = self.clock.clone();
+        recover_with(
+            Arc::new(storage.clone()),
+            config(),
+            ReceiptKey::new([7; 16]),
+            self.options.clone(),
+            self.checkpoint_log_bytes_min,
+        )
+        .map(|(backend, recovery)| {
+            let backend = backend.with_clock(Arc::new(move || clock.load(Ordering::Relaxed)));
+            (backend, recovery)
+        })
+        .map_err(|error| error.to_string())
+    }
+
+    async fn run(&mut self, steps: usize) {
+        let (backend, _) = self.open(&self.storage).expect("a fresh start");
+        self.backend = Some(Arc::new(backend));
+        self.ledger.commit(self.dump_live());
+        self.window = Window::new(&self.ledger.acked);
+        let dead_letter_queue = QueueConfigPatch {
+            visibility_timeout_seconds: Some(2),
+            ..QueueConfigPatch::default()
+        };
+        self.request(Request::CreateQueue {
+            name: DLQ,
+            patch: dead_letter_queue,
+        })
+        .await;
+        let main = self.random_patch(MAIN, true);
+        self.request(Request::CreateQueue {
+            name: MAIN,
+            patch: main,
+        })
+        .await;
+        for step in 1..=steps {
+            self.step = step;
+            self.step_once().await;
+        }
+        self.step += 1;
+        self.crash(CrashMode::DropUnsynced).await;
+    }
+
+    async fn step_once(&mut self) {
+        if self.window.is_open() {
+            // Every request fails until a restart; crash soon.
+            if self.rng.random_bool(0.5) {
+                let mode = self.random_crash_mode();
+                self.crash(mode).await;
+            } else {
+                let request = self.random_request();
+                self.request(request).await;
+            }
+            return;
+        }
+        match self.rng.random_range(0..1000) {
+            0..750 => {
+                let request = self.random_request();
+                self.request(request).await;
+            }
+            750..850 => self.jump_clock(),
+            850..875 => self.checkpoint(),
+            875..905 => {
+                let mode = self.random_crash_mode();
+                self.crash(mode).await;
+            }
+            905..925 => {
+                self.storage.fail_next_sync();
+                self.note("fault: the next fsync fails".into());
+                self.count("fault: fsync armed");
+            }
+            925..940 => self.fill_disk(),
+            940..970 => self.volley().await,
+            _ => self.check_fork(),
+        }
+    }
+
+    fn random_crash_mode(&mut self) -> CrashMode {
+        match self.rng.random_range(0..4) {
+            0 => CrashMode::DropUnsynced,
+            1 => CrashMode::KeepTornPrefix { bytes: u64::MAX },
+            2 => CrashMode::KeepTornPrefix {
+                bytes: self.rng.random_range(0..64),
+            },
+            _ => CrashMode::KeepTornPrefix {
+                bytes: self.rng.random_range(0..2048),
+            },
+        }
+    }
+
+    fn new_body(&mut self) -> String {
+        self.next_body += 1;
+        let body = format!("m{}", self.next_body);
+        self.ledger.sent.insert(body.clone());
+        body
+    }
+
+    fn random_patch(&mut self, name: &str, create: bool) -> QueueConfigPatch {
+        let rng = &mut self.rng;
+        let mut patch = QueueConfigPatch::default();
+        if create || rng.random_bool(0.5) {
+            patch.visibility_timeout_seconds = Some(rng.random_range(1..=4));
+        }
+        if rng.random_bool(0.4) {
+            patch.retention_seconds = Some(*[60, 120, 300, 900].choose(rng).expect("some"));
+        }
+        if rng.random_bool(0.2) {
+            patch.delay_seconds = Some(rng.random_range(0..=2));
+        }
+        if name != DLQ && rng.random_bool(0.6) {
+            patch.redrive_policy = Some(Some(RedrivePolicy {
+                dead_letter_queue: DLQ.into(),
+                max_receive_count: rng.random_range(1..=3),
+            }));
+        } else if !create && rng.random_bool(0.2) {
+            patch.redrive_policy = Some(None);
+        }
+        patch
+    }
+
+    fn random_held(&mut self) -> Option<Held> {
+        self.held.choose(&mut self.rng).cloned()
+    }
+
+    fn random_request(&mut self) -> Request {
+        let name = self.random_queue();
+        let roll = self.rng.random_range(0..100);
+        if (60..88).contains(&roll) && self.held.is_empty() {
+            return self.random_receive(name);
+        }
+        match roll {
+            0..25 => {
+                let delay = self.random_delay();
+                Request::Send {
+                    name,
+                    messages: vec![(self.new_body(), delay)],
+                }
+            }
+            25..35 => {
+                let len = self.rng.random_range(1..=5);
+                let messages = (0..len)
+                    .map(|_| (self.new_body(), self.random_delay()))
+                    .collect();
+                Request::Send { name, messages }
+            }
+            35..60 => self.random_receive(name),
+            60..67 => {
+                let held = self.random_held().expect("held receipts");
+                Request::Delete {
+                    batch: false,
+                    held: vec![held],
+                }
+            }
+            67..75 => {
+                let held = self.random_held().expect("held receipts");
+                let seconds = *[0, 0, 1, 3, 10].choose(&mut self.rng).expect("some");
+                Request::ChangeVisibility { held, seconds }
+            }
+            75..88 => {
+                // Receipts of distinct messages of one queue.
+                let first = self.random_held().expect("held receipts");
+                let others: Vec<Held> = self
+                    .held
+                    .iter()
+                    .filter(|h| h.queue == first.queue && h.body != first.body)
+                    .cloned()
+                    .collect();
+                let len = self.rng.random_range(0..=3);
+                let mut held = vec![first];
+                let mut bodies = std::collections::BTreeSet::new();
+                held.extend(others.choose_multiple(&mut self.rng, len).cloned());
+                held.retain(|h| bodies.insert(h.body.clone()));
+                Request::Delete { batch: true, held }
+            }
+            88..90 => Request::Purge { name },
+            90..95 => {
+                let patch = self.random_patch(name, false);
+                Request::SetAttributes { name, patch }
+            }
+            95..99 => {
+                let patch = self.random_patch(name, true);
+                Request::CreateQueue { name, patch }
+            }
+            _ => Request::DeleteQueue { name: PLAIN },
+        }
+    }
+
+    /// Mostly a queue that exists.
+    fn random_queue(&mut self) -> &'static str {
+        let existing: Vec<&'static str> = QUEUES
+            .into_iter()
+            .filter(|name| self.ledger.acked.queues.contains_key(*name))
+            .collect();
+        match existing.choose(&mut self.rng) {
+            Some(name) if self.rng.random_bool(0.9) => name,
+            _ => QUEUES.choose(&mut self.rng).expect("queues"),
+        }
+    }
+
+    fn random_receive(&mut self, name: &'static str) -> Request {
+        Request::Receive {
+            name,
+            max_messages: self.rng.random_range(1..=5),
+            visibility_seconds: [None, Some(0), Some(1), Some(2), Some(5)]
+                .choose(&mut self.rng)
+                .copied()
+                .expect("some"),
+        }
+    }
+
+    fn random_delay(&mut self) -> Option<u32> {
+        [None, None, Some(0), Some(1), Some(3)]
+            .choose(&mut self.rng)
+            .copied()
+            .expect("some")
+    }
+
+    /// Keeps the receipts of acknowledged deliveries (consumers hold a bounded number).
+    fn hold(&mut self, outcome: &Outcome, name: &str, after: &Dump) {
+        let Outcome::Received { deliveries, .. } = outcome else {
+            return;
+        };
+        for delivery in deliveries {
+            self.held.push(Held {
+                queue: name.to_string(),
+                queue_id: after.queues[name].id,
+                body: delivery.payload.body.clone(),
+                receipt: delivery.receipt.clone(),
+                attempt: delivery.receive_count,
+                restarts: self.restarts,
+            });
+        }
+        while self.held.len() > HELD_MAX {
+            let i = self.rng.random_range(0..self.held.len());
+            self.held.swap_remove(i);
+        }
+    }
+
+    /// Issues one request and checks its answer against the states before and after.
+    async fn request(&mut self, request: Request) {
+        let before = self.window.states.last().expect("states").clone();
+        let result = self
+            .backend()
+            .execute(request.action(), &Caller::default())
+            .await;
+        let after = self.dump_live();
+        self.note(format!("{} -> {}", request.describe(), summary(&result)));
+        if self.window.is_open() {
+            assert!(
+                outcome_unknown(&result),
+                "a request after a failed write must fail until a restart: {result:?}"
+            );
+            self.count("request refused after a failed write");
+            self.window.states.push(after);
+            return;
+        }
+        match &result {
+            Err(_) if outcome_unknown(&result) => {
+                self.count("request with unknown outcome");
+                self.window.states.push(after);
+            }
+            Err(error) => {
+                check_refused(&before, &after, &request, error);
+                self.count(&format!("refused: {:?}", error.code));
+                self.ledger.commit(after);
+                self.window = Window::new(&self.ledger.acked);
+            }
+            Ok(outcome) => {
+                check_request(&before, &after, &request, outcome);
+                self.count_effects(&before, &after, &request);
+                if let Request::Receive { name, .. } = &request {
+                    self.hold(outcome, name, &after);
+                }
+                let kind = request.describe();
+                let kind = kind.split(' ').next().unwrap_or_default();
+                self.count(&format!("acknowledged: {kind}"));
+                self.ledger.commit(after);
+                self.window = Window::new(&self.ledger.acked);
+            }
+        }
+    }
+
+    /// Counts what an acknowledged request did that the run exists to exercise.
+    fn count_effects(&mut self, before: &Dump, after: &Dump, request: &Request) {
+        match request {
+            Request::Delete { held, .. } => {
+                for held in held {
+                    if before.is_current(held) && held.restarts < self.restarts {
+                        self.count("receipt from before a restart deleted after it");
+                    }
+                }
+            }
+            Request::ChangeVisibility { held, .. } if held.restarts < self.restarts => {
+                self.count("receipt from before a restart changed visibility after it");
+            }
+            Request::Receive { .. } => {
+                let moved = before
+                    .messages
+                    .iter()
+                    .filter(|(body, m)| {
+                        after
+                            .messages
+                            .get(*body)
+                            .is_some_and(|a| a.queue != m.queue)
+                    })
+                    .count();
+                for _ in 0..moved {
+                    self.count("dead-letter move");
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn jump_clock(&mut self) {
+        let jump_ms = match self.rng.random_range(0..10) {
+            0..6 => self.rng.random_range(0..1500),
+            6..9 => self.rng.random_range(1500..20_000),
+            _ => self.rng.random_range(60_000..400_000),
+        };
+        self.clock.fetch_add(jump_ms, Ordering::Relaxed);
+        let after = self.dump_live();
+        check_time_passed(&self.ledger.acked, &after);
+        self.note(format!("clock +{jump_ms} ms"));
+        let expired = self.ledger.acked.messages.len() - after.messages.len();
+        for _ in 0..expired {
+            self.count("retention ended");
+        }
+        self.ledger.commit(after);
+        self.window = Window::new(&self.ledger.acked);
+    }
+
+    fn checkpoint(&mut self) {
+        let result = self.backend().checkpoint();
+        self.note(format!("checkpoint -> {result:?}"));
+        self.count(if result.is_ok() {
+            "checkpoint written"
+        } else {
+            "checkpoint failed"
+        });
+    }
+
+    fn fill_disk(&mut self) {
+        let used_bytes: u64 = self
+            .storage
+            .file_names()
+            .iter()
+            .filter_map(|name| self.storage.contents(name))
+            .map(|bytes| bytes.len() as u64)
+            .sum();
+        let room_bytes = self.rng.random_range(0..600);
+        self.storage
+            .set_space_limit_bytes(Some(used_bytes + room_bytes));
+        self.space_limited_crashes.get_or_insert(0);
+        self.note(format!(
+            "fault: the disk is full after {room_bytes} more bytes"
+        ));
+        self.count("fault: disk filled");
+    }
+
+    /// What a power loss now would recover must be exactly the acknowledged state. Looks at a
+    /// copy of the durable files, so the run goes on undisturbed.
+    fn check_fork(&mut self) {
+        if self.window.is_open() {
+            return;
+        }
+        let fork = self.storage.fork();
+        let (backend, _) = self
+            .open(&fork)
+            .unwrap_or_else(|error| panic!("a power loss now would not restart: {error}"));
+        let recovered = Dump::of(&mut backend.engine(), self.now_ms());
+        check_recovery(&Window::new(&self.ledger.acked), &recovered);
+        self.note("checked what a power loss now would recover".into());
+        self.count("power loss checked on a fork");
+    }
+
+    /// Crashes, restarts, and checks what came back.
+    async fn crash(&mut self, mode: CrashMode) {
+        let backend = self.backend.take();
+        self.storage = self.storage.crash(mode);
+        // The crashed process's log cannot touch the rebooted storage: its handles fail.
+        drop(backend);
+        self.note(format!("crash {mode:?}"));
+        self.count(match mode {
+            CrashMode::DropUnsynced => "crash: power loss",
+            CrashMode::KeepTornPrefix { bytes: u64::MAX } => "crash: process",
+            CrashMode::KeepTornPrefix { .. } => "crash: torn tail",
+        });
+        self.restart().await;
+    }
+
+    async fn restart(&mut self) {
+        if let Some(crashes) = self.space_limited_crashes {
+            if crashes >= 2 || self.rng.random_bool(0.5) {
+                self.storage.set_space_limit_bytes(None);
+                self.space_limited_crashes = None;
+                self.note("space returns".into());
+            } else {
+                self.space_limited_crashes = Some(crashes + 1);
+            }
+        }
+        let (backend, recovery) = match self.open(&self.storage) {
+            Ok(opened) => opened,
+            Err(error) if self.space_limited_crashes.is_some() => {
+                self.note(format!("start refused on a full disk: {error}"));
+                self.count("start refused on a full disk");
+                self.storage.set_space_limit_bytes(None);
+                self.space_limited_crashes = None;
+                self.open(&self.storage)
+                    .unwrap_or_else(|error| panic!("the server must start: {error}"))
+            }
+            Err(error) => panic!("the server must start after a crash: {error}"),
+        };
+        if recovery.torn_tail.is_some() {
+            self.count("restart cut a torn tail");
+        }
+        if self
+            .storage
+            .file_names()
+            .iter()
+            .any(|name| name.starts_with("snapshot-"))
+        {
+            self.count("restart from a snapshot");
+        }
+        let recovered = Dump::of(&mut backend.engine(), self.now_ms());
+        check_recovery(&self.window, &recovered);
+        self.note(format!(
+            "restart: {} records replayed, torn tail {:?}, {} messages",
+            recovery.records_replayed,
+            recovery.torn_tail.is_some(),
+            recovered.messages.len()
+        ));
+        if self.window.is_open() {
+            self.count("restart after unknown outcomes");
+        }
+        self.ledger.commit(recovered);
+        self.window = Window::new(&self.ledger.acked);
+        self.backend = Some(Arc::new(backend));
+        self.restarts += 1;
+    }
+}

@@ -1,0 +1,497 @@
+//! The simulation's reference: what the backend acknowledged, as views of the engine's state,
+//! and the checks between views.
+//!
+//! A [`Dump`] is every queue and message of an engine, brought forward to one time. The model of
+//! acknowledged effects is the dump taken after the last acknowledged request ([`Ledger::acked`]):
+//! with `fsync always` and requests issued one at a time, everything in it was made durable
+//! before its answer left. Each acknowledged request is checked against the dump before it
+//! ([`check_request`]), so the dumps cannot drift from what the client was told; a clock jump is
+//! checked the same way ([`check_time_passed`]); a restart is checked against the acknowledged
+//! dump and the states an unknown request may have left ([`check_recovery`]). Across all of them
+//! the [`Ledger`] keeps what holds forever: nothing never sent appears, nothing gone comes back,
+//! receive counts never go down.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
+
+use leaseq_core::{Engine, Limits, MessageId, MessageState, QueueConfig, QueueCounters};
+use leaseq_sqs::{Outcome, SqsError};
+
+use super::ops::{Held, Request};
+
+/// One message, as much of it as survives a restart.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MessageView {
+    pub queue: String,
+    pub queue_id: u64,
+    pub seq: u64,
+    pub id: MessageId,
+    pub receive_count: u32,
+    pub state: MessageState,
+    pub visible_at_ms: u64,
+    pub sent_at_ms: u64,
+    pub leased_at_ms: u64,
+    pub first_received_at_ms: Option<u64>,
+}
+
+/// One queue's identity and settings.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct QueueView {
+    pub id: u64,
+    pub config: QueueConfig,
+}
+
+/// Every queue and message of an engine at `now_ms`, messages by body (bodies are unique).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Dump {
+    pub now_ms: u64,
+    pub queues: BTreeMap<String, QueueView>,
+    pub messages: BTreeMap<String, MessageView>,
+    /// Compared only where no request's effect is in doubt (restarts without unknown requests).
+    pub counters: BTreeMap<String, QueueCounters>,
+}
+
+impl Dump {
+    /// Brings every queue of `engine` forward to `now_ms` (as any read would) and records it,
+    /// after checking the engine's own invariants.
+    pub fn of(engine: &mut Engine, now_ms: u64) -> Dump {
+        engine.check_invariants();
+        let names = engine.list_queues("");
+        for name in &names {
+            engine.queue_info(now_ms, name).expect("a listed queue");
+        }
+        engine.check_invariants();
+        let mut dump = Dump {
+            now_ms,
+            ..Dump::default()
+        };
+        for name in names {
+            let queue = engine.queue(&name).expect("a listed queue");
+            let view = QueueView {
+                id: queue.id,
+                config: queue.config.clone(),
+            };
+            dump.queues.insert(name.to_string(), view);
+            dump.counters
+                .insert(name.to_string(), queue.counters.clone());
+            for (seq, message) in queue.messages() {
+                let view = MessageView {
+                    queue: name.to_string(),
+                    queue_id: queue.id,
+                    seq,
+                    id: message.id,
+                    receive_count: message.receive_count,
+                    state: message.state,
+                    visible_at_ms: message.visible_at_ms,
+                    sent_at_ms: message.sent_at_ms,
+                    leased_at_ms: message.leased_at_ms,
+                    first_received_at_ms: message.first_received_at_ms,
+                };
+                let body = message.payload.body.clone();
+                let earlier = dump.messages.insert(body.clone(), view);
+                assert!(earlier.is_none(), "body {body} is stored twice");
+            }
+        }
+        dump
+    }
+
+    /// The message with this body, if it is in the queue with this id.
+    fn in_queue(&self, body: &str, queue_id: u64) -> Option<&MessageView> {
+        self.messages.get(body).filter(|m| m.queue_id == queue_id)
+    }
+
+    /// Whether `held` is the receipt of the message's current attempt.
+    pub fn is_current(&self, held: &Held) -> bool {
+        self.in_queue(&held.body, held.queue_id)
+            .is_some_and(|m| m.receive_count == held.attempt)
+    }
+}
+
+/// The differences between two dumps, one line each (for failure messages).
+pub fn diff(expected: &Dump, actual: &Dump) -> String {
+    let mut out = String::new();
+    let names: BTreeSet<&String> = expected.queues.keys().chain(actual.queues.keys()).collect();
+    for name in names {
+        let (e, a) = (expected.queues.get(name), actual.queues.get(name));
+        if e != a {
+            let _ = writeln!(out, "  queue {name}: expected {e:?}\n    actual {a:?}");
+        }
+    }
+    let bodies: BTreeSet<&String> = expected
+        .messages
+        .keys()
+        .chain(actual.messages.keys())
+        .collect();
+    for body in bodies {
+        let (e, a) = (expected.messages.get(body), actual.messages.get(body));
+        if e != a {
+            let _ = writeln!(out, "  {body}: expected {e:?}\n    actual {a:?}");
+        }
+    }
+    out
+}
+
+fn assert_same(expected: &Dump, actual: &Dump, what: &str) {
+    if expected.queues != actual.queues || expected.messages != actual.messages {
+        panic!("{what}:\n{}", diff(expected, actual));
+    }
+}
+
+/// What holds across the whole run, whatever crashed.
+#[derive(Default)]
+pub struct Ledger {
+    /// The state after the last acknowledged request (or restart).
+    pub acked: Dump,
+    /// Every body a send carried, acknowledged or not.
+    pub sent: BTreeSet<String>,
+    /// Bodies that were in an acknowledged state and later were not.
+    pub gone: BTreeSet<String>,
+    /// The highest receive count seen in an acknowledged state, by body.
+    pub receive_count_max: BTreeMap<String, u32>,
+}
+
+impl Ledger {
+    /// Takes `dump` as the new acknowledged state, after checking it against the history.
+    pub fn commit(&mut self, dump: Dump) {
+        for (body, message) in &dump.messages {
+            assert!(
+                self.sent.contains(body),
+                "{body} appeared but was never sent"
+            );
+            assert!(
+                !self.gone.contains(body),
+                "{body} came back after it was gone"
+            );
+            let max = self.receive_count_max.entry(body.clone()).or_default();
+            assert!(
+                message.receive_count >= *max,
+                "{body}: receive count went down from {max} to {}",
+                message.receive_count
+            );
+            *max = message.receive_count;
+        }
+        for body in self.acked.messages.keys() {
+            if !dump.messages.contains_key(body) {
+                self.gone.insert(body.clone());
+                self.receive_count_max.remove(body);
+            }
+        }
+        self.acked = dump;
+    }
+}
+
+/// Whether a message that has been in its queue since `sent_at_ms` has outlived the retention
+/// of `queue` at `now_ms`.
+fn expired(queue: &QueueView, sent_at_ms: u64, now_ms: u64) -> bool {
+    sent_at_ms + u64::from(queue.config.retention_seconds) * 1000 <= now_ms
+}
+
+fn state_at(visible_at_ms: u64, now_ms: u64, otherwise: MessageState) -> MessageState {
+    if visible_at_ms <= now_ms {
+        MessageState::Ready
+    } else {
+        otherwise
+    }
+}
+
+/// Only time passed between `before` and `after`: retention removed messages, delays and leases
+/// ended; nothing else changed.
+pub fn check_time_passed(before: &Dump, after: &Dump) {
+    let now = after.now_ms;
+    let mut expected = before.clone();
+    expected.now_ms = now;
+    expected.messages.retain(|_, m| {
+        let queue = &before.queues[&m.queue];
+        !expired(queue, m.sent_at_ms, now)
+    });
+    for message in expected.messages.values_mut() {
+        message.state = state_at(message.visible_at_ms, now, message.state);
+    }
+    assert_same(
+        &expected,
+        after,
+        "time passed, and more changed than time explains",
+    );
+}
+
+fn is_unknown(error: &SqsError) -> bool {
+    error.code == leaseq_sqs::ErrorCode::ServiceUnavailable
+}
+
+/// Whether the request's outcome is unknown (it may or may not have happened, or partly).
+pub fn outcome_unknown(result: &Result<Outcome, SqsError>) -> bool {
+    matches!(result, Err(error) if is_unknown(error))
+}
+
+/// Checks an acknowledged answer (success or a definite error) against the states before and
+/// after it: the answer and the change must agree, and nothing else may change.
+pub fn check_request(before: &Dump, after: &Dump, request: &Request, result: &Outcome) {
+    let now = after.now_ms;
+    let mut expected = before.clone();
+    expected.now_ms = now;
+    // Messages a receive may have moved to its dead-letter queue: (body, queue it moved to).
+    let mut may_move: Vec<(String, String)> = Vec::new();
+    match (request, result) {
+        (Request::CreateQueue { name, patch }, Outcome::QueueUrl(_)) => {
+            if !before.queues.contains_key(*name) {
+                let created = after
+                    .queues
+                    .get(*name)
+                    .unwrap_or_else(|| panic!("created {name} is missing"));
+                let config = QueueConfig::default()
+                    .patched(patch, &Limits::default())
+                    .expect("an accepted patch");
+                assert_eq!(created.config, config, "{name}: settings as created");
+                assert!(
+                    before.queues.values().all(|q| q.id < created.id),
+                    "queue ids are never reused"
+                );
+                expected.queues.insert(name.to_string(), created.clone());
+            }
+        }
+        (Request::DeleteQueue { name }, Outcome::Empty) => {
+            expected.queues.remove(*name);
+            expected.messages.retain(|_, m| m.queue != *name);
+        }
+        (Request::SetAttributes { name, patch }, Outcome::Empty) => {
+            let queue = expected.queues.get_mut(*name).expect("a queue that exists");
+            queue.config = queue
+                .config
+                .patched(patch, &Limits::default())
+                .expect("an accepted patch");
+            let queue = queue.clone();
+            expected
+                .messages
+                .retain(|_, m| m.queue != *name || !expired(&queue, m.sent_at_ms, now));
+        }
+        (Request::Purge { name }, Outcome::Empty) => {
+            expected.messages.retain(|_, m| m.queue != *name);
+        }
+        (Request::Send { name, messages }, outcome) => {
+            let sent: Vec<_> = match outcome {
+                Outcome::Sent(sent) => vec![(0, sent)],
+                Outcome::SentBatch(results) => results
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(i, (_, r))| r.as_ref().ok().map(|sent| (i, sent)))
+                    .collect(),
+                other => panic!("a send answered {other:?}"),
+            };
+            let queue = &before.queues[*name];
+            for (i, sent) in sent {
+                let (body, delay_seconds) = &messages[i];
+                let delay_ms =
+                    u64::from(delay_seconds.unwrap_or(queue.config.delay_seconds)) * 1000;
+                let stored = after
+                    .messages
+                    .get(body)
+                    .unwrap_or_else(|| panic!("acknowledged send of {body} is missing"));
+                let view = MessageView {
+                    queue: name.to_string(),
+                    queue_id: queue.id,
+                    seq: sent.seq,
+                    id: sent.message_id,
+                    receive_count: 0,
+                    state: state_at(now + delay_ms, now, MessageState::Delayed),
+                    visible_at_ms: now + delay_ms,
+                    sent_at_ms: now,
+                    leased_at_ms: stored.leased_at_ms,
+                    first_received_at_ms: None,
+                };
+                expected.messages.insert(body.clone(), view);
+            }
+        }
+        (Request::Receive { name, .. }, Outcome::Received { deliveries, .. }) => {
+            for delivery in deliveries {
+                let body = &delivery.payload.body;
+                let message = expected
+                    .messages
+                    .get_mut(body)
+                    .unwrap_or_else(|| panic!("received {body}, which was not there"));
+                assert_eq!(message.queue, *name, "{body} received from another queue");
+                assert_eq!(message.state, MessageState::Ready, "{body} was not ready");
+                assert_eq!(message.id, delivery.message_id, "{body}: message id");
+                message.receive_count += 1;
+                assert_eq!(
+                    message.receive_count, delivery.receive_count,
+                    "{body}: the attempt answered"
+                );
+                message.visible_at_ms = delivery.visible_at_ms;
+                message.state = state_at(delivery.visible_at_ms, now, MessageState::InFlight);
+                message.leased_at_ms = now;
+                message.first_received_at_ms = message.first_received_at_ms.or(Some(now));
+            }
+            if let Some(policy) = &before.queues[*name].config.redrive_policy {
+                if before.queues.contains_key(&policy.dead_letter_queue) {
+                    for (body, message) in &before.messages {
+                        if message.queue == *name
+                            && message.state == MessageState::Ready
+                            && message.receive_count >= policy.max_receive_count
+                        {
+                            may_move.push((body.clone(), policy.dead_letter_queue.clone()));
+                        }
+                    }
+                }
+            }
+        }
+        (Request::Delete { held, .. }, outcome) => {
+            let results: Vec<bool> = match outcome {
+                Outcome::Empty => vec![true],
+                Outcome::Batch(results) => results.iter().map(|(_, r)| r.is_ok()).collect(),
+                other => panic!("a delete answered {other:?}"),
+            };
+            for (held, ok) in held.iter().zip(results) {
+                let current = before.is_current(held);
+                assert!(
+                    ok || !current,
+                    "the current receipt of {} (attempt {}) failed to delete",
+                    held.body,
+                    held.attempt
+                );
+                if current {
+                    expected.messages.remove(&held.body);
+                }
+            }
+        }
+        (Request::ChangeVisibility { held, seconds }, Outcome::Empty) => {
+            assert!(
+                before.is_current(held),
+                "a visibility change of {} succeeded with a receipt that is not current",
+                held.body
+            );
+            let message = expected.messages.get_mut(&held.body).expect("current");
+            message.visible_at_ms = now + u64::from(*seconds) * 1000;
+            message.state = state_at(message.visible_at_ms, now, MessageState::InFlight);
+        }
+        (request, outcome) => panic!("{request:?} answered {outcome:?}"),
+    }
+    for (body, dead_letter_queue) in may_move {
+        let Some(moved) = after.messages.get(&body) else {
+            // Moved, and the dead-letter queue's shorter retention (counted from the first
+            // enqueue) had already ended.
+            let queue = &before.queues[&dead_letter_queue];
+            assert!(
+                expired(queue, before.messages[&body].sent_at_ms, now),
+                "{body} vanished in a receive"
+            );
+            expected.messages.remove(&body);
+            continue;
+        };
+        if moved.queue == dead_letter_queue {
+            let original = &before.messages[&body];
+            assert_eq!(
+                (moved.id, moved.receive_count, moved.sent_at_ms),
+                (original.id, original.receive_count, original.sent_at_ms),
+                "{body}: a dead-letter move keeps id, receive count and enqueue time"
+            );
+            expected.messages.insert(body, moved.clone());
+        }
+    }
+    assert_same(&expected, after, &format!("after {request:?}"));
+}
+
+/// A refused request (a definite error) changes nothing.
+pub fn check_refused(before: &Dump, after: &Dump, request: &Request, error: &SqsError) {
+    if let Request::ChangeVisibility { held, .. } = request {
+        assert!(
+            !before.is_current(held),
+            "the current receipt of {} failed to change visibility: {error}",
+            held.body
+        );
+    }
+    assert_same(
+        before,
+        after,
+        &format!("{request:?} failed ({error}) but changed"),
+    );
+}
+
+/// What a restart may find, besides the acknowledged state.
+pub struct Window {
+    /// The acknowledged state, then the live state after each request whose outcome is
+    /// unknown, in order. For concurrent requests only the first and the last are known.
+    pub states: Vec<Dump>,
+    /// Bodies whose state in the last of `states` an acknowledged request of a concurrent
+    /// volley made: they must come back exactly so.
+    pub acknowledged_bodies: BTreeSet<String>,
+}
+
+impl Window {
+    pub fn new(acked: &Dump) -> Window {
+        Window {
+            states: vec![acked.clone()],
+            acknowledged_bodies: BTreeSet::new(),
+        }
+    }
+
+    pub fn is_open(&self) -> bool {
+        self.states.len() > 1
+    }
+}
+
+/// Checks the state a restart recovered. Each record touches one message, and the log keeps a
+/// prefix of its records, so each message must be in one of the states the window went through;
+/// without unknown requests that is exactly the acknowledged state (counters included).
+pub fn check_recovery(window: &Window, recovered: &Dump) {
+    let acked = &window.states[0];
+    if !window.is_open() {
+        assert_same(
+            acked,
+            recovered,
+            "the restart lost or changed acknowledged state",
+        );
+        for (name, counters) in &acked.counters {
+            // A delete with a superseded receipt changes nothing and journals nothing, so its
+            // count survives a restart only if a checkpoint took it (reported, not checked).
+            let without_stale = |c: &QueueCounters| QueueCounters {
+                stale_receipts: 0,
+                ..c.clone()
+            };
+            assert_eq!(
+                Some(without_stale(counters)),
+                recovered.counters.get(name).map(without_stale),
+                "{name}: counters after the restart"
+            );
+        }
+        return;
+    }
+    let last = window.states.last().expect("states");
+    let names: BTreeSet<&String> = window
+        .states
+        .iter()
+        .chain([recovered])
+        .flat_map(|d| d.queues.keys())
+        .collect();
+    for name in names {
+        let found = recovered.queues.get(name);
+        assert!(
+            window.states.iter().any(|d| d.queues.get(name) == found),
+            "queue {name} came back as {found:?}, a state no request left"
+        );
+    }
+    let bodies: BTreeSet<&String> = window
+        .states
+        .iter()
+        .chain([recovered])
+        .flat_map(|d| d.messages.keys())
+        .collect();
+    for body in bodies {
+        let found = recovered.messages.get(body);
+        if window.acknowledged_bodies.contains(body) {
+            assert_eq!(
+                found,
+                last.messages.get(body),
+                "{body}: an acknowledged request's effect did not survive"
+            );
+        }
+        if !window.states.iter().any(|d| d.messages.get(body) == found) {
+            let mut seen = String::new();
+            for (i, d) in window.states.iter().enumerate() {
+                let _ = writeln!(seen, "    state {i}: {:?}", d.messages.get(body));
+            }
+            panic!(
+                "{body} came back as {found:?}, a state no request left; acknowledged first:\n{seen}"
+            );
+        }
+    }
+}
