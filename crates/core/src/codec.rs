@@ -13,7 +13,7 @@ use crate::message::{AttributeValue, MessageAttribute, MessageId, Payload};
 use crate::queue::{Message, MessageState, QueueCounters};
 use crate::record::Record;
 
-const COUNTER_FIELDS: usize = 11;
+const COUNTER_FIELDS: usize = 10;
 
 /// The counters in their encoding order (decoding destructures the same order).
 fn counter_fields(c: &QueueCounters) -> [u64; COUNTER_FIELDS] {
@@ -25,7 +25,6 @@ fn counter_fields(c: &QueueCounters) -> [u64; COUNTER_FIELDS] {
         c.leases_expired,
         c.leases_changed,
         c.leases_released,
-        c.stale_receipts,
         c.dead_lettered,
         c.retention_expired,
         c.purged,
@@ -537,7 +536,7 @@ impl<'a> Reader<'a, '_> {
         for v in &mut values {
             *v = self.u64()?;
         }
-        let [sent, received, deleted, deleted_late, leases_expired, leases_changed, leases_released, stale_receipts, dead_lettered, retention_expired, purged] =
+        let [sent, received, deleted, deleted_late, leases_expired, leases_changed, leases_released, dead_lettered, retention_expired, purged] =
             values;
         Ok(QueueCounters {
             sent,
@@ -547,7 +546,6 @@ impl<'a> Reader<'a, '_> {
             leases_expired,
             leases_changed,
             leases_released,
-            stale_receipts,
             dead_lettered,
             retention_expired,
             purged,

@@ -74,8 +74,6 @@ pub struct QueueCounters {
     pub leases_changed: u64,
     /// Leases released at once (visibility 0).
     pub leases_released: u64,
-    /// Requests that carried the receipt of a superseded attempt.
-    pub stale_receipts: u64,
     /// Messages moved from this queue to its dead-letter queue.
     pub dead_lettered: u64,
     /// Messages removed because their retention period ended.
@@ -103,6 +101,10 @@ pub struct Queue {
     pub last_purge_at_ms: Option<u64>,
     /// What happened so far.
     pub counters: QueueCounters,
+    /// Requests carrying the receipt of a superseded attempt, refused or ignored since this
+    /// process started. An observation, not state: such a request changes nothing and writes
+    /// no record, so the count is neither logged nor in snapshots.
+    pub stale_receipts_seen: u64,
     next_seq: u64,
     messages: SeqStore<Message>,
     ready: BTreeSet<(u64, u64)>,
@@ -130,6 +132,7 @@ impl Queue {
             last_modified_at_ms: now_ms,
             last_purge_at_ms: None,
             counters: QueueCounters::default(),
+            stale_receipts_seen: 0,
             next_seq: 1,
             messages: SeqStore::default(),
             ready: BTreeSet::new(),

@@ -176,7 +176,7 @@ impl Engine {
             return Err(Error::ReceiptHandleIsInvalid);
         }
         if receipt.attempt < message.receive_count {
-            queue.counters.stale_receipts += 1;
+            queue.stale_receipts_seen += 1;
             return if self.config.reject_stale_deletes {
                 Err(Error::ReceiptSuperseded)
             } else {
@@ -216,7 +216,7 @@ impl Engine {
             return Err(Error::ReceiptHandleIsInvalid);
         }
         if receipt.attempt < message.receive_count {
-            queue.counters.stale_receipts += 1;
+            queue.stale_receipts_seen += 1;
             return Err(Error::ReceiptSuperseded);
         }
         let visible_at_ms = now_ms + u64::from(visibility_timeout_seconds) * 1000;

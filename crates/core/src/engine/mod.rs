@@ -125,6 +125,9 @@ pub struct QueueInfo {
     pub oldest_ready_sent_at_ms: Option<u64>,
     /// What happened so far.
     pub counters: QueueCounters,
+    /// Requests with a superseded attempt's receipt since this process started (not durable;
+    /// see [`Queue::stale_receipts_seen`]).
+    pub stale_receipts_seen: u64,
 }
 
 /// All queues and their messages.

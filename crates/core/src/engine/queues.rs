@@ -184,6 +184,7 @@ impl Engine {
             delayed: queue.delayed_count(),
             oldest_ready_sent_at_ms: queue.oldest_ready_sent_at_ms(),
             counters: queue.counters.clone(),
+            stale_receipts_seen: queue.stale_receipts_seen,
         })
     }
 

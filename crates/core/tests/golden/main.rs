@@ -612,7 +612,7 @@ impl Harness {
                 ("leases_expired", c.leases_expired),
                 ("leases_changed", c.leases_changed),
                 ("leases_released", c.leases_released),
-                ("stale_receipts", c.stale_receipts),
+                ("stale_receipts_seen", info.stale_receipts_seen),
                 ("dead_lettered", c.dead_lettered),
                 ("retention_expired", c.retention_expired),
                 ("purged", c.purged),
