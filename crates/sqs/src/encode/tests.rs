@@ -348,6 +348,7 @@ fn info() -> QueueInfo {
         last_modified_at_ms: 1_700_000_100_000,
         ready: 3,
         in_flight: 2,
+        stale_receipts_seen: 0,
         delayed: 1,
         oldest_ready_sent_at_ms: None,
         counters: Default::default(),
