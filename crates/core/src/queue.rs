@@ -21,7 +21,7 @@ use std::sync::Arc;
 
 use crate::config::QueueConfig;
 use crate::message::{MessageId, Payload};
-use crate::store::SeqStore;
+use crate::store::{Frozen, SeqStore};
 
 /// Where a message is in its life.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -219,6 +219,11 @@ impl Queue {
     /// Every message in sequence order.
     pub fn messages(&self) -> impl Iterator<Item = (u64, &Message)> {
         self.messages.iter()
+    }
+
+    /// A copy of the messages as they are now, cheap to take (see [`crate::store`]).
+    pub fn frozen_messages(&self) -> Frozen<Message> {
+        self.messages.frozen()
     }
 
     fn retention_ms(&self) -> u64 {

@@ -107,3 +107,48 @@ fn a_snapshot_rebuilds_the_engine() {
         .unwrap();
     assert_eq!(outcome, leaseq_core::DeleteOutcome::Deleted);
 }
+
+#[test]
+fn a_frozen_engine_keeps_the_moment_it_was_taken() {
+    let mut engine = engine();
+    let mut journal = Journal::new();
+    let none = QueueConfigPatch::default();
+    engine
+        .create_queue(0, "q", &none, Default::default(), &mut journal)
+        .unwrap();
+    for i in 0..2_000u32 {
+        let id = MessageId::from_random([(i % 251) as u8; 16]);
+        let input = SendInput::body(format!("m{i}"));
+        engine.send(1, "q", input, id, &mut journal).unwrap();
+    }
+    let before = describe(&mut engine, 1);
+    let frozen = engine.freeze();
+    assert_eq!(frozen.message_count(), 2_000);
+
+    // Traffic goes on: leases, deletes, new messages, a new queue.
+    let request = ReceiveRequest {
+        max_messages: 10,
+        visibility_timeout_seconds: Some(30),
+    };
+    for _ in 0..50 {
+        for delivery in engine.receive(2, "q", request, &mut journal).unwrap() {
+            engine
+                .delete(3, "q", &delivery.receipt, &mut journal)
+                .unwrap();
+        }
+    }
+    engine.receive(4, "q", request, &mut journal).unwrap();
+    let id = MessageId::from_random([7; 16]);
+    engine
+        .send(5, "q", SendInput::body("late"), id, &mut journal)
+        .unwrap();
+    engine
+        .create_queue(6, "later", &none, Default::default(), &mut journal)
+        .unwrap();
+
+    let mut rebuilt = self::engine();
+    frozen.records(|record| rebuilt.apply(&record));
+    rebuilt.check_invariants();
+    assert_eq!(describe(&mut rebuilt, 1), before);
+    assert_ne!(describe(&mut engine, 6), before);
+}

@@ -2,10 +2,11 @@
 //! it and old log segments can be removed. This is what keeps the disk bounded: without it the
 //! log would grow with every message ever sent.
 //!
-//! A checkpoint serializes `Engine::snapshot` (records that rebuild the state through the same
-//! `apply` as live traffic) while holding the engine lock, so the snapshot is exactly the state
-//! after the log's record `lsn`; appends happen under that lock too, so no record can slip in
-//! between. Then, without the lock: the log is synced up to `lsn` (a snapshot must never claim
+//! A checkpoint freezes the engine (`Engine::freeze`: a copy-on-write view, one reference count
+//! per 256 messages) while holding the engine lock, so the snapshot is exactly the state after the
+//! log's record `lsn`; appends happen under that lock too, so no record can slip in between.
+//! Then, without the lock: the frozen state is serialized as records that rebuild it through the
+//! same `apply` as live traffic, the log is synced up to `lsn` (a snapshot must never claim
 //! records that a crash could still lose, or their LSNs would be reused after recovery and
 //! skipped at the next one), the snapshot is written atomically, and the segments older than the
 //! *previous* snapshot are removed. The log is kept back to the previous snapshot so that, if the
@@ -14,8 +15,8 @@
 //!
 //! The cost of a checkpoint is proportional to the state, so one is taken after as many log
 //! bytes as the last snapshot had (at least `log_bytes_min`): the work per logged byte stays
-//! constant. The engine lock is held while the state is serialized, which pauses traffic for that
-//! long (measured and logged as `paused_ms`).
+//! constant. Traffic pauses only for the freeze (logged as `paused_ms`); a chunk of 256
+//! messages that traffic changes while the checkpoint reads it is copied once.
 //!
 //! Snapshot payload: a sequence of `u32` little-endian length + `codec`-encoded record.
 
@@ -91,24 +92,26 @@ impl Checkpoints {
     fn checkpoint(&self, engine: &Mutex<Engine>, log: &Wal) -> Result<(), WalError> {
         let _serial = self.serial.lock();
         let started = Instant::now();
-        let (payload, lsn) = {
+        // Under the lock only the freeze: a copy-on-write view of the state that costs one
+        // reference count per 256 messages. Serializing it happens after the lock is released,
+        // while traffic goes on.
+        let (frozen, lsn) = {
             let engine = engine.lock();
             let lsn = log.next_lsn() - 1;
-            // Sized for the largest state the last snapshot and the records logged since can
-            // make (a message restored takes less than twice the bytes of its send record):
-            // growing by doubling would copy the whole state while the lock is held, into fresh
-            // memory each time. Capacity that stays unused is never touched, so costs no memory;
-            // it is bounded all the same (after failed checkpoints the log may be far larger).
-            let last = self.last_snapshot_bytes.load(Ordering::Relaxed);
-            let since = self.log_bytes_since.load(Ordering::Relaxed);
-            let grown = since.min(last.max(self.log_bytes_min));
-            let capacity = last.saturating_add(grown.saturating_mul(2)) + (1 << 20);
-            let mut payload = Vec::with_capacity(usize::try_from(capacity).unwrap_or(0));
-            engine.snapshot(|record| encode_framed(&record, &mut payload));
             self.log_bytes_since.store(0, Ordering::Relaxed);
-            (payload, lsn)
+            (engine.freeze(), lsn)
         };
         let paused_ms = started.elapsed().as_millis() as u64;
+        // Sized for the largest state the last snapshot and the records logged since can make
+        // (a message restored takes less than twice the bytes of its send record), so the
+        // buffer is not copied again and again while it grows; unused capacity is never
+        // touched, so it costs no memory, and it is bounded all the same.
+        let last = self.last_snapshot_bytes.load(Ordering::Relaxed);
+        let grown = (frozen.message_count() as u64).saturating_mul(512);
+        let capacity = last.max(grown).min(1 << 36) + (1 << 20);
+        let mut payload = Vec::with_capacity(usize::try_from(capacity).unwrap_or(0));
+        frozen.records(|record| encode_framed(&record, &mut payload));
+        drop(frozen);
         log.sync()?;
         log.write_snapshot(lsn, &payload)?;
         let previous = std::mem::replace(&mut *self.newest_lsn.lock(), lsn);

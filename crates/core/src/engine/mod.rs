@@ -23,6 +23,8 @@ use crate::receipt::ReceiptKey;
 use crate::record::Record;
 
 mod apply;
+
+pub use apply::FrozenEngine;
 mod messages;
 mod queues;
 
