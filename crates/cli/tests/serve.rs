@@ -245,3 +245,69 @@ async fn a_bad_config_file_is_refused_with_a_clear_message() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("VisibilityTimeout"), "{stderr}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_corrupt_log_stops_the_start_unless_salvage_is_asked_for() {
+    let dir = scratch("corrupt");
+    let addr = free_port();
+    let data = dir.0.join("data");
+    let listen = addr.to_string();
+    let args = [
+        "--listen",
+        listen.as_str(),
+        "--data-dir",
+        data.to_str().unwrap(),
+    ];
+    let log = dir.0.join("first.log");
+    let mut child = start(&args, &[], &log, addr).await;
+    let url = format!("http://{addr}/000000000000/q");
+    call(addr, "CreateQueue", json!({"QueueName": "q"})).await;
+    for i in 0..50 {
+        let body = json!({"QueueUrl": url, "MessageBody": format!("message {i}")});
+        assert_eq!(call(addr, "SendMessage", body).await.0, 200);
+    }
+    sigterm(&child);
+    assert!(wait_exit(&mut child, &log).success());
+
+    // Flip one byte in the middle of the log: damage followed by valid records is corruption,
+    // not a torn tail.
+    let segment = std::fs::read_dir(data.join("wal"))
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .find(|path| path.extension().is_some_and(|e| e == "wal"))
+        .expect("a log segment");
+    let mut bytes = std::fs::read(&segment).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0x40;
+    std::fs::write(&segment, &bytes).unwrap();
+    let file_name = segment.file_name().unwrap().to_string_lossy().into_owned();
+
+    let output = Command::new(env!("CARGO_BIN_EXE_leaseq"))
+        .arg("serve")
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("corrupt log"), "{stderr}");
+    assert!(stderr.contains(&file_name), "{stderr}");
+    assert!(stderr.contains("at byte"), "{stderr}");
+
+    // With --salvage the server starts; the checkpoint written at shutdown still has every
+    // message.
+    let log = dir.0.join("salvaged.log");
+    let salvage = [&args[..], &["--salvage", "true"]].concat();
+    let mut child = start(&salvage, &[], &log, addr).await;
+    let (_, attributes) = call(
+        addr,
+        "GetQueueAttributes",
+        json!({"QueueUrl": url, "AttributeNames": ["ApproximateNumberOfMessages"]}),
+    )
+    .await;
+    assert_eq!(
+        attributes["Attributes"]["ApproximateNumberOfMessages"],
+        "50"
+    );
+    sigterm(&child);
+    assert!(wait_exit(&mut child, &log).success());
+}
