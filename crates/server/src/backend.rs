@@ -7,6 +7,7 @@
 //! messages live.
 
 use std::future::Future;
+use std::sync::Arc;
 
 use leaseq_sqs::error::SqsError;
 use leaseq_sqs::{Action, Outcome};
@@ -15,7 +16,8 @@ use leaseq_sqs::{Action, Outcome};
 #[derive(Clone, Debug, Default)]
 pub struct Caller {
     /// The sender id stamped on messages this caller sends (`SenderId`).
-    pub sender_id: String,
+    /// Shared by every message of the request (a batch of ten allocates it once).
+    pub sender_id: Arc<str>,
 }
 
 /// Executes SQS actions.

@@ -256,7 +256,7 @@ impl Embedded {
     }
 
     fn send_input(mut message: SendInput, caller: &Caller) -> SendInput {
-        message.sender_id = Arc::from(caller.sender_id.as_str());
+        message.sender_id = caller.sender_id.clone();
         message
     }
 

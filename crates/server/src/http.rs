@@ -59,7 +59,7 @@ fn base_url(config: &HttpConfig, headers: &HeaderMap) -> String {
 
 /// The access key id of a SigV4 `Authorization` header (`Credential=AKID/...`), used as the
 /// sender id; signatures are not checked yet.
-fn sender_id(headers: &HeaderMap, account_id: &str) -> String {
+fn sender_id(headers: &HeaderMap, account_id: &str) -> Arc<str> {
     headers
         .get(axum::http::header::AUTHORIZATION)
         .and_then(|h| h.to_str().ok())
@@ -67,7 +67,7 @@ fn sender_id(headers: &HeaderMap, account_id: &str) -> String {
         .and_then(|(_, rest)| rest.split('/').next())
         .filter(|key| !key.is_empty() && key.len() <= 128)
         .unwrap_or(account_id)
-        .to_string()
+        .into()
 }
 
 async fn handle<B: Backend>(
