@@ -1,8 +1,6 @@
 //! `apply`: the one function through which the engine's state changes, and the snapshot that
 //! describes the whole state as records `apply` can rebuild it from.
 
-use std::sync::Arc;
-
 use crate::queue::{Message, MessageState, Queue};
 use crate::record::Record;
 use crate::store::Frozen;
@@ -25,16 +23,13 @@ impl Engine {
                 tags,
                 ..
             } => {
-                let queue = Queue::new(*queue_id, name, config.clone(), tags.clone(), now_ms);
-                assert!(
-                    self.queues.insert(*queue_id, queue).is_none(),
-                    "queue id reused"
-                );
-                assert!(self
-                    .names
-                    .insert(Arc::from(name.as_str()), *queue_id)
-                    .is_none());
-                self.next_queue_id = self.next_queue_id.max(queue_id + 1);
+                self.add_queue(Queue::new(
+                    *queue_id,
+                    name,
+                    config.clone(),
+                    tags.clone(),
+                    now_ms,
+                ));
             }
             Record::DeleteQueue { queue_id, .. } => {
                 let queue = self.queues.remove(queue_id).expect("deleted queue exists");
@@ -168,15 +163,7 @@ impl Engine {
                 queue.last_purge_at_ms = *last_purge_at_ms;
                 queue.counters = counters.clone();
                 queue.raise_next_seq(*next_seq);
-                assert!(
-                    self.queues.insert(*queue_id, queue).is_none(),
-                    "queue id reused"
-                );
-                assert!(self
-                    .names
-                    .insert(Arc::from(name.as_str()), *queue_id)
-                    .is_none());
-                self.next_queue_id = self.next_queue_id.max(queue_id + 1);
+                self.add_queue(queue);
             }
             Record::RestoreMessage {
                 queue_id,
@@ -229,6 +216,20 @@ impl Engine {
             next_queue_id: self.next_queue_id,
             queues,
         }
+    }
+
+    /// Adds a queue under its id and name; neither may be in use (ids are never reused).
+    fn add_queue(&mut self, queue: Queue) {
+        let (queue_id, name) = (queue.id, queue.name.clone());
+        assert!(
+            self.queues.insert(queue_id, queue).is_none(),
+            "queue id {queue_id} reused"
+        );
+        assert!(
+            self.names.insert(name, queue_id).is_none(),
+            "queue name taken"
+        );
+        self.next_queue_id = self.next_queue_id.max(queue_id + 1);
     }
 
     fn advance(&mut self, queue_id: u64, now_ms: u64) -> &mut Queue {
