@@ -22,9 +22,7 @@ fn decode_snapshot(payload: &[u8]) -> Result<usize, DecodeError> {
     let mut at = 0;
     let mut records = 0;
     while at < payload.len() {
-        let len_bytes = payload
-            .get(at..at + 4)
-            .ok_or(DecodeError::Truncated(at))?;
+        let len_bytes = payload.get(at..at + 4).ok_or(DecodeError::Truncated(at))?;
         let len = u32::from_le_bytes(len_bytes.try_into().expect("4 bytes")) as usize;
         let bytes = payload
             .get(at + 4..at + 4 + len)
