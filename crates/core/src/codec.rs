@@ -588,10 +588,27 @@ impl<'a> Reader<'a, '_> {
         let count = self.count(8)?;
         let mut map = BTreeMap::new();
         for _ in 0..count {
+            let at = self.at;
             let key = self.string()?;
+            self.check_ascending(map.last_key_value().map(|(k, _)| k), &key, at)?;
             map.insert(key, self.string()?);
         }
         Ok(map)
+    }
+    /// Map keys are written sorted and once each; anything else is not an encoding of ours, so
+    /// every record has exactly one encoding.
+    fn check_ascending(
+        &self,
+        previous: Option<&String>,
+        key: &str,
+        at: usize,
+    ) -> Result<(), DecodeError> {
+        match previous {
+            Some(previous) if previous.as_str() >= key => {
+                Err(self.invalid_at("map key order", 0, at))
+            }
+            _ => Ok(()),
+        }
     }
     fn config(&mut self) -> Result<QueueConfig, DecodeError> {
         let mut c = QueueConfig {
@@ -631,7 +648,9 @@ impl<'a> Reader<'a, '_> {
         let count = self.count(13)?;
         let mut attributes = BTreeMap::new();
         for _ in 0..count {
+            let name_at = self.at;
             let name = self.string()?;
+            self.check_ascending(attributes.last_key_value().map(|(k, _)| k), &name, name_at)?;
             let data_type = self.string()?;
             let at = self.at;
             let value = match self.u8()? {
@@ -836,6 +855,41 @@ mod tests {
             panic!("not a send");
         };
         assert!(Arc::ptr_eq(&a.sender_id, &b.sender_id));
+    }
+
+    #[test]
+    fn map_keys_must_be_sorted_and_unique() {
+        let record = Record::SetTags {
+            now_ms: 1,
+            queue_id: 2,
+            tags: [
+                ("a".to_string(), "1".to_string()),
+                ("b".to_string(), "2".to_string()),
+            ]
+            .into(),
+        };
+        let mut bytes = Vec::new();
+        encode(&record, &mut bytes);
+        assert_eq!(decode(&bytes), Ok(record));
+        // Swap the two entries (each is 4+1 bytes of key and 4+1 of value): same map, other order.
+        let entries = bytes.len() - 20;
+        let (first, second) = bytes[entries..].split_at(10);
+        let swapped = [&bytes[..entries], second, first].concat();
+        assert!(matches!(
+            decode(&swapped),
+            Err(DecodeError::Invalid {
+                what: "map key order",
+                ..
+            })
+        ));
+        // The same entry twice.
+        let doubled = [
+            &bytes[..entries],
+            &bytes[entries..entries + 10],
+            &bytes[entries..entries + 10],
+        ]
+        .concat();
+        assert!(decode(&doubled).is_err());
     }
 
     proptest! {
