@@ -348,50 +348,44 @@ impl Embedded {
         entries: Vec<BatchEntry<SendInput>>,
         caller: &Caller,
     ) -> Result<Outcome, SqsError> {
-        let ids: Vec<MessageId> = entries
-            .iter()
-            .map(|_| MessageId::from_random(rand::random()))
-            .collect();
         let results = self
-            .run(|engine, journal| {
-                let now = self.now_ms();
-                // A missing queue fails the whole request, not each entry.
-                engine.queue(name).ok_or(Error::QueueDoesNotExist)?;
-                Ok::<_, Error>(
-                    entries
-                        .into_iter()
-                        .zip(ids)
-                        .map(|(entry, id)| {
-                            let message = Self::send_input(entry.value, caller);
-                            let result = engine.send(now, name, message, id, journal);
-                            (entry.id, result.map_err(SqsError::from))
-                        })
-                        .collect(),
-                )
+            .per_entry(name, entries, |engine, now, message, journal| {
+                let message = Self::send_input(message, caller);
+                let id = MessageId::from_random(rand::random());
+                Ok(engine.send(now, name, message, id, journal)?)
             })
             .await?;
         Ok(Outcome::SentBatch(results))
+    }
+
+    /// Runs `each` for every entry of a batch in one engine operation; a missing queue fails the
+    /// whole request, anything else only its entry.
+    async fn per_entry<T, R>(
+        &self,
+        name: &str,
+        entries: Vec<BatchEntry<T>>,
+        mut each: impl FnMut(&mut Engine, u64, T, &mut Journal) -> Result<R, SqsError>,
+    ) -> Result<Vec<(String, Result<R, SqsError>)>, SqsError> {
+        self.run(|engine, journal| {
+            let now = self.now_ms();
+            engine.queue(name).ok_or(Error::QueueDoesNotExist)?;
+            Ok::<_, Error>(
+                entries
+                    .into_iter()
+                    .map(|entry| (entry.id, each(engine, now, entry.value, journal)))
+                    .collect(),
+            )
+        })
+        .await
     }
 
     async fn batch<T>(
         &self,
         name: &str,
         entries: Vec<BatchEntry<T>>,
-        mut each: impl FnMut(&mut Engine, u64, T, &mut Journal) -> Result<(), SqsError>,
+        each: impl FnMut(&mut Engine, u64, T, &mut Journal) -> Result<(), SqsError>,
     ) -> Result<Outcome, SqsError> {
-        let results = self
-            .run(|engine, journal| {
-                let now = self.now_ms();
-                engine.queue(name).ok_or(Error::QueueDoesNotExist)?;
-                Ok::<_, Error>(
-                    entries
-                        .into_iter()
-                        .map(|entry| (entry.id, each(engine, now, entry.value, journal)))
-                        .collect(),
-                )
-            })
-            .await?;
-        Ok(Outcome::Batch(results))
+        Ok(Outcome::Batch(self.per_entry(name, entries, each).await?))
     }
 
     async fn edit_policy(
@@ -401,14 +395,13 @@ impl Embedded {
     ) -> Result<Outcome, SqsError> {
         let arn = leaseq_sqs::queue_arn(&self.context(), name);
         self.run(|engine, journal| {
-            let now = self.now_ms();
-            let info = engine.queue_info(now, name)?;
-            let policy = edit(info.config.policy.as_deref(), &arn)?;
+            let queue = engine.queue(name).ok_or(Error::QueueDoesNotExist)?;
+            let policy = edit(queue.config.policy.as_deref(), &arn)?;
             let patch = QueueConfigPatch {
                 policy: Some(policy),
                 ..QueueConfigPatch::default()
             };
-            engine.set_queue_config(now, name, &patch, journal)?;
+            engine.set_queue_config(self.now_ms(), name, &patch, journal)?;
             Ok::<_, SqsError>(Outcome::Empty)
         })
         .await

@@ -161,18 +161,28 @@ pub fn queue_name_of_arn(arn: &str) -> Option<&str> {
     }
 }
 
+/// The JSON object of a policy attribute, or SQS's error naming it as `what`.
+fn json_map(
+    name: &str,
+    value: &str,
+    what: &str,
+) -> Result<serde_json::Map<String, Value>, SqsError> {
+    match serde_json::from_str::<Value>(value) {
+        Ok(Value::Object(map)) => Ok(map),
+        _ => Err(redrive_error(
+            name,
+            value,
+            &format!("{what} is not a valid JSON map."),
+        )),
+    }
+}
+
 fn parse_redrive_policy(value: &str) -> Result<Option<RedrivePolicy>, SqsError> {
     const NAME: &str = "RedrivePolicy";
     if value.trim().is_empty() {
         return Ok(None);
     }
-    let Ok(Value::Object(policy)) = serde_json::from_str::<Value>(value) else {
-        return Err(redrive_error(
-            NAME,
-            value,
-            "Redrive policy is not a valid JSON map.",
-        ));
-    };
+    let policy = json_map(NAME, value, "Redrive policy")?;
     let missing = |attribute: &str| {
         redrive_error(
             NAME,
@@ -225,13 +235,7 @@ fn parse_redrive_allow_policy(value: &str) -> Result<Option<RedriveAllowPolicy>,
     if value.trim().is_empty() {
         return Ok(None);
     }
-    let Ok(Value::Object(policy)) = serde_json::from_str::<Value>(value) else {
-        return Err(redrive_error(
-            NAME,
-            value,
-            "Redrive allow policy is not a valid JSON map.",
-        ));
-    };
+    let policy = json_map(NAME, value, "Redrive allow policy")?;
     let permission = policy.get("redrivePermission").and_then(Value::as_str);
     let arns = policy.get("sourceQueueArns");
     match (permission, arns) {
