@@ -20,7 +20,7 @@ use std::ops::Bound::{Excluded, Unbounded};
 use std::sync::Arc;
 
 use crate::config::QueueConfig;
-use crate::message::{MessageId, Payload};
+use crate::message::{MessageId, PayloadRef};
 use crate::store::{Frozen, SeqStore};
 
 /// Where a message is in its life.
@@ -34,13 +34,13 @@ pub enum MessageState {
     InFlight,
 }
 
-/// A message's metadata. The body and attributes are in the shared `payload`.
+/// A message's metadata. The body and attributes are in the payload it refers to.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Message {
     /// Stable identity.
     pub id: MessageId,
-    /// Body and attributes.
-    pub payload: Arc<Payload>,
+    /// Body and attributes, in memory or in the log.
+    pub payload: PayloadRef,
     /// When it was first enqueued (kept across a dead-letter move: retention counts from here).
     pub sent_at_ms: u64,
     /// When it becomes (or became) visible: end of delay or of the current lease.

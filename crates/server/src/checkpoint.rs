@@ -9,9 +9,16 @@
 //! same `apply` as live traffic, the log is synced up to `lsn` (a snapshot must never claim
 //! records that a crash could still lose, or their LSNs would be reused after recovery and
 //! skipped at the next one), the snapshot is written atomically, and the segments older than the
-//! *previous* snapshot are removed. The log is kept back to the previous snapshot so that, if the
-//! newest snapshot file is found damaged, recovery can fall back to the older one and replay
-//! from there.
+//! *previous* snapshot are removed, except those holding a payload that a message of the frozen
+//! state still refers to (see [`crate::payloads`]). The log is kept back to the previous
+//! snapshot so that, if the newest snapshot file is found damaged, recovery can fall back to the
+//! older one and replay from there. A segment no message refers to at the freeze is never
+//! referred to again: new references only ever point at records appended later.
+//!
+//! Compaction: a segment the snapshot covers whose live payloads fill less than half of it is
+//! sparse; its live payloads are written again at the log's tail (`Relocate` records, a bounded
+//! volume per checkpoint), so the next checkpoint finds it unreferenced and removes it. Disk use
+//! thus stays within about twice the live payloads, plus the log since the previous snapshot.
 //!
 //! The cost of a checkpoint is proportional to the state, so one is taken after as many log
 //! bytes as the last snapshot had (at least `log_bytes_min`): the work per logged byte stays
@@ -20,12 +27,22 @@
 //!
 //! Snapshot payload: a sequence of `u32` little-endian length + `codec`-encoded record.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Instant;
 
-use leaseq_core::{codec, Engine, Record};
-use leaseq_wal::{Lsn, Wal, WalError};
+use leaseq_core::{codec, Engine, FrozenEngine, Journal, Location, Record};
+use leaseq_wal::{Lsn, SegmentInfo, Wal, WalError};
 use parking_lot::Mutex;
+
+use crate::payloads;
+
+/// Payload bytes one checkpoint relocates at most, so compaction never stalls a checkpoint for
+/// long; what is left waits for the next one.
+const RELOCATE_BYTES_MAX: u64 = 64 << 20;
+
+/// Payloads relocated per hold of the engine lock.
+const RELOCATE_BATCH: usize = 128;
 
 /// When to checkpoint, and what the last checkpoint left.
 #[derive(Debug)]
@@ -111,23 +128,102 @@ impl Checkpoints {
         let capacity = last.max(grown).min(1 << 36) + (1 << 20);
         let mut payload = Vec::with_capacity(usize::try_from(capacity).unwrap_or(0));
         frozen.records(|record| encode_framed(&record, &mut payload));
+        let live = live_bytes_by_segment(&frozen);
+        let moves = relocations(&frozen, &live, &log.segments(), lsn);
         drop(frozen);
         log.sync()?;
         log.write_snapshot(lsn, &payload)?;
         let previous = std::mem::replace(&mut *self.newest_lsn.lock(), lsn);
-        let removed = log.remove_segments_before(previous + 1)?;
+        let removed = log.remove_segments(previous + 1, |segment| live.contains_key(&segment))?;
         self.last_snapshot_bytes
             .store(payload.len() as u64, Ordering::Relaxed);
+        let relocated = self.relocate(engine, log, &moves)?;
         tracing::info!(
             lsn,
             snapshot_bytes = payload.len(),
             paused_ms,
             elapsed_ms = started.elapsed().as_millis() as u64,
             segments_removed = removed.len(),
+            segments_kept_for_payloads = live.len(),
+            payloads_relocated = relocated,
             "checkpoint written"
         );
         Ok(())
     }
+
+    /// Writes the payloads of `moves` again at the log's tail, in batches: each batch is read
+    /// without the engine lock, then relocated and appended under it (messages deleted or moved
+    /// meanwhile are skipped by `Engine::relocate`). Returns how many were relocated.
+    fn relocate(
+        &self,
+        engine: &Mutex<Engine>,
+        log: &Wal,
+        moves: &[(u64, u64, Location)],
+    ) -> Result<usize, WalError> {
+        let mut relocated = 0;
+        for batch in moves.chunks(RELOCATE_BATCH) {
+            let mut read = Vec::with_capacity(batch.len());
+            for &(queue_id, seq, location) in batch {
+                match payloads::read(log, location) {
+                    Ok(payload) => read.push((queue_id, seq, location, payload)),
+                    Err(payloads::ReadError::Log(error)) => return Err(error),
+                    Err(error) => {
+                        tracing::error!(%error, ?location, "a stored payload does not decode; not relocated")
+                    }
+                }
+            }
+            let mut journal = Journal::new();
+            let mut engine = engine.lock();
+            for (queue_id, seq, from, payload) in read {
+                engine.relocate(queue_id, seq, from, payload, &mut journal);
+            }
+            relocated += journal.len();
+            payloads::append(log, &mut engine, &journal, self)?;
+        }
+        Ok(relocated)
+    }
+}
+
+/// Bytes of the records holding live payloads, by log segment: the segments that must stay.
+fn live_bytes_by_segment(frozen: &FrozenEngine) -> BTreeMap<u64, u64> {
+    let mut live = BTreeMap::new();
+    frozen.stored_payloads(|_, _, location| {
+        let frame_bytes = leaseq_wal::format::frame_len_bytes(location.len_bytes as usize);
+        *live.entry(u64::from(location.segment)).or_insert(0) += frame_bytes as u64;
+    });
+    live
+}
+
+/// The payloads to relocate: those in sparse segments (live payloads under half the segment)
+/// that this snapshot covers, oldest segments first, up to [`RELOCATE_BYTES_MAX`].
+fn relocations(
+    frozen: &FrozenEngine,
+    live: &BTreeMap<u64, u64>,
+    segments: &[SegmentInfo],
+    lsn: Lsn,
+) -> Vec<(u64, u64, Location)> {
+    let mut budget_bytes = RELOCATE_BYTES_MAX;
+    let mut sparse = BTreeSet::new();
+    for segment in segments {
+        let Some(&live_bytes) = live.get(&segment.segment) else {
+            continue;
+        };
+        let covered = !segment.active && segment.end_lsn <= lsn + 1;
+        if !covered || live_bytes * 2 >= segment.size_bytes || live_bytes > budget_bytes {
+            continue;
+        }
+        budget_bytes -= live_bytes;
+        sparse.insert(segment.segment);
+    }
+    let mut moves = Vec::new();
+    if !sparse.is_empty() {
+        frozen.stored_payloads(|queue_id, seq, location| {
+            if sparse.contains(&u64::from(location.segment)) {
+                moves.push((queue_id, seq, location));
+            }
+        });
+    }
+    moves
 }
 
 fn encode_framed(record: &Record, out: &mut Vec<u8>) {

@@ -20,6 +20,7 @@ use leaseq_wal::{DirStorage, Recovery, Storage, Wal, WalError};
 
 use crate::checkpoint::{self, Checkpoints};
 use crate::embedded::{Embedded, EmbeddedConfig, CHECKPOINT_LOG_BYTES_MIN};
+use crate::payloads;
 
 /// Why a data directory could not be opened.
 #[derive(Debug, thiserror::Error)]
@@ -124,12 +125,22 @@ pub fn recover_with(
     };
     let mut replayed: u64 = 0;
     let mut decoder = codec::Decoder::default();
+    // Segments the snapshot covers are not scanned (they stay for the payloads they hold).
+    let options = leaseq_wal::Options {
+        covered_lsn: snapshot_lsn,
+        ..options
+    };
     let (log, recovery) = Wal::open(storage, options, |record| {
         // Records the snapshot already contains.
         if record.lsn <= snapshot_lsn {
             return Ok(());
         }
-        engine.apply(&decoder.decode(record.payload)?);
+        let decoded = decoder.decode(record.payload)?;
+        engine.apply(&decoded);
+        // As live traffic does once it has appended: keep the payload only in the log.
+        if let Some(location) = payloads::location(record.position) {
+            engine.spill(&decoded, location);
+        }
         replayed += 1;
         Ok(())
     })?;
