@@ -21,8 +21,8 @@ pub mod store;
 
 pub use config::{QueueConfig, QueueConfigPatch, RedriveAllowPolicy, RedrivePolicy};
 pub use engine::{
-    Created, DeleteOutcome, Delivery, Engine, EngineConfig, FrozenEngine, Journal, QueueInfo,
-    ReceiveRequest, Sent,
+    Created, DeleteOutcome, Delivery, Engine, EngineConfig, FrozenEngine, Journal, LeaseView,
+    QueueInfo, ReceiveRequest, Sent,
 };
 pub use error::{Error, Field, Result};
 pub use limits::Limits;

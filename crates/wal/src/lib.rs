@@ -15,6 +15,7 @@
 //! - recovery: the scan on open that replays records, cuts a torn tail and refuses (or, with
 //!   `salvage`, cuts at) corruption anywhere else.
 //! - [`snapshot`]: atomic snapshot files so the engine can replay only the log's tail.
+//! - [`stats`]: fdatasync latency and batch size, measured by the sync thread for metrics.
 //!
 //! `docs/design/wal.md` has the byte layout, the order of writes and fsyncs, the recovery
 //! algorithm and what each [`FsyncPolicy`] promises.
@@ -25,6 +26,7 @@ pub mod format;
 mod log;
 mod recovery;
 pub mod snapshot;
+pub mod stats;
 pub mod storage;
 mod sync;
 
@@ -34,6 +36,7 @@ pub use error::{PoisonCause, ReplayError, WalError};
 pub use log::Wal;
 pub use recovery::{Recovery, Salvage, TornTail};
 pub use snapshot::Snapshot;
+pub use stats::{Histogram, HistogramSnapshot, WalStats};
 pub use storage::{DirStorage, Storage, StorageFile};
 
 /// A log sequence number. The first record ever appended has LSN 1; LSN 0 means "none".

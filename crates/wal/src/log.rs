@@ -29,6 +29,7 @@ use crate::error::{PoisonCause, WalError};
 use crate::format::{self, SegmentHeader, FRAME_HEADER_LEN_BYTES, SEGMENT_HEADER_LEN_BYTES};
 use crate::recovery;
 use crate::snapshot::{self, Snapshot};
+use crate::stats::WalStats;
 use crate::storage::{DirStorage, Storage, StorageFile};
 use crate::{
     segment_file_name, Appended, FsyncPolicy, Lsn, Options, Position, Record, Recovery,
@@ -61,6 +62,8 @@ pub(crate) struct Shared {
     pub(crate) async_waiters: Mutex<BTreeMap<Lsn, Vec<DurableSender>>>,
     /// Serializes segment removals, which do I/O outside the state lock.
     removal: Mutex<()>,
+    /// Fsync latency and batch sizes, recorded by the sync thread.
+    pub(crate) stats: WalStats,
 }
 
 /// Durability watermarks, published after every batch of the sync thread.
@@ -208,6 +211,7 @@ impl Wal {
             progress: Condvar::new(),
             async_waiters: Mutex::new(BTreeMap::new()),
             removal: Mutex::new(()),
+            stats: WalStats::default(),
         });
         let sync_thread = crate::sync::spawn(shared.clone())
             .map_err(|source| WalError::io("spawn sync thread for", "log", source))?;
@@ -424,6 +428,11 @@ impl Wal {
                 .wait(state)
                 .expect("wal state mutex poisoned by a panic");
         }
+    }
+
+    /// The sync thread's measurements: fdatasync latency and records per batch.
+    pub fn stats(&self) -> &WalStats {
+        &self.shared.stats
     }
 
     /// The LSN the next append will get.

@@ -41,6 +41,8 @@ struct Batch {
     /// The LSN of the last record in the batch (or the written watermark if it has none).
     last_lsn: Lsn,
     bytes: u64,
+    /// Records in the batch (for the batch-size statistic).
+    records: u64,
     sync: bool,
 }
 
@@ -152,12 +154,15 @@ impl SyncThread {
             .last()
             .map_or(state.progress.written_lsn, |chunk| chunk.last_lsn);
         let bytes = chunks.iter().map(|chunk| chunk.bytes.len() as u64).sum();
+        // Records are numbered without gaps and the written watermark trails the pending ones.
+        let records = last_lsn.saturating_sub(state.progress.written_lsn);
         state.in_flight = Some(chunks.clone());
         Batch {
             chunks,
             files,
             last_lsn,
             bytes,
+            records,
             sync,
         }
     }
@@ -178,6 +183,9 @@ impl SyncThread {
                 }
             }
         }
+        if batch.records > 0 {
+            self.shared.stats.batch_records.observe(batch.records);
+        }
         if batch.sync {
             self.sync_unsynced()?;
         }
@@ -185,9 +193,15 @@ impl SyncThread {
     }
 
     fn sync_unsynced(&mut self) -> Result<(), PoisonCause> {
+        let files = self.unsynced.len();
+        let started = Instant::now();
         for (segment, file) in &self.unsynced {
             file.sync_data()
                 .map_err(|source| cause("fdatasync", *segment, source))?;
+        }
+        if files > 0 {
+            let micros = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+            self.shared.stats.fsync_micros.observe(micros);
         }
         self.unsynced.clear();
         self.last_sync_at = Instant::now();

@@ -26,7 +26,10 @@ mod apply;
 
 pub use apply::FrozenEngine;
 mod messages;
+mod observe;
 mod queues;
+
+pub use observe::LeaseView;
 
 /// Where an operation writes the records of what it changed.
 pub type Journal = Vec<Record>;
