@@ -10,7 +10,7 @@ use std::time::Duration;
 use anyhow::{bail, Context as _};
 use clap::Args;
 use leaseq_core::{EngineConfig, ReceiptKey};
-use leaseq_server::{Backend, Caller, DataDir, Embedded, EmbeddedConfig, HttpConfig};
+use leaseq_server::{Backend, Caller, DataDir, Embedded, EmbeddedConfig, HttpConfig, Metrics};
 use leaseq_sqs::{Action, RawRequest};
 use leaseq_wal::FsyncPolicy;
 use serde::Deserialize;
@@ -65,6 +65,12 @@ pub struct ServeArgs {
     /// Log filter, e.g. `info` or `leaseq_server=debug` [default: info].
     #[arg(long, env = "LEASEQ_LOG")]
     log: Option<String>,
+    /// Record metrics (request counts and latency, processing time and lease time left at each
+    /// delete, empty receives, invalid receipts) for `GET /metrics`, the dashboard (`GET /`) and
+    /// the visibility advisor. With `false`, those pages show only the engine's counts
+    /// [default: true].
+    #[arg(long, env = "LEASEQ_METRICS")]
+    metrics: Option<bool>,
 }
 
 /// The `--config` file.
@@ -82,6 +88,7 @@ struct FileConfig {
     salvage: Option<bool>,
     checkpoint_bytes: Option<u64>,
     log: Option<String>,
+    metrics: Option<bool>,
     #[serde(default)]
     queues: Vec<QueueSpec>,
 }
@@ -111,6 +118,7 @@ struct Settings {
     salvage: bool,
     checkpoint_bytes: u64,
     log: String,
+    metrics: bool,
     queues: Vec<QueueSpec>,
 }
 
@@ -170,6 +178,7 @@ fn settings(args: ServeArgs) -> anyhow::Result<Settings> {
             .or(file.checkpoint_bytes)
             .unwrap_or(leaseq_server::embedded::CHECKPOINT_LOG_BYTES_MIN),
         log: args.log.or(file.log).unwrap_or_else(|| "info".into()),
+        metrics: args.metrics.or(file.metrics).unwrap_or(true),
         queues,
     })
 }
@@ -216,13 +225,17 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
         .with_context(|| format!("opening data directory {}", settings.data_dir.display()))?;
         (Some(dir), backend)
     };
-    let backend = Arc::new(backend);
+    let metrics = settings.metrics.then(|| Arc::new(Metrics::default()));
+    let backend = Arc::new(match &metrics {
+        Some(metrics) => backend.with_metrics(metrics.clone()),
+        None => backend,
+    });
     for queue in &settings.queues {
         create_queue(&backend, queue)
             .await
             .with_context(|| format!("creating queue {:?} from the configuration", queue.name))?;
     }
-    let app = leaseq_server::router(
+    let app = leaseq_server::router_with_metrics(
         backend.clone(),
         HttpConfig {
             external_url: settings.external_url.clone(),
@@ -230,7 +243,9 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
             account_id: settings.account_id.clone(),
             request_body_max_bytes: 4 * 1024 * 1024,
         },
-    );
+        metrics,
+    )
+    .merge(leaseq_server::dashboard::routes(backend.clone()));
     let listener = tokio::net::TcpListener::bind(settings.listen)
         .await
         .with_context(|| format!("listening on {}", settings.listen))?;

@@ -26,8 +26,12 @@ use tokio::sync::watch;
 use crate::backend::{Backend, Caller};
 use crate::checkpoint::Checkpoints;
 use crate::clock::{now_ms, Clock};
+use crate::metrics::Metrics;
 use crate::payloads;
 use crate::waiters::Waiters;
+
+mod observe;
+pub use observe::advice_for;
 
 /// Settings of the embedded backend.
 #[derive(Clone, Debug)]
@@ -61,6 +65,8 @@ pub struct Embedded {
     /// Where the time comes from: the real clock, or a test's.
     clock: Clock,
     config: EmbeddedConfig,
+    /// Where observations go; `None` when metrics are off (see `observe`).
+    metrics: Option<Arc<Metrics>>,
 }
 
 /// Counts a waiting receive for as long as it lives, however its future ends (answered, timed
@@ -108,6 +114,7 @@ impl Embedded {
             stopped: OnceLock::new(),
             clock: Arc::new(now_ms),
             config,
+            metrics: None,
         }
     }
 
@@ -557,6 +564,9 @@ impl Backend for Embedded {
                 let deliveries = self
                     .receive(&queue.name, request, wait_time_seconds)
                     .await?;
+                if deliveries.is_empty() {
+                    self.observe_empty_receive(&queue.name);
+                }
                 Ok(Outcome::Received {
                     deliveries,
                     attribute_names,
@@ -565,19 +575,14 @@ impl Backend for Embedded {
                 })
             }
             Action::DeleteMessage { queue, receipt } => {
-                self.run(|e, j| {
-                    e.delete(self.now_ms(), &queue.name, &receipt, j)
-                        .map_err(|error| SqsError::for_receipt(error, &receipt))
-                })
-                .await?;
+                self.run(|e, j| self.delete_observed(e, self.now_ms(), &queue.name, &receipt, j))
+                    .await?;
                 Ok(Outcome::Empty)
             }
             Action::DeleteMessageBatch { queue, entries } => {
                 let name = queue.name;
                 self.batch(&name, entries, |e, now, receipt, j| {
-                    e.delete(now, &name, &receipt, j)
-                        .map(drop)
-                        .map_err(|error| SqsError::for_receipt(error, &receipt))
+                    self.delete_observed(e, now, &name, &receipt, j)
                 })
                 .await
             }
@@ -594,7 +599,7 @@ impl Backend for Embedded {
                         visibility_timeout_seconds,
                         j,
                     )
-                    .map_err(|error| SqsError::for_receipt(error, &receipt))
+                    .map_err(|error| self.receipt_error(e, &queue.name, error, &receipt))
                 })
                 .await?;
                 Ok(Outcome::Empty)
@@ -604,9 +609,13 @@ impl Backend for Embedded {
                 self.batch(&name, entries, |e, now, (receipt, timeout), j| {
                     e.change_visibility(now, &name, &receipt, timeout, j)
                         .map(drop)
-                        .map_err(|error| SqsError::for_receipt(error, &receipt))
+                        .map_err(|error| self.receipt_error(e, &name, error, &receipt))
                 })
                 .await
+            }
+            Action::GetVisibilityAdvice { queue } => {
+                let advice = self.visibility_advice(&queue.name).await?;
+                Ok(Outcome::VisibilityAdvice(Box::new(advice)))
             }
         }
     }

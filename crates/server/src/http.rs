@@ -1,10 +1,11 @@
-//! The HTTP shell: one handler for every SQS request, plus `/health`.
+//! The HTTP shell: one handler for every SQS request, plus `/health` and the dashboard page.
 //!
 //! A request's body is read up to a fixed bound before anything looks at it, so an oversized
 //! request costs at most that much memory. The protocol is chosen per request: AWS JSON 1.0 when
 //! `X-Amz-Target` is present, Query otherwise; the response (and any error) uses the same one.
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use axum::body::{Body, Bytes};
 use axum::extract::State;
@@ -16,6 +17,7 @@ use leaseq_sqs::error::SqsError;
 use leaseq_sqs::{Context, Protocol, RawRequest};
 
 use crate::backend::{Backend, Caller};
+use crate::metrics::{Metrics, RequestOutcome};
 
 /// Settings of the HTTP layer.
 #[derive(Clone, Debug)]
@@ -34,11 +36,27 @@ pub struct HttpConfig {
 struct Shared<B> {
     backend: Arc<B>,
     config: HttpConfig,
+    /// Request counts and latencies go here when metrics are on.
+    metrics: Option<Arc<Metrics>>,
 }
 
 /// The router serving the SQS API on every path, and `GET /health`.
 pub fn router<B: Backend>(backend: Arc<B>, config: HttpConfig) -> Router {
-    let shared = Arc::new(Shared { backend, config });
+    router_with_metrics(backend, config, None)
+}
+
+/// [`router`], counting each request and its latency by action into `metrics` (if given). A
+/// plain `GET /` (no query, no `X-Amz-Target`) is the dashboard page, not an SQS request.
+pub fn router_with_metrics<B: Backend>(
+    backend: Arc<B>,
+    config: HttpConfig,
+    metrics: Option<Arc<Metrics>>,
+) -> Router {
+    let shared = Arc::new(Shared {
+        backend,
+        config,
+        metrics,
+    });
     Router::new()
         .route("/health", get(|| async { "ok\n" }))
         .fallback(handle::<B>)
@@ -89,6 +107,9 @@ async fn handle<B: Backend>(
             .to_string(),
     };
     let target = headers.get("x-amz-target").and_then(|h| h.to_str().ok());
+    if method == Method::GET && uri.path() == "/" && uri.query().is_none() && target.is_none() {
+        return crate::dashboard::page();
+    }
     let guessed = if target.is_some() {
         Protocol::Json
     } else {
@@ -121,7 +142,17 @@ async fn handle<B: Backend>(
     let caller = Caller {
         sender_id: sender_id(&headers, &config.account_id),
     };
-    let response = match shared.backend.execute(action, &caller).await {
+    let started = Instant::now();
+    let result = shared.backend.execute(action, &caller).await;
+    if let Some(metrics) = &shared.metrics {
+        let outcome = match &result {
+            Ok(_) => RequestOutcome::Success,
+            Err(error) if error.is_sender_fault() => RequestOutcome::ClientError,
+            Err(_) => RequestOutcome::ServerError,
+        };
+        metrics.observe_request(name, outcome, started.elapsed());
+    }
+    let response = match result {
         Ok(outcome) => leaseq_sqs::encode(protocol, name, &outcome, &context),
         Err(error) => {
             if !error.is_sender_fault() {

@@ -184,4 +184,10 @@ pub enum Action {
         /// `Label`.
         label: String,
     },
+    /// `LeaseqGetVisibilityAdvice`, an extra action of leaseq (not SQS): the visibility
+    /// advisor's finding for a queue.
+    GetVisibilityAdvice {
+        /// The queue.
+        queue: QueueRef,
+    },
 }

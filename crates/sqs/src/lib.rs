@@ -21,10 +21,10 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
 
 pub use action::{Action, BatchEntry, Protocol, QueueRef};
-pub use decode::{decode, RawRequest};
+pub use decode::{decode, RawRequest, GET_VISIBILITY_ADVICE};
 pub use encode::{encode, encode_error, Response};
 pub use error::{ErrorCode, SqsError};
-pub use outcome::{Context, Outcome};
+pub use outcome::{Context, Outcome, ProcessingPercentiles, VisibilityAdvice};
 
 /// The URL of a queue: `{base_url}/{account_id}/{name}`.
 pub fn queue_url(ctx: &Context, name: &str) -> String {

@@ -68,4 +68,45 @@ pub enum Outcome {
     },
     /// `DeleteMessageBatch`, `ChangeMessageVisibilityBatch`: per entry id, the result.
     Batch(Vec<(String, Result<(), SqsError>)>),
+    /// `LeaseqGetVisibilityAdvice`.
+    VisibilityAdvice(Box<VisibilityAdvice>),
+}
+
+/// The visibility advisor's finding for one queue (leaseq's extra action).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct VisibilityAdvice {
+    /// The queue.
+    pub queue_name: Arc<str>,
+    /// The queue's visibility timeout now.
+    pub visibility_timeout_seconds: u32,
+    /// What the advisor recommends.
+    pub recommended_visibility_timeout_seconds: u32,
+    /// One word: `ok`, `raise`, `lower`, `extend` or `insufficient-data`.
+    pub verdict: &'static str,
+    /// Why, in one sentence with the numbers it rests on.
+    pub reason: String,
+    /// Processing time (receive to delete) percentiles and maximum, in milliseconds, if any
+    /// delete was observed.
+    pub processing_ms: Option<ProcessingPercentiles>,
+    /// Leases granted.
+    pub deliveries: u64,
+    /// Leases that ran out without a delete.
+    pub leases_expired: u64,
+    /// Deletes after the lease had run out.
+    pub deleted_late: u64,
+    /// Lease extensions.
+    pub leases_extended: u64,
+}
+
+/// Percentiles of processing time, in milliseconds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ProcessingPercentiles {
+    /// Median.
+    pub p50: u64,
+    /// 95th percentile.
+    pub p95: u64,
+    /// 99th percentile.
+    pub p99: u64,
+    /// Largest observed.
+    pub max: u64,
 }

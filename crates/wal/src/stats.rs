@@ -142,7 +142,10 @@ mod tests {
         }
         let snapshot = histogram.snapshot();
         assert_eq!(snapshot.cumulative, vec![2, 4, 4]);
-        assert_eq!((snapshot.count, snapshot.sum, snapshot.max), (5, 5122, 5000));
+        assert_eq!(
+            (snapshot.count, snapshot.sum, snapshot.max),
+            (5, 5122, 5000)
+        );
         assert_eq!(snapshot.quantile(0.4), Some(10));
         assert_eq!(snapshot.quantile(0.8), Some(100));
         assert_eq!(snapshot.quantile(1.0), Some(5000));

@@ -60,13 +60,21 @@ mod tests {
             .unwrap();
         let input = SendInput::body("job-42");
         engine
-            .send(1_000, "jobs", input, MessageId::from_random([1; 16]), &mut journal)
+            .send(
+                1_000,
+                "jobs",
+                input,
+                MessageId::from_random([1; 16]),
+                &mut journal,
+            )
             .unwrap();
         let request = ReceiveRequest {
             max_messages: 1,
             visibility_timeout_seconds: Some(10),
         };
-        let first = engine.receive(2_000, "jobs", request, &mut journal).unwrap();
+        let first = engine
+            .receive(2_000, "jobs", request, &mut journal)
+            .unwrap();
         let lease = engine.lease_of("jobs", &first[0].receipt).unwrap();
         assert_eq!(
             (lease.leased_at_ms, lease.visible_at_ms, lease.receive_count),
@@ -77,7 +85,9 @@ mod tests {
             .unwrap();
         assert_eq!(engine.lease_of("jobs", &first[0].receipt), None);
         assert_eq!(
-            engine.lease_of("jobs", &second[0].receipt).map(|l| l.receive_count),
+            engine
+                .lease_of("jobs", &second[0].receipt)
+                .map(|l| l.receive_count),
             Some(2)
         );
         assert_eq!(engine.lease_of("other", &second[0].receipt), None);

@@ -47,6 +47,10 @@ const WAIT_TIME_MAX_SECONDS: i64 = 20;
 /// `MaxResults` bounds of the list actions.
 const LIST_RESULTS_MAX: i64 = 1000;
 
+/// leaseq's extra action (not part of SQS): the visibility advisor's finding for a queue. Extra
+/// actions carry the `Leaseq` prefix so they can never collide with a future SQS action.
+pub const GET_VISIBILITY_ADVICE: &str = "LeaseqGetVisibilityAdvice";
+
 /// Decodes a request. The error carries the protocol its response must use.
 pub fn decode(request: &RawRequest) -> Result<(Protocol, Action), (Protocol, SqsError)> {
     match request.target {
@@ -199,6 +203,7 @@ fn decode_action(name: &str, input: &Input, path: &str) -> Result<Action, SqsErr
             queue: queue()?,
             label: input.required_string("Label", "Label")?,
         },
+        GET_VISIBILITY_ADVICE => Action::GetVisibilityAdvice { queue: queue()? },
         "StartMessageMoveTask" | "CancelMessageMoveTask" | "ListMessageMoveTasks" => {
             return Err(SqsError::new(
                 ErrorCode::UnsupportedOperation,
@@ -581,6 +586,7 @@ impl Action {
             Action::ListDeadLetterSourceQueues { .. } => "ListDeadLetterSourceQueues",
             Action::AddPermission { .. } => "AddPermission",
             Action::RemovePermission { .. } => "RemovePermission",
+            Action::GetVisibilityAdvice { .. } => GET_VISIBILITY_ADVICE,
         }
     }
 }

@@ -914,3 +914,24 @@ fn message_attribute_values() {
         ErrorCode::InvalidParameterValue
     );
 }
+
+#[test]
+fn leaseq_extra_action_in_both_protocols() {
+    let url = "http://localhost:9324/000000000000/jobs";
+    for action in [
+        json("LeaseqGetVisibilityAdvice", json!({ "QueueUrl": url })).unwrap(),
+        query_at(
+            "/",
+            &[("Action", "LeaseqGetVisibilityAdvice"), ("QueueUrl", url)],
+        )
+        .unwrap(),
+    ] {
+        assert_eq!(action.name(), "LeaseqGetVisibilityAdvice");
+        let Action::GetVisibilityAdvice { queue } = action else {
+            panic!("decoded {action:?}");
+        };
+        assert_eq!(queue.name, "jobs");
+    }
+    let error = json("LeaseqGetVisibilityAdvice", json!({})).unwrap_err();
+    assert_eq!(error.code, ErrorCode::MissingParameter);
+}

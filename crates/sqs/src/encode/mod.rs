@@ -12,7 +12,7 @@ use serde_json::{Map, Value};
 
 use crate::error::SqsError;
 use crate::md5::{md5_of_body, md5_of_message_attributes, md5_of_system_attributes};
-use crate::outcome::{Context, Outcome};
+use crate::outcome::{Context, Outcome, VisibilityAdvice};
 
 /// The namespace of SQS's Query responses.
 pub const XML_NAMESPACE: &str = "http://queue.amazonaws.com/doc/2012-11-05/";
@@ -163,8 +163,43 @@ fn result(
                 ));
             }
         }
+        Outcome::VisibilityAdvice(advice) => members.extend(advice_members(advice, ctx)),
     }
     Some(members)
+}
+
+/// `LeaseqGetVisibilityAdvice`'s result. Numbers are strings, as in SQS's attribute maps.
+fn advice_members(advice: &VisibilityAdvice, ctx: &Context) -> Vec<(&'static str, Node)> {
+    let number = |value: u64| text(value.to_string());
+    let mut members = vec![
+        ("QueueUrl", text(crate::queue_url(ctx, &advice.queue_name))),
+        (
+            "VisibilityTimeout",
+            number(advice.visibility_timeout_seconds.into()),
+        ),
+        (
+            "RecommendedVisibilityTimeout",
+            number(advice.recommended_visibility_timeout_seconds.into()),
+        ),
+        ("Verdict", text(advice.verdict)),
+        ("Reason", text(advice.reason.as_str())),
+        ("Deliveries", number(advice.deliveries)),
+        ("LeasesExpired", number(advice.leases_expired)),
+        ("DeletedLate", number(advice.deleted_late)),
+        ("LeasesExtended", number(advice.leases_extended)),
+    ];
+    if let Some(p) = advice.processing_ms {
+        members.push((
+            "ProcessingTimeMs",
+            Node::Struct(vec![
+                ("P50", number(p.p50)),
+                ("P95", number(p.p95)),
+                ("P99", number(p.p99)),
+                ("Max", number(p.max)),
+            ]),
+        ));
+    }
+    members
 }
 
 fn string_map(

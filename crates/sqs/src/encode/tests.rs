@@ -671,3 +671,48 @@ fn errors_in_both_protocols() {
         }
     }
 }
+
+#[test]
+fn visibility_advice_in_both_protocols() {
+    let advice = crate::VisibilityAdvice {
+        queue_name: Arc::from("jobs"),
+        visibility_timeout_seconds: 30,
+        recommended_visibility_timeout_seconds: 60,
+        verdict: "raise",
+        reason: "p99 processing 48 s > visibility 30 s".into(),
+        processing_ms: Some(crate::ProcessingPercentiles {
+            p50: 1000,
+            p95: 20_000,
+            p99: 48_000,
+            max: 50_000,
+        }),
+        deliveries: 100,
+        leases_expired: 4,
+        deleted_late: 1,
+        leases_extended: 0,
+    };
+    let outcome = Outcome::VisibilityAdvice(Box::new(advice));
+    let body = json_body(&encode(
+        Protocol::Json,
+        "LeaseqGetVisibilityAdvice",
+        &outcome,
+        &ctx(),
+    ));
+    assert_eq!(body["QueueUrl"], "http://localhost:9324/000000000000/jobs");
+    assert_eq!(body["RecommendedVisibilityTimeout"], "60");
+    assert_eq!(body["Verdict"], "raise");
+    assert_eq!(body["ProcessingTimeMs"]["P99"], "48000");
+    assert_eq!(body["LeasesExpired"], "4");
+    let texts = xml_texts(&encode(
+        Protocol::Query,
+        "LeaseqGetVisibilityAdvice",
+        &outcome,
+        &ctx(),
+    ));
+    assert!(
+        texts
+            .iter()
+            .any(|(path, text)| path.ends_with("RecommendedVisibilityTimeout") && text == "60"),
+        "{texts:?}"
+    );
+}

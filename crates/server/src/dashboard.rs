@@ -1,0 +1,123 @@
+//! The observation endpoints of the embedded backend: `GET /metrics` (Prometheus text),
+//! `GET /api/queues` (the dashboard's JSON) and the dashboard page itself (`GET /`, served by
+//! the HTTP layer).
+//!
+//! The page is one file compiled into the binary (`dashboard.html`: inline CSS and JavaScript,
+//! no external library, no CDN), so it works on a machine without internet access. It polls
+//! `/api/queues` and draws its charts by hand on a canvas.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use axum::extract::State;
+use axum::http::header::{CACHE_CONTROL, CONTENT_TYPE};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::Router;
+use serde_json::{json, Value};
+
+use crate::embedded::advice_for;
+use crate::metrics::{render, Metrics, Scrape};
+use crate::Embedded;
+
+const PAGE: &str = include_str!("dashboard.html");
+
+/// The dashboard page.
+pub fn page() -> Response {
+    (
+        [
+            (CONTENT_TYPE, "text/html; charset=utf-8"),
+            (CACHE_CONTROL, "no-cache"),
+        ],
+        PAGE,
+    )
+        .into_response()
+}
+
+/// `GET /metrics` and `GET /api/queues` for `backend`. Merge it with [`crate::router`].
+pub fn routes(backend: Arc<Embedded>) -> Router {
+    Router::new()
+        .route("/metrics", get(metrics))
+        .route("/api/queues", get(queues))
+        .with_state(backend)
+}
+
+async fn metrics(State(backend): State<Arc<Embedded>>) -> Response {
+    let (now_ms, queues) = backend.observe_queues();
+    let empty = Metrics::default();
+    let page = render(&Scrape {
+        now_ms,
+        queues: &queues,
+        metrics: backend.metrics().map_or(&empty, |m| &**m),
+        log: backend.log_stats(),
+    });
+    (
+        [(CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")],
+        page,
+    )
+        .into_response()
+}
+
+async fn queues(State(backend): State<Arc<Embedded>>) -> Response {
+    let (now_ms, queues) = backend.observe_queues();
+    let dead_letter_queues: BTreeSet<&str> = queues
+        .iter()
+        .filter_map(|(info, _)| info.config.redrive_policy.as_ref())
+        .map(|policy| policy.dead_letter_queue.as_str())
+        .collect();
+    let list: Vec<Value> = queues
+        .iter()
+        .map(|(info, stats)| {
+            let c = &info.counters;
+            let load = |f: fn(&crate::metrics::QueueStats) -> u64| stats.as_deref().map_or(0, f);
+            let advice = advice_for(info, stats.as_deref());
+            json!({
+                "name": &*info.name,
+                "visible": info.ready,
+                "in_flight": info.in_flight,
+                "delayed": info.delayed,
+                "oldest_age_seconds": info
+                    .oldest_ready_sent_at_ms
+                    .map_or(0.0, |sent| now_ms.saturating_sub(sent) as f64 / 1000.0),
+                "visibility_timeout_seconds": info.config.visibility_timeout_seconds,
+                "dead_letter_queue": info.config.redrive_policy.as_ref().map(|p| &p.dead_letter_queue),
+                "max_receive_count": info.config.redrive_policy.as_ref().map(|p| p.max_receive_count),
+                "is_dead_letter_queue": dead_letter_queues.contains(&*info.name),
+                "counters": {
+                    "sent": c.sent,
+                    "received": c.received,
+                    "deleted": c.deleted,
+                    "deleted_late": c.deleted_late,
+                    "leases_expired": c.leases_expired,
+                    "leases_extended": c.leases_changed,
+                    "leases_released": c.leases_released,
+                    "dead_lettered": c.dead_lettered,
+                    "empty_receives": load(|s| s.empty_receives.load(std::sync::atomic::Ordering::Relaxed)),
+                    "ack_failures_stale": info.stale_receipts_seen,
+                    "ack_failures_invalid": load(|s| s.invalid_receipts.load(std::sync::atomic::Ordering::Relaxed)),
+                },
+                "processing_ms": advice.processing_ms.map(|p| json!({
+                    "p50": p.p50, "p95": p.p95, "p99": p.p99, "max": p.max,
+                })),
+                "advice": {
+                    "verdict": advice.verdict,
+                    "recommended_visibility_timeout_seconds": advice.recommended_visibility_timeout_seconds,
+                    "reason": advice.reason,
+                },
+            })
+        })
+        .collect();
+    let body = json!({
+        "now_ms": now_ms,
+        "metrics": backend.metrics().is_some(),
+        "queues": list,
+    });
+    (
+        [
+            (CONTENT_TYPE, "application/json"),
+            (CACHE_CONTROL, "no-cache"),
+        ],
+        body.to_string(),
+    )
+        .into_response()
+}

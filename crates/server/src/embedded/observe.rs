@@ -1,0 +1,166 @@
+//! What the embedded backend tells observers: the hooks that feed [`Metrics`] from deletes,
+//! receives and refused receipts, the scrape of every queue, and the visibility advice.
+//!
+//! Every hook does nothing when metrics are off, so the cost of metrics can be measured by
+//! turning them off (`leaseq serve --metrics false`).
+
+use std::sync::Arc;
+
+use leaseq_core::{DeleteOutcome, Engine, Error, Journal, QueueInfo};
+use leaseq_sqs::error::SqsError;
+use leaseq_sqs::{ProcessingPercentiles, VisibilityAdvice};
+
+use super::Embedded;
+use crate::advisor::{self, Evidence};
+use crate::metrics::{LogStats, Metrics, ObservedQueue, QueueStats};
+
+impl Embedded {
+    /// Turns metrics on: the backend records its observations into `metrics`.
+    pub fn with_metrics(mut self, metrics: Arc<Metrics>) -> Embedded {
+        self.metrics = Some(metrics);
+        self
+    }
+
+    /// The metrics this backend records into, if they are on.
+    pub fn metrics(&self) -> Option<&Arc<Metrics>> {
+        self.metrics.as_ref()
+    }
+
+    /// Deletes with `receipt`, recording the lease it ends (processing time, lease time left,
+    /// attempt) or the invalid receipt. Runs under the engine lock, like the delete itself.
+    pub(super) fn delete_observed(
+        &self,
+        engine: &mut Engine,
+        now_ms: u64,
+        name: &str,
+        receipt: &str,
+        journal: &mut Journal,
+    ) -> Result<(), SqsError> {
+        let Some(metrics) = &self.metrics else {
+            return engine
+                .delete(now_ms, name, receipt, journal)
+                .map(drop)
+                .map_err(|error| SqsError::for_receipt(error, receipt));
+        };
+        let lease = engine.lease_of(name, receipt);
+        match engine.delete(now_ms, name, receipt, journal) {
+            Ok(DeleteOutcome::Deleted) => {
+                if let Some(lease) = lease {
+                    // The engine's clock: never earlier than a time it has seen.
+                    let now_ms = engine.clock_ms();
+                    metrics.queue(lease.queue_id).observe_delete(&lease, now_ms);
+                }
+                Ok(())
+            }
+            Ok(_) => Ok(()),
+            Err(error) => Err(self.receipt_error(engine, name, error, receipt)),
+        }
+    }
+
+    /// The client's error for a refused receipt, counting invalid receipts per queue.
+    pub(super) fn receipt_error(
+        &self,
+        engine: &Engine,
+        name: &str,
+        error: Error,
+        receipt: &str,
+    ) -> SqsError {
+        if let (Some(metrics), Error::ReceiptHandleIsInvalid) = (&self.metrics, &error) {
+            if let Some(queue_id) = engine.queue_id(name) {
+                metrics
+                    .queue(queue_id)
+                    .invalid_receipts
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
+        }
+        SqsError::for_receipt(error, receipt)
+    }
+
+    /// Counts a receive of the named queue that returned nothing.
+    pub(super) fn observe_empty_receive(&self, name: &str) {
+        if let Some(metrics) = &self.metrics {
+            if let Some(queue_id) = self.engine.lock().queue_id(name) {
+                metrics
+                    .queue(queue_id)
+                    .empty_receives
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Every queue's state now, with what the server observed of it, in name order. Forgets the
+    /// observations of queues that no longer exist.
+    pub fn observe_queues(&self) -> (u64, Vec<ObservedQueue>) {
+        let (now_ms, infos) = {
+            let mut engine = self.engine.lock();
+            let now_ms = self.now_ms();
+            let infos: Vec<QueueInfo> = engine
+                .list_queues("")
+                .iter()
+                .filter_map(|name| engine.queue_info(now_ms, name).ok())
+                .collect();
+            (engine.clock_ms(), infos)
+        };
+        let Some(metrics) = &self.metrics else {
+            return (now_ms, infos.into_iter().map(|info| (info, None)).collect());
+        };
+        let live: Vec<u64> = infos.iter().map(|info| info.queue_id).collect();
+        metrics.retain_queues(&live);
+        let queues = infos
+            .into_iter()
+            .map(|info| {
+                let stats = metrics.queue_if_seen(info.queue_id);
+                (info, stats)
+            })
+            .collect();
+        (now_ms, queues)
+    }
+
+    /// The log's fsync latency and batch sizes (`None` in memory).
+    pub fn log_stats(&self) -> Option<LogStats> {
+        self.log.as_ref().map(|log| LogStats {
+            fsync_micros: log.stats().fsync_micros.snapshot(),
+            batch_records: log.stats().batch_records.snapshot(),
+        })
+    }
+
+    /// The advisor's finding for the named queue.
+    pub(super) async fn visibility_advice(&self, name: &str) -> Result<VisibilityAdvice, SqsError> {
+        let info = self
+            .read(|engine| engine.queue_info(self.now_ms(), name))
+            .await?;
+        let stats = self
+            .metrics
+            .as_ref()
+            .and_then(|metrics| metrics.queue_if_seen(info.queue_id));
+        Ok(advice_for(&info, stats.as_deref()))
+    }
+}
+
+/// The advisor's finding for one queue from its counts and the server's observations.
+pub fn advice_for(info: &QueueInfo, stats: Option<&QueueStats>) -> VisibilityAdvice {
+    let processing = stats.map(|stats| stats.processing_ms.snapshot());
+    let percentiles = processing.as_ref().and_then(|h| {
+        Some(ProcessingPercentiles {
+            p50: h.quantile(0.50)?,
+            p95: h.quantile(0.95)?,
+            p99: h.quantile(0.99)?,
+            max: h.max,
+        })
+    });
+    let counters = &info.counters;
+    let evidence = Evidence {
+        visibility_timeout_seconds: info.config.visibility_timeout_seconds,
+        processing_ms: percentiles,
+        deletes_observed: processing.map_or(0, |h| h.count),
+        deliveries: counters.received,
+        leases_expired: counters.leases_expired,
+        deleted_late: counters.deleted_late,
+        deleted: counters.deleted,
+        leases_extended: counters.leases_changed,
+    };
+    VisibilityAdvice {
+        queue_name: info.name.clone(),
+        ..advisor::advise(&evidence)
+    }
+}

@@ -1,0 +1,685 @@
+//! Metrics: what the server observes about requests and leases, and the Prometheus text
+//! exposition of it together with the engine's own counts (`GET /metrics`).
+//!
+//! Two kinds of numbers end up on the page:
+//!
+//! - Counts the engine keeps anyway (ready, in flight, delayed, oldest ready message, the
+//!   [`QueueCounters`](leaseq_core::QueueCounters)) are read at scrape time from
+//!   [`QueueInfo`]: collecting them costs nothing per request.
+//! - What only the server sees is observed as it happens, with relaxed atomic adds and no
+//!   allocation: per action, request counts and latency; per queue, empty receives, deletes with
+//!   an invalid receipt, and at each delete the processing time (receive to delete), the lease
+//!   time left and the attempt number. The log's fsync latency and batch size come from
+//!   [`leaseq_wal::WalStats`].
+//!
+//! The text format is written here rather than through a client library: every value is either
+//! computed at scrape time from the engine or read from a lock-free [`Histogram`] shared with the
+//! log, so a library would only be a writer of `name{labels} value` lines (the format is
+//! Prometheus' text exposition format 0.0.4; `tests` check its rules).
+
+use std::fmt::{Display, Write as _};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use leaseq_core::{LeaseView, QueueInfo};
+use leaseq_wal::{Histogram, HistogramSnapshot};
+use parking_lot::RwLock;
+use rustc_hash::FxHashMap;
+
+/// Bucket bounds of processing time and lease time left, in milliseconds (5 ms to 12 h, the
+/// longest lease).
+pub const LEASE_MS_BOUNDS: &[u64] = &[
+    5, 10, 25, 50, 100, 250, 500, 1_000, 2_000, 3_000, 5_000, 7_500, 10_000, 15_000, 20_000,
+    30_000, 45_000, 60_000, 90_000, 120_000, 180_000, 300_000, 600_000, 900_000, 1_800_000,
+    3_600_000, 7_200_000, 14_400_000, 43_200_000,
+];
+
+/// Bucket bounds of the attempt number at delete.
+pub const RECEIVE_COUNT_BOUNDS: &[u64] = &[1, 2, 3, 4, 5, 10, 20, 50, 100];
+
+/// Bucket bounds of request latency, in microseconds (50 µs to 30 s; long polls wait up to 20 s).
+pub const REQUEST_MICROS_BOUNDS: &[u64] = &[
+    50, 100, 250, 500, 1_000, 2_500, 5_000, 10_000, 25_000, 50_000, 100_000, 250_000, 500_000,
+    1_000_000, 2_500_000, 5_000_000, 10_000_000, 20_000_000, 30_000_000,
+];
+
+/// What the server observed about one queue.
+#[derive(Debug)]
+pub struct QueueStats {
+    /// Receives that returned no message.
+    pub empty_receives: AtomicU64,
+    /// Deletes and visibility changes whose receipt was not valid for the queue at all.
+    pub invalid_receipts: AtomicU64,
+    /// Receive to delete, in milliseconds, of each delete of a current attempt.
+    pub processing_ms: Histogram,
+    /// Lease time left at each delete, in milliseconds (0 for a late delete).
+    pub lease_remaining_ms: Histogram,
+    /// The attempt number of each deleted message.
+    pub receive_count: Histogram,
+}
+
+impl Default for QueueStats {
+    fn default() -> Self {
+        QueueStats {
+            empty_receives: AtomicU64::new(0),
+            invalid_receipts: AtomicU64::new(0),
+            processing_ms: Histogram::new(LEASE_MS_BOUNDS),
+            lease_remaining_ms: Histogram::new(LEASE_MS_BOUNDS),
+            receive_count: Histogram::new(RECEIVE_COUNT_BOUNDS),
+        }
+    }
+}
+
+impl QueueStats {
+    /// Records a delete at `now_ms` that ended `lease`.
+    pub fn observe_delete(&self, lease: &LeaseView, now_ms: u64) {
+        self.processing_ms
+            .observe(now_ms.saturating_sub(lease.leased_at_ms));
+        self.lease_remaining_ms
+            .observe(lease.visible_at_ms.saturating_sub(now_ms));
+        self.receive_count.observe(u64::from(lease.receive_count));
+    }
+}
+
+/// Requests of one action.
+#[derive(Debug)]
+struct ActionStats {
+    name: &'static str,
+    /// By outcome: success, the client's fault, the server's fault.
+    outcomes: [AtomicU64; 3],
+    duration_micros: Histogram,
+}
+
+/// How a request ended, for `leaseq_requests_total{outcome}`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RequestOutcome {
+    /// Answered with a result.
+    Success,
+    /// Answered with an error that is the client's fault (`Sender`).
+    ClientError,
+    /// Answered with an error on the server's side (`Receiver`).
+    ServerError,
+}
+
+const OUTCOME_LABELS: [&str; 3] = ["success", "client_error", "server_error"];
+
+/// Everything the server observes. Shared by the HTTP layer (requests) and the backend
+/// (queues); rendered by [`render`].
+#[derive(Debug, Default)]
+pub struct Metrics {
+    actions: RwLock<Vec<Arc<ActionStats>>>,
+    queues: RwLock<FxHashMap<u64, Arc<QueueStats>>>,
+}
+
+impl Metrics {
+    /// Counts one request of `action` (a name from the `sqs` crate) and its latency.
+    pub fn observe_request(&self, action: &'static str, outcome: RequestOutcome, took: Duration) {
+        let stats = self.action(action);
+        stats.outcomes[outcome as usize].fetch_add(1, Ordering::Relaxed);
+        let micros = u64::try_from(took.as_micros()).unwrap_or(u64::MAX);
+        stats.duration_micros.observe(micros);
+    }
+
+    fn action(&self, name: &'static str) -> Arc<ActionStats> {
+        // About twenty actions: a scan of a short vector under a read lock beats hashing.
+        let find = |actions: &[Arc<ActionStats>]| {
+            actions
+                .iter()
+                .find(|stats| std::ptr::eq(stats.name, name) || stats.name == name)
+                .cloned()
+        };
+        if let Some(stats) = find(&self.actions.read()) {
+            return stats;
+        }
+        let mut actions = self.actions.write();
+        if let Some(stats) = find(&actions) {
+            return stats;
+        }
+        let stats = Arc::new(ActionStats {
+            name,
+            outcomes: Default::default(),
+            duration_micros: Histogram::new(REQUEST_MICROS_BOUNDS),
+        });
+        actions.push(stats.clone());
+        actions.sort_by_key(|stats| stats.name);
+        stats
+    }
+
+    /// The observations of the queue with id `queue_id` (created on first use).
+    pub fn queue(&self, queue_id: u64) -> Arc<QueueStats> {
+        if let Some(stats) = self.queues.read().get(&queue_id) {
+            return stats.clone();
+        }
+        self.queues.write().entry(queue_id).or_default().clone()
+    }
+
+    /// The observations of a queue, if any were made.
+    pub fn queue_if_seen(&self, queue_id: u64) -> Option<Arc<QueueStats>> {
+        self.queues.read().get(&queue_id).cloned()
+    }
+
+    /// Forgets queues that no longer exist (called at scrape time with the live ids).
+    pub fn retain_queues(&self, live: &[u64]) {
+        let mut queues = self.queues.write();
+        if queues.len() > live.len() {
+            queues.retain(|id, _| live.contains(id));
+        }
+    }
+}
+
+/// The log's measurements as the page shows them.
+#[derive(Clone, Debug)]
+pub struct LogStats {
+    /// fdatasync latency, in microseconds.
+    pub fsync_micros: HistogramSnapshot,
+    /// Records per batch of the sync thread.
+    pub batch_records: HistogramSnapshot,
+}
+
+/// A queue's state and what the server observed of it (`None`: nothing yet, or metrics off).
+pub type ObservedQueue = (QueueInfo, Option<Arc<QueueStats>>);
+
+/// Everything a scrape shows, taken at one moment.
+#[derive(Debug)]
+pub struct Scrape<'a> {
+    /// Time of the scrape.
+    pub now_ms: u64,
+    /// Every queue, with what the server observed of it.
+    pub queues: &'a [ObservedQueue],
+    /// The server's request observations.
+    pub metrics: &'a Metrics,
+    /// The log's measurements (`None` in memory).
+    pub log: Option<LogStats>,
+}
+
+/// The Prometheus text exposition (format 0.0.4) of a scrape.
+pub fn render(scrape: &Scrape) -> String {
+    let mut page = Page::default();
+    render_queue_gauges(&mut page, scrape);
+    render_queue_counters(&mut page, scrape);
+    render_queue_histograms(&mut page, scrape);
+    render_requests(&mut page, scrape.metrics);
+    if let Some(log) = &scrape.log {
+        page.family(
+            "leaseq_log_fsync_duration_seconds",
+            "histogram",
+            "Duration of each fdatasync of the write-ahead log.",
+        );
+        page.histogram(
+            "leaseq_log_fsync_duration_seconds",
+            &[],
+            &log.fsync_micros,
+            1e6,
+        );
+        page.family(
+            "leaseq_log_fsync_batch_records",
+            "histogram",
+            "Records written by each batch of the log's sync thread (group commit).",
+        );
+        page.histogram(
+            "leaseq_log_fsync_batch_records",
+            &[],
+            &log.batch_records,
+            1.0,
+        );
+    }
+    page.out
+}
+
+fn render_queue_gauges(page: &mut Page, scrape: &Scrape) {
+    page.family(
+        "leaseq_queue_messages",
+        "gauge",
+        "Messages in the queue by state: visible (ready), in_flight (leased), delayed.",
+    );
+    for (info, _) in scrape.queues {
+        let name = &*info.name;
+        for (state, count) in [
+            ("visible", info.ready),
+            ("in_flight", info.in_flight),
+            ("delayed", info.delayed),
+        ] {
+            page.sample(
+                "leaseq_queue_messages",
+                &[("queue", name), ("state", state)],
+                count,
+            );
+        }
+    }
+    page.family(
+        "leaseq_queue_oldest_message_age_seconds",
+        "gauge",
+        "Age of the oldest visible (ready) message; 0 when none is ready.",
+    );
+    for (info, _) in scrape.queues {
+        let age_ms = info
+            .oldest_ready_sent_at_ms
+            .map_or(0, |sent| scrape.now_ms.saturating_sub(sent));
+        page.sample(
+            "leaseq_queue_oldest_message_age_seconds",
+            &[("queue", &info.name)],
+            Seconds(age_ms as f64 / 1000.0),
+        );
+    }
+    page.family(
+        "leaseq_queue_visibility_timeout_seconds",
+        "gauge",
+        "The queue's visibility timeout (lease length by default).",
+    );
+    for (info, _) in scrape.queues {
+        page.sample(
+            "leaseq_queue_visibility_timeout_seconds",
+            &[("queue", &info.name)],
+            info.config.visibility_timeout_seconds,
+        );
+    }
+}
+
+/// Counter families read from each queue: name, help, value.
+type CounterOf = fn(&QueueInfo, Option<&QueueStats>) -> u64;
+
+const QUEUE_COUNTERS: &[(&str, &str, CounterOf)] = &[
+    (
+        "leaseq_messages_sent_total",
+        "Messages enqueued by sends.",
+        |i, _| i.counters.sent,
+    ),
+    (
+        "leaseq_messages_received_total",
+        "Deliveries: leases granted by receives.",
+        |i, _| i.counters.received,
+    ),
+    (
+        "leaseq_messages_deleted_total",
+        "Messages deleted with the receipt of their current attempt.",
+        |i, _| i.counters.deleted,
+    ),
+    (
+        "leaseq_messages_deleted_late_total",
+        "Late acks: deletes that came after the lease had run out.",
+        |i, _| i.counters.deleted_late,
+    ),
+    (
+        "leaseq_receives_empty_total",
+        "Receives that returned no message.",
+        |_, s| s.map_or(0, |s| s.empty_receives.load(Ordering::Relaxed)),
+    ),
+    (
+        "leaseq_leases_expired_total",
+        "Leases that ran out without a delete (each is a redelivery or a dead-letter move).",
+        |i, _| i.counters.leases_expired,
+    ),
+    (
+        "leaseq_leases_extended_total",
+        "Leases changed to a later deadline (ChangeMessageVisibility > 0).",
+        |i, _| i.counters.leases_changed,
+    ),
+    (
+        "leaseq_leases_released_total",
+        "Leases released early (ChangeMessageVisibility 0).",
+        |i, _| i.counters.leases_released,
+    ),
+    (
+        "leaseq_messages_dead_lettered_total",
+        "Messages moved from this queue to its dead-letter queue.",
+        |i, _| i.counters.dead_lettered,
+    ),
+    (
+        "leaseq_messages_retention_expired_total",
+        "Messages removed because their retention period ended.",
+        |i, _| i.counters.retention_expired,
+    ),
+    (
+        "leaseq_messages_purged_total",
+        "Messages removed by purges.",
+        |i, _| i.counters.purged,
+    ),
+];
+
+fn render_queue_counters(page: &mut Page, scrape: &Scrape) {
+    for (name, help, value) in QUEUE_COUNTERS {
+        page.family(name, "counter", help);
+        for (info, stats) in scrape.queues {
+            page.sample(
+                name,
+                &[("queue", &info.name)],
+                value(info, stats.as_deref()),
+            );
+        }
+    }
+    page.family(
+        "leaseq_ack_failures_total",
+        "counter",
+        "Deletes and visibility changes refused or ignored for their receipt: stale (a superseded attempt's; counted since this process started) or invalid.",
+    );
+    for (info, stats) in scrape.queues {
+        let invalid = stats
+            .as_ref()
+            .map_or(0, |s| s.invalid_receipts.load(Ordering::Relaxed));
+        for (reason, count) in [("stale", info.stale_receipts_seen), ("invalid", invalid)] {
+            page.sample(
+                "leaseq_ack_failures_total",
+                &[("queue", &info.name), ("reason", reason)],
+                count,
+            );
+        }
+    }
+}
+
+fn render_queue_histograms(page: &mut Page, scrape: &Scrape) {
+    type Pick = fn(&QueueStats) -> &Histogram;
+    let families: [(&str, &str, Pick, f64); 3] = [
+        (
+            "leaseq_processing_time_seconds",
+            "Processing time: from the receive that began an attempt to its delete.",
+            |s| &s.processing_ms,
+            1e3,
+        ),
+        (
+            "leaseq_lease_remaining_at_delete_seconds",
+            "Lease time left at each delete (0 for a late delete).",
+            |s| &s.lease_remaining_ms,
+            1e3,
+        ),
+        (
+            "leaseq_receive_count_at_delete",
+            "The attempt number (ApproximateReceiveCount) of each deleted message.",
+            |s| &s.receive_count,
+            1.0,
+        ),
+    ];
+    for (name, help, pick, scale) in families {
+        page.family(name, "histogram", help);
+        for (info, stats) in scrape.queues {
+            if let Some(stats) = stats {
+                page.histogram(
+                    name,
+                    &[("queue", &info.name)],
+                    &pick(stats).snapshot(),
+                    scale,
+                );
+            }
+        }
+    }
+}
+
+fn render_requests(page: &mut Page, metrics: &Metrics) {
+    let actions = metrics.actions.read().clone();
+    page.family(
+        "leaseq_requests_total",
+        "counter",
+        "Requests by action and outcome (success, client_error, server_error).",
+    );
+    for stats in &actions {
+        for (outcome, count) in OUTCOME_LABELS.iter().zip(&stats.outcomes) {
+            page.sample(
+                "leaseq_requests_total",
+                &[("action", stats.name), ("outcome", outcome)],
+                count.load(Ordering::Relaxed),
+            );
+        }
+    }
+    page.family(
+        "leaseq_request_duration_seconds",
+        "histogram",
+        "Time from a decoded request to its encoded answer (a long poll includes its wait).",
+    );
+    for stats in &actions {
+        page.histogram(
+            "leaseq_request_duration_seconds",
+            &[("action", stats.name)],
+            &stats.duration_micros.snapshot(),
+            1e6,
+        );
+    }
+}
+
+/// A float printed the way Prometheus reads it back exactly enough.
+struct Seconds(f64);
+
+impl Display for Seconds {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+#[derive(Default)]
+struct Page {
+    out: String,
+}
+
+impl Page {
+    fn family(&mut self, name: &str, kind: &str, help: &str) {
+        let _ = writeln!(self.out, "# HELP {name} {}", escape_help(help));
+        let _ = writeln!(self.out, "# TYPE {name} {kind}");
+    }
+
+    fn sample(&mut self, name: &str, labels: &[(&str, &str)], value: impl Display) {
+        self.out.push_str(name);
+        self.labels(labels, None);
+        let _ = writeln!(self.out, " {value}");
+    }
+
+    fn labels(&mut self, labels: &[(&str, &str)], le: Option<&str>) {
+        if labels.is_empty() && le.is_none() {
+            return;
+        }
+        self.out.push('{');
+        let extra = le.map(|le| ("le", le));
+        for (i, (key, value)) in labels.iter().copied().chain(extra).enumerate() {
+            if i > 0 {
+                self.out.push(',');
+            }
+            let _ = write!(self.out, "{key}=\"{}\"", escape_label(value));
+        }
+        self.out.push('}');
+    }
+
+    /// A histogram's `_bucket` lines (cumulative, then `+Inf`), `_sum` and `_count`; values are
+    /// divided by `per_unit` (microseconds to seconds: 1e6). Division, not multiplication by
+    /// 1e-6, so a bound of 50 µs prints as `5e-5`'s exact decimal `0.00005`.
+    fn histogram(
+        &mut self,
+        name: &str,
+        labels: &[(&str, &str)],
+        snapshot: &HistogramSnapshot,
+        per_unit: f64,
+    ) {
+        let bucket = format!("{name}_bucket");
+        for (bound, count) in snapshot.bounds.iter().zip(&snapshot.cumulative) {
+            let le = (*bound as f64 / per_unit).to_string();
+            self.out.push_str(&bucket);
+            self.labels(labels, Some(&le));
+            let _ = writeln!(self.out, " {count}");
+        }
+        self.out.push_str(&bucket);
+        self.labels(labels, Some("+Inf"));
+        let _ = writeln!(self.out, " {}", snapshot.count);
+        self.sample(
+            &format!("{name}_sum"),
+            labels,
+            Seconds(snapshot.sum as f64 / per_unit),
+        );
+        self.sample(&format!("{name}_count"), labels, snapshot.count);
+    }
+}
+
+fn escape_label(value: &str) -> String {
+    value
+        .replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+fn escape_help(value: &str) -> String {
+    value.replace('\\', "\\\\").replace('\n', "\\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::{BTreeMap, BTreeSet};
+
+    use leaseq_core::{QueueConfig, QueueCounters};
+
+    use super::*;
+
+    fn info(name: &str) -> QueueInfo {
+        QueueInfo {
+            queue_id: 1,
+            name: Arc::from(name),
+            config: QueueConfig::default(),
+            tags: BTreeMap::new(),
+            created_at_ms: 0,
+            last_modified_at_ms: 0,
+            ready: 3,
+            in_flight: 2,
+            delayed: 1,
+            oldest_ready_sent_at_ms: Some(1_000),
+            counters: QueueCounters {
+                sent: 6,
+                received: 4,
+                leases_expired: 1,
+                ..QueueCounters::default()
+            },
+            stale_receipts_seen: 2,
+        }
+    }
+
+    /// The rules of the text format that a scraper relies on: every sample belongs to the
+    /// family declared last (name, or name + `_bucket`/`_sum`/`_count` for histograms), each
+    /// family is declared once, label values are quoted, buckets are cumulative and `+Inf`
+    /// equals `_count`.
+    fn check_format(page: &str) {
+        let mut declared = BTreeSet::new();
+        let mut current: Option<(String, String)> = None;
+        let mut last_bucket: Option<(String, f64)> = None;
+        for line in page.lines() {
+            if let Some(rest) = line.strip_prefix("# TYPE ") {
+                let (name, kind) = rest.split_once(' ').unwrap();
+                assert!(declared.insert(name.to_string()), "{name} declared twice");
+                current = Some((name.to_string(), kind.to_string()));
+                continue;
+            }
+            if line.starts_with("# HELP ") {
+                continue;
+            }
+            let (series, value) = line.rsplit_once(' ').unwrap();
+            let value: f64 = value.parse().unwrap_or_else(|_| panic!("value of {line}"));
+            let name = series.split('{').next().unwrap();
+            let (family, kind) = current.as_ref().expect("sample before TYPE");
+            let allowed = match kind.as_str() {
+                "histogram" => [
+                    format!("{family}_bucket"),
+                    format!("{family}_sum"),
+                    format!("{family}_count"),
+                ]
+                .contains(&name.to_string()),
+                _ => name == family,
+            };
+            assert!(allowed, "{name} is not in family {family}");
+            if let Some(labels) = series.strip_prefix(name) {
+                if !labels.is_empty() {
+                    assert!(labels.starts_with('{') && labels.ends_with('}'), "{line}");
+                }
+            }
+            if name.ends_with("_bucket") {
+                // The series without its `le` label: buckets of one series must not decrease.
+                let key = series
+                    .split(",le=")
+                    .next()
+                    .unwrap()
+                    .split("{le=")
+                    .next()
+                    .unwrap();
+                if let Some((previous_key, previous)) = &last_bucket {
+                    if previous_key == key {
+                        assert!(value >= *previous, "buckets not cumulative at {line}");
+                    }
+                }
+                last_bucket = Some((key.to_string(), value));
+            } else if name.ends_with("_count") {
+                let (_, inf) = last_bucket.take().expect("_count after buckets");
+                assert_eq!(inf, value, "+Inf differs from _count: {line}");
+            }
+        }
+    }
+
+    #[test]
+    fn page_follows_the_text_format_and_shows_the_engine_counts() {
+        let metrics = Metrics::default();
+        metrics.observe_request(
+            "SendMessage",
+            RequestOutcome::Success,
+            Duration::from_micros(300),
+        );
+        metrics.observe_request(
+            "SendMessage",
+            RequestOutcome::ClientError,
+            Duration::from_millis(2),
+        );
+        let stats = metrics.queue(1);
+        stats.empty_receives.fetch_add(5, Ordering::Relaxed);
+        let lease = LeaseView {
+            queue_id: 1,
+            leased_at_ms: 10_000,
+            visible_at_ms: 40_000,
+            receive_count: 2,
+        };
+        stats.observe_delete(&lease, 22_000);
+        let queues = vec![(info("jobs"), Some(stats))];
+        let page = render(&Scrape {
+            now_ms: 4_000,
+            queues: &queues,
+            metrics: &metrics,
+            log: None,
+        });
+        check_format(&page);
+        for expected in [
+            "leaseq_queue_messages{queue=\"jobs\",state=\"visible\"} 3",
+            "leaseq_queue_messages{queue=\"jobs\",state=\"in_flight\"} 2",
+            "leaseq_queue_messages{queue=\"jobs\",state=\"delayed\"} 1",
+            "leaseq_queue_oldest_message_age_seconds{queue=\"jobs\"} 3",
+            "leaseq_messages_sent_total{queue=\"jobs\"} 6",
+            "leaseq_leases_expired_total{queue=\"jobs\"} 1",
+            "leaseq_receives_empty_total{queue=\"jobs\"} 5",
+            "leaseq_ack_failures_total{queue=\"jobs\",reason=\"stale\"} 2",
+            "leaseq_processing_time_seconds_bucket{queue=\"jobs\",le=\"10\"} 0",
+            "leaseq_processing_time_seconds_bucket{queue=\"jobs\",le=\"15\"} 1",
+            "leaseq_processing_time_seconds_sum{queue=\"jobs\"} 12",
+            "leaseq_lease_remaining_at_delete_seconds_bucket{queue=\"jobs\",le=\"20\"} 1",
+            "leaseq_receive_count_at_delete_bucket{queue=\"jobs\",le=\"2\"} 1",
+            "leaseq_requests_total{action=\"SendMessage\",outcome=\"success\"} 1",
+            "leaseq_requests_total{action=\"SendMessage\",outcome=\"client_error\"} 1",
+            "leaseq_request_duration_seconds_count{action=\"SendMessage\"} 2",
+        ] {
+            assert!(
+                page.lines().any(|line| line == expected),
+                "missing {expected} in\n{page}"
+            );
+        }
+    }
+
+    #[test]
+    fn log_histograms_and_escaped_labels() {
+        let fsync = Histogram::new(leaseq_wal::stats::FSYNC_MICROS_BOUNDS);
+        fsync.observe(700);
+        let batch = Histogram::new(leaseq_wal::stats::BATCH_RECORDS_BOUNDS);
+        batch.observe(3);
+        let metrics = Metrics::default();
+        let page = render(&Scrape {
+            now_ms: 0,
+            queues: &[(info("a\"b\\c"), None)],
+            metrics: &metrics,
+            log: Some(LogStats {
+                fsync_micros: fsync.snapshot(),
+                batch_records: batch.snapshot(),
+            }),
+        });
+        check_format(&page);
+        assert!(page.contains("leaseq_log_fsync_duration_seconds_bucket{le=\"0.001\"} 1"));
+        assert!(page.contains("leaseq_log_fsync_duration_seconds_bucket{le=\"0.0005\"} 0"));
+        assert!(page.contains("leaseq_log_fsync_batch_records_bucket{le=\"4\"} 1"));
+        assert!(page.contains("queue=\"a\\\"b\\\\c\""));
+    }
+}
