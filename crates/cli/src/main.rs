@@ -1,5 +1,6 @@
-//! The `leaseq` binary: `leaseq serve` runs the server; other subcommands talk to one.
+//! The `leaseq` binary: `leaseq serve` runs the server; `bench`, `queues` and `stats` talk to one.
 
+mod admin;
 mod bench;
 mod serve;
 
@@ -27,6 +28,12 @@ enum Command {
     /// Drive an SQS endpoint (leaseq or any other) with producers and consumers and report
     /// throughput, latency percentiles and CPU time.
     Bench(bench::BenchArgs),
+    /// List the queues of a running server.
+    Queues(admin::QueuesArgs),
+    /// Show each queue's counts, lease pressure (deliveries, expired leases, late deletes,
+    /// extensions, p99 processing time) and the visibility advisor's recommendation;
+    /// `--watch` redraws it live.
+    Stats(admin::StatsArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -34,5 +41,7 @@ fn main() -> anyhow::Result<()> {
     match cli.command {
         Command::Serve(args) => serve::run(args),
         Command::Bench(args) => bench::run(args),
+        Command::Queues(args) => admin::queues(args),
+        Command::Stats(args) => admin::stats(args),
     }
 }
