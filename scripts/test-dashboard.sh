@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# The dashboard in a real browser: Debian's Chromium, headless, against a real `leaseq serve`.
+#
+#   1. installs Chromium from Debian's packages if it is missing (CI machines start without it),
+#   2. builds the server (debug) and starts it in memory on a free loopback port,
+#   3. creates a queue with three messages and leases one of them, through the JSON API (curl),
+#   4. loads `GET /` in headless Chromium, lets its scripts run (virtual time), dumps the DOM and
+#      checks that the queue's row shows 2 visible and 1 in flight,
+#   5. saves a screenshot as target/artifacts/dashboard.png.
+#
+# Environment: LEASEQ_BIN=path uses that binary and skips the build.
+set -euo pipefail
+
+repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$repo_root"
+
+if ! command -v chromium >/dev/null; then
+    echo "== installing Debian's chromium"
+    if [[ $(id -u) -ne 0 ]]; then
+        echo "chromium is missing and only root can install it (apt-get install chromium)" >&2
+        exit 1
+    fi
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get install -y -qq chromium >/dev/null 2>&1 || {
+        apt-get update -qq >/dev/null
+        apt-get install -y -qq chromium >/dev/null
+    }
+fi
+
+if [[ -n "${LEASEQ_BIN:-}" ]]; then
+    server_bin="$LEASEQ_BIN"
+else
+    echo "== cargo build -p leaseq"
+    cargo build -q -p leaseq
+    server_bin="$repo_root/target/debug/leaseq"
+fi
+
+artifacts="$repo_root/target/artifacts"
+mkdir -p "$artifacts"
+scratch="$(mktemp -d "${TMPDIR:-/tmp}/leaseq-dashboard.XXXXXX")"
+server_pid=""
+cleanup() {
+    if [[ -n "$server_pid" ]]; then
+        kill -TERM "$server_pid" 2>/dev/null || true
+        wait "$server_pid" 2>/dev/null || true
+    fi
+    rm -rf "$scratch"
+}
+trap cleanup EXIT
+
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+endpoint="http://127.0.0.1:$port"
+env -u LEASEQ_METRICS "$server_bin" serve --in-memory true --listen "127.0.0.1:$port" \
+    >"$artifacts/dashboard-server.log" 2>&1 &
+server_pid=$!
+for _ in $(seq 1 200); do
+    curl -sf "$endpoint/health" >/dev/null 2>&1 && break
+    kill -0 "$server_pid" 2>/dev/null || { cat "$artifacts/dashboard-server.log" >&2; exit 1; }
+    sleep 0.1
+done
+
+sqs() {
+    curl -sf -H 'Content-Type: application/x-amz-json-1.0' -H "X-Amz-Target: AmazonSQS.$1" \
+        -d "$2" "$endpoint/"
+}
+queue="dashboard-test-$RANDOM"
+url="$endpoint/000000000000/$queue"
+sqs CreateQueue "{\"QueueName\":\"$queue\"}" >/dev/null
+for i in 1 2 3; do
+    sqs SendMessage "{\"QueueUrl\":\"$url\",\"MessageBody\":\"job-$i\"}" >/dev/null
+done
+sqs ReceiveMessage "{\"QueueUrl\":\"$url\",\"MaxNumberOfMessages\":1}" | grep -q ReceiptHandle
+
+# Flags from the machine's notes: without the background-networking ones, Chromium keeps trying
+# to reach Google's hosts, which a closed network refuses.
+chromium_flags=(--headless --no-sandbox --disable-gpu --disable-quic --no-first-run
+    --disable-background-networking --disable-component-update --disable-sync
+    --user-data-dir="$scratch/profile" --virtual-time-budget=5000)
+
+echo "== chromium: $endpoint/"
+chromium "${chromium_flags[@]}" --dump-dom "$endpoint/" >"$artifacts/dashboard.html" \
+    2>"$scratch/chromium-dom.log" || { cat "$scratch/chromium-dom.log" >&2; exit 1; }
+chromium "${chromium_flags[@]}" --window-size=1400,1000 \
+    --screenshot="$artifacts/dashboard.png" "$endpoint/" >/dev/null 2>"$scratch/chromium-shot.log" \
+    || { cat "$scratch/chromium-shot.log" >&2; exit 1; }
+
+python3 - "$artifacts/dashboard.html" "$artifacts/dashboard.png" "$queue" <<'PY'
+import re, sys
+dom_path, png_path, queue = sys.argv[1:]
+dom = open(dom_path, encoding="utf-8").read()
+checks = []
+row = re.search(r'<tr data-queue="%s"[^>]*>(.*?)</tr>' % re.escape(queue), dom, re.S)
+checks.append(("the queues table has a row for %s" % queue, row is not None))
+cells = dict(re.findall(r'<td class="([a-z-]+)">([^<]*)</td>', row.group(1))) if row else {}
+for cell, want in [("visible", "2"), ("in-flight", "1"), ("delayed", "0")]:
+    checks.append(("%s shows %s (it shows %r)" % (cell, want, cells.get(cell)), cells.get(cell) == want))
+status = re.search(r'id="status">([^<]*)<', dom)
+status = status.group(1) if status else ""
+checks.append(("the status line reports the queues (it says %r)" % status, "queue(s), updated" in status))
+with open(png_path, "rb") as f:
+    checks.append(("the screenshot is a PNG", f.read(8) == b"\x89PNG\r\n\x1a\n"))
+failed = [name for name, ok in checks if not ok]
+for name, ok in checks:
+    print("%s: %s" % ("ok  " if ok else "FAIL", name))
+print("dashboard: %d passed, %d failed" % (len(checks) - len(failed), len(failed)))
+sys.exit(1 if failed else 0)
+PY
+echo "screenshot: $artifacts/dashboard.png"
