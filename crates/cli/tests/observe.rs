@@ -282,26 +282,32 @@ async fn late_deletes_make_the_advisor_recommend_a_longer_timeout() {
     assert!(stats.contains("100% of deletes are late"), "{stats}");
 }
 
-#[tokio::test]
-async fn metrics_off_keeps_the_engine_counts_only() {
+/// A server started with `args` (in memory), its output in `log`; killed on drop.
+struct Child(std::process::Child, SocketAddr);
+
+impl Drop for Child {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+async fn spawn(args: &[&str], log: &std::path::Path) -> Child {
     let addr = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
         .unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_leaseq"))
-        .args([
-            "serve",
-            "--in-memory",
-            "true",
-            "--metrics",
-            "false",
-            "--listen",
-        ])
+    let out = std::fs::File::create(log).unwrap();
+    let child = Command::new(env!("CARGO_BIN_EXE_leaseq"))
+        .args(["serve", "--in-memory", "true", "--listen"])
         .arg(addr.to_string())
+        .args(args)
         .env_remove("LEASEQ_METRICS")
+        .env_remove("LEASEQ_LOG")
+        .env("NO_COLOR", "1")
         .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stdout(out.try_clone().unwrap())
+        .stderr(out)
         .spawn()
         .unwrap();
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -309,22 +315,37 @@ async fn metrics_off_keeps_the_engine_counts_only() {
         assert!(Instant::now() < deadline, "server did not start");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    let body = json!({ "QueueName": "quiet" }).to_string();
-    let created = raw_request(
+    Child(child, addr)
+}
+
+async fn json_call(addr: SocketAddr, action: &str, body: Value) -> Value {
+    let target = format!("AmazonSQS.{action}");
+    let response = raw_request(
         addr,
         "POST",
         "/",
         &[
             ("Content-Type", "application/x-amz-json-1.0"),
-            ("X-Amz-Target", "AmazonSQS.CreateQueue"),
+            ("X-Amz-Target", &target),
         ],
-        body.as_bytes(),
+        body.to_string().as_bytes(),
     )
     .await;
-    assert_eq!(created.status, 200);
-    let page = get(addr, "/metrics").await;
-    let _ = child.kill();
-    let _ = child.wait();
+    assert_eq!(response.status, 200, "{action}: {}", response.text());
+    response.json()
+}
+
+fn log_path(name: &str) -> std::path::PathBuf {
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("observe");
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.join(format!("{name}-{}.log", std::process::id()))
+}
+
+#[tokio::test]
+async fn metrics_off_keeps_the_engine_counts_only() {
+    let server = spawn(&["--metrics", "false"], &log_path("metrics-off")).await;
+    json_call(server.1, "CreateQueue", json!({ "QueueName": "quiet" })).await;
+    let page = get(server.1, "/metrics").await;
     assert_eq!(
         sample(
             &page,
@@ -341,4 +362,102 @@ async fn metrics_off_keeps_the_engine_counts_only() {
         !page.contains("leaseq_log_fsync"),
         "in memory there is no log:\n{page}"
     );
+}
+
+/// "job-42 ran under attempt 1, expired, completed under attempt 2", read from the log.
+#[tokio::test]
+async fn the_log_names_the_message_and_each_attempt() {
+    let log = log_path("attempts");
+    let server = spawn(&["--log", "leaseq_server=debug"], &log).await;
+    let addr = server.1;
+    let url = json_call(addr, "CreateQueue", json!({ "QueueName": "jobs" })).await["QueueUrl"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let sent = json_call(
+        addr,
+        "SendMessage",
+        json!({ "QueueUrl": url, "MessageBody": "job-42" }),
+    )
+    .await;
+    let id = sent["MessageId"].as_str().unwrap().to_string();
+    json_call(
+        addr,
+        "ReceiveMessage",
+        json!({ "QueueUrl": url, "VisibilityTimeout": 1 }),
+    )
+    .await;
+    tokio::time::sleep(Duration::from_millis(1_200)).await;
+    let second = json_call(addr, "ReceiveMessage", json!({ "QueueUrl": url })).await;
+    let receipt = second["Messages"][0]["ReceiptHandle"].as_str().unwrap();
+    json_call(
+        addr,
+        "DeleteMessage",
+        json!({ "QueueUrl": url, "ReceiptHandle": receipt }),
+    )
+    .await;
+    drop(server);
+    let text = std::fs::read_to_string(&log).unwrap();
+    let events: Vec<(&str, &str)> = text
+        .lines()
+        .filter(|line| line.contains(&format!("message_id={id}")))
+        .filter_map(|line| {
+            let event = ["received", "deleted"]
+                .into_iter()
+                .find(|e| line.contains(&format!(": {e} ")))?;
+            let attempt = line.split("attempt=").nth(1)?.split(' ').next()?;
+            Some((event, attempt))
+        })
+        .collect();
+    assert_eq!(
+        events,
+        [("received", "1"), ("received", "2"), ("deleted", "2")],
+        "{text}"
+    );
+}
+
+#[tokio::test]
+async fn stats_watch_redraws_with_rates() {
+    let server = spawn(&[], &log_path("watch")).await;
+    let addr = server.1;
+    let url = json_call(addr, "CreateQueue", json!({ "QueueName": "watched" })).await["QueueUrl"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    json_call(
+        addr,
+        "SendMessage",
+        json!({ "QueueUrl": url, "MessageBody": "job" }),
+    )
+    .await;
+    let out_path = log_path("watch-output");
+    let mut watch = Command::new(env!("CARGO_BIN_EXE_leaseq"))
+        .args(["stats", "--watch", "--interval", "0.2", "--endpoint"])
+        .arg(format!("http://{addr}"))
+        .stdin(Stdio::null())
+        .stdout(std::fs::File::create(&out_path).unwrap())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut frames = 0;
+    while frames < 3 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        frames = std::fs::read_to_string(&out_path)
+            .unwrap()
+            .matches("\x1b[2J")
+            .count();
+    }
+    let _ = watch.kill();
+    let _ = watch.wait();
+    let output = std::fs::read_to_string(&out_path).unwrap();
+    assert!(frames >= 3, "expected 3 redraws:\n{output}");
+    let last = output.rsplit("\x1b[2J").next().unwrap();
+    let row: Vec<&str> = last
+        .lines()
+        .find(|line| line.starts_with("watched"))
+        .unwrap_or_else(|| panic!("no row in\n{last}"))
+        .split_whitespace()
+        .collect();
+    // VISIBLE 1, and after the first frame a rate instead of "-".
+    assert_eq!((row[1], row[5]), ("1", "0.0"), "{last}");
 }

@@ -567,6 +567,7 @@ impl Backend for Embedded {
                 if deliveries.is_empty() {
                     self.observe_empty_receive(&queue.name);
                 }
+                self.log_deliveries(&queue.name, &deliveries);
                 Ok(Outcome::Received {
                     deliveries,
                     attribute_names,

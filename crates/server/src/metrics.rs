@@ -423,7 +423,7 @@ fn render_requests(page: &mut Page, metrics: &Metrics) {
     page.family(
         "leaseq_request_duration_seconds",
         "histogram",
-        "Time from a decoded request to its encoded answer (a long poll includes its wait).",
+        "Time the backend took to execute each decoded request (a long poll includes its wait).",
     );
     for stats in &actions {
         page.histogram(
@@ -622,6 +622,7 @@ mod tests {
         stats.empty_receives.fetch_add(5, Ordering::Relaxed);
         let lease = LeaseView {
             queue_id: 1,
+            message_id: leaseq_core::MessageId::from_random([1; 16]),
             leased_at_ms: 10_000,
             visible_at_ms: 40_000,
             receive_count: 2,

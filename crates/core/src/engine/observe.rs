@@ -4,12 +4,15 @@
 //! operation is about to end, so that the operations themselves stay exactly as they are.
 
 use super::Engine;
+use crate::message::MessageId;
 
 /// The current attempt's lease, as a receipt names it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct LeaseView {
     /// The queue's id.
     pub queue_id: u64,
+    /// The message's stable identity.
+    pub message_id: MessageId,
     /// When this attempt began (its receive).
     pub leased_at_ms: u64,
     /// When its lease ends (or ended).
@@ -31,6 +34,7 @@ impl Engine {
         let message = queue.message(receipt.seq)?;
         (message.receive_count == receipt.attempt && receipt.attempt > 0).then_some(LeaseView {
             queue_id: queue.id,
+            message_id: message.id,
             leased_at_ms: message.leased_at_ms,
             visible_at_ms: message.visible_at_ms,
             receive_count: message.receive_count,

@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use leaseq_core::{DeleteOutcome, Engine, Error, Journal, QueueInfo};
+use leaseq_core::{DeleteOutcome, Delivery, Engine, Error, Journal, QueueInfo};
 use leaseq_sqs::error::SqsError;
 use leaseq_sqs::{ProcessingPercentiles, VisibilityAdvice};
 
@@ -49,6 +49,14 @@ impl Embedded {
                     // The engine's clock: never earlier than a time it has seen.
                     let now_ms = engine.clock_ms();
                     metrics.queue(lease.queue_id).observe_delete(&lease, now_ms);
+                    tracing::debug!(
+                        queue = name,
+                        message_id = %lease.message_id,
+                        attempt = lease.receive_count,
+                        processing_ms = now_ms.saturating_sub(lease.leased_at_ms),
+                        late = now_ms >= lease.visible_at_ms,
+                        "deleted"
+                    );
                 }
                 Ok(())
             }
@@ -74,6 +82,24 @@ impl Embedded {
             }
         }
         SqsError::for_receipt(error, receipt)
+    }
+
+    /// Logs each delivery (at debug level) with the message id and the attempt, so a message's
+    /// attempts can be followed in the log: attempt 1 received, attempt 2 received (so attempt
+    /// 1's lease ran out or was released), attempt 2 deleted.
+    pub(super) fn log_deliveries(&self, name: &str, deliveries: &[Delivery]) {
+        if !tracing::enabled!(tracing::Level::DEBUG) {
+            return;
+        }
+        for delivery in deliveries {
+            tracing::debug!(
+                queue = name,
+                message_id = %delivery.message_id,
+                attempt = delivery.receive_count,
+                lease_expires_at_ms = delivery.visible_at_ms,
+                "received"
+            );
+        }
     }
 
     /// Counts a receive of the named queue that returned nothing.

@@ -146,3 +146,32 @@ fn replay_errors_stop_the_open() {
     );
     assert!(matches!(result, Err(WalError::Replay { lsn: 3, .. })));
 }
+
+/// The sync thread's statistics count every record once in a batch, and one fdatasync per
+/// synced batch under `Always`; `Never` syncs nothing (until shutdown).
+#[test]
+fn stats_count_batches_and_fsyncs() {
+    for (fsync, fsyncs_expected) in [(FsyncPolicy::Always, true), (FsyncPolicy::Never, false)] {
+        let storage = FaultStorage::new();
+        let (wal, _, _) = open(
+            &storage,
+            Options {
+                fsync,
+                ..Options::default()
+            },
+        )
+        .unwrap();
+        append_all(&wal, 0, 25);
+        let batches = wal.stats().batch_records.snapshot();
+        assert_eq!(
+            batches.sum, 25,
+            "{fsync:?}: every record in exactly one batch"
+        );
+        assert!(
+            batches.count >= 1 && batches.count <= 25,
+            "{fsync:?}: {batches:?}"
+        );
+        let fsyncs = wal.stats().fsync_micros.snapshot();
+        assert_eq!(fsyncs.count > 0, fsyncs_expected, "{fsync:?}: {fsyncs:?}");
+    }
+}
