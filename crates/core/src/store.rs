@@ -152,6 +152,12 @@ impl<T: Clone> SeqStore<T> {
         iterate(&self.chunks, self.first_chunk)
     }
 
+    /// The value with the lowest sequence number. Looks at one chunk at most (empty chunks are
+    /// freed, and the first one kept is never empty).
+    pub fn first(&self) -> Option<(u64, &T)> {
+        self.iter().next()
+    }
+
     /// A copy of the store as it is now, unaffected by later changes to it. Costs one reference
     /// count per chunk; see the module documentation.
     pub fn frozen(&self) -> Frozen<T> {
