@@ -20,8 +20,11 @@
 //! indexed message exists with the state and keys its index claims, and every message is indexed.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::ops::Bound::{Excluded, Unbounded};
 use std::sync::Arc;
+
+mod ready;
+
+use ready::ReadyIndex;
 
 use crate::config::QueueConfig;
 use crate::message::{MessageId, PayloadRef};
@@ -111,7 +114,7 @@ pub struct Queue {
     pub stale_receipts_seen: u64,
     next_seq: u64,
     messages: SeqStore<Message>,
-    ready: BTreeSet<(u64, u64)>,
+    ready: ReadyIndex,
     timers: BTreeSet<(u64, u64)>,
     /// The retention index, only while the store's sequence order is not send order (see the
     /// module documentation).
@@ -144,7 +147,7 @@ impl Queue {
             stale_receipts_seen: 0,
             next_seq: 1,
             messages: SeqStore::default(),
-            ready: BTreeSet::new(),
+            ready: ReadyIndex::default(),
             timers: BTreeSet::new(),
             by_sent: None,
             last_inserted: (0, 0),
@@ -180,7 +183,7 @@ impl Queue {
 
     /// `SentTimestamp` of the oldest ready message.
     pub fn oldest_ready_sent_at_ms(&self) -> Option<u64> {
-        self.ready.first().map(|&(sent_at_ms, _)| sent_at_ms)
+        self.next_ready(None).map(|(sent_at_ms, _)| sent_at_ms)
     }
 
     /// The next time at which time alone changes this queue: a delay or lease ends, or a
@@ -213,16 +216,15 @@ impl Queue {
 
     /// The sequence number of the ready message a receive would take next.
     pub fn first_ready(&self) -> Option<u64> {
-        self.ready.first().map(|&(_, seq)| seq)
+        self.ready.next_after(None)
     }
 
     /// The first ready message after `after` in receive order, as its (sent_at_ms, seq) key;
     /// the first of all when `after` is `None`.
     pub fn next_ready(&self, after: Option<(u64, u64)>) -> Option<(u64, u64)> {
-        match after {
-            None => self.ready.first().copied(),
-            Some(key) => self.ready.range((Excluded(key), Unbounded)).next().copied(),
-        }
+        let seq = self.ready.next_after(after)?;
+        let message = self.messages.get(seq).expect("ready message exists");
+        Some((message.sent_at_ms, seq))
     }
 
     /// Every message in sequence order.
@@ -275,7 +277,7 @@ impl Queue {
                 MessageState::Ready => unreachable!("ready message {seq} in the timer index"),
             }
             message.state = MessageState::Ready;
-            self.ready.insert((message.sent_at_ms, seq));
+            self.ready.insert(message.sent_at_ms, seq);
         }
         while let Some((sent_at_ms, seq)) = self.oldest_sent() {
             if sent_at_ms + retention_ms > now_ms {
@@ -303,6 +305,9 @@ impl Queue {
                 .map(|(s, m)| (m.sent_at_ms, s))
                 .collect();
             self.by_sent = Some(by_sent);
+            let messages = &self.messages;
+            self.ready
+                .key_by_sent(|seq| messages.get(seq).expect("ready message").sent_at_ms);
         }
         if let Some(by_sent) = &mut self.by_sent {
             by_sent.insert(key);
@@ -310,7 +315,7 @@ impl Queue {
         self.last_inserted = key;
         match message.state {
             MessageState::Ready => {
-                self.ready.insert((message.sent_at_ms, seq));
+                self.ready.insert(message.sent_at_ms, seq);
             }
             MessageState::Delayed => {
                 self.delayed += 1;
@@ -328,19 +333,20 @@ impl Queue {
     /// Removes a message from the queue and every index.
     pub fn remove(&mut self, seq: u64) -> Option<Message> {
         let message = self.messages.remove(seq)?;
-        if let Some(by_sent) = &mut self.by_sent {
-            by_sent.remove(&(message.sent_at_ms, seq));
-            if by_sent.is_empty() {
-                // Empty again: whatever comes next starts a new order.
-                self.by_sent = None;
-            }
-        }
         self.unindex_state(
             seq,
             message.state,
             message.sent_at_ms,
             message.visible_at_ms,
         );
+        if let Some(by_sent) = &mut self.by_sent {
+            by_sent.remove(&(message.sent_at_ms, seq));
+            if by_sent.is_empty() {
+                // Empty again: whatever comes next starts a new order.
+                self.by_sent = None;
+                self.ready.clear();
+            }
+        }
         Some(message)
     }
 
@@ -352,7 +358,7 @@ impl Queue {
         visible_at_ms: u64,
     ) {
         let found = match state {
-            MessageState::Ready => self.ready.remove(&(sent_at_ms, seq)),
+            MessageState::Ready => self.ready.remove(sent_at_ms, seq),
             MessageState::Delayed => {
                 self.delayed -= 1;
                 self.timers.remove(&(visible_at_ms, seq))
@@ -376,7 +382,7 @@ impl Queue {
         message.visible_at_ms = visible_at_ms;
         if visible_at_ms <= now_ms {
             message.state = MessageState::Ready;
-            self.ready.insert((message.sent_at_ms, seq));
+            self.ready.insert(message.sent_at_ms, seq);
         } else {
             message.state = MessageState::InFlight;
             self.in_flight += 1;
@@ -404,6 +410,11 @@ impl Queue {
     /// Panics if an index disagrees with the messages. Cost O(n): for tests and simulation.
     pub fn check_invariants(&self) {
         let (mut ready, mut in_flight, mut delayed) = (0, 0, 0);
+        assert_eq!(
+            matches!(self.ready, ReadyIndex::BySent(_)),
+            self.by_sent.is_some(),
+            "the ready index keys by send time exactly when sequence order is not send order"
+        );
         let mut previous_sent = (0, 0);
         for (seq, message) in self.messages.iter() {
             assert!(seq < self.next_seq);
@@ -416,7 +427,7 @@ impl Queue {
             match message.state {
                 MessageState::Ready => {
                     ready += 1;
-                    assert!(self.ready.contains(&(message.sent_at_ms, seq)));
+                    assert!(self.ready.contains(message.sent_at_ms, seq));
                 }
                 MessageState::InFlight => {
                     in_flight += 1;
