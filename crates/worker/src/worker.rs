@@ -1,0 +1,369 @@
+//! The worker runtime: a receive loop that asks for at most as many messages as there are free
+//! handler slots, one task per message that runs the handler and settles its outcome, the lease
+//! keeper, and graceful shutdown.
+//!
+//! Shutdown, in order: stop receiving; wait up to `shutdown_deadline` for active handlers; then
+//! cancel the rest (their contexts report [`LeaseLoss::Shutdown`]), stop them at their next
+//! await point and release their leases with visibility 0 so the messages are redelivered at
+//! once instead of when the lease would have ended.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use aws_sdk_sqs::types::MessageSystemAttributeName;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tracing::{error, info_span, warn, Instrument};
+
+use crate::lease::LeaseKeeper;
+use crate::metrics::Metrics;
+use crate::settle::Settler;
+use crate::{
+    ConfigError, LeaseContext, LeaseLoss, Message, MetricsSnapshot, Outcome, WorkerConfig,
+};
+
+/// How long the receive loop pauses after a failed receive, so an unreachable queue is not
+/// hammered.
+const RECEIVE_ERROR_PAUSE: Duration = Duration::from_secs(1);
+
+/// How long shutdown waits for released leases and stopped handlers after the deadline.
+const RELEASE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The application's code for one message. Implemented for every
+/// `Fn(Message, LeaseContext) -> impl Future<Output = Outcome>`.
+pub trait Handler: Send + Sync + 'static {
+    /// Handles one delivery attempt. Return [`Outcome::Ack`] only once the effect is durable.
+    fn handle(&self, message: Message, lease: LeaseContext)
+        -> impl Future<Output = Outcome> + Send;
+}
+
+impl<F, Fut> Handler for F
+where
+    F: Fn(Message, LeaseContext) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Outcome> + Send,
+{
+    fn handle(
+        &self,
+        message: Message,
+        lease: LeaseContext,
+    ) -> impl Future<Output = Outcome> + Send {
+        self(message, lease)
+    }
+}
+
+/// A configured worker, ready to start.
+pub struct Worker {
+    client: aws_sdk_sqs::Client,
+    config: WorkerConfig,
+}
+
+impl Worker {
+    /// A worker that consumes `config.queue_url` through `client` (leaseq or Amazon SQS).
+    pub fn new(client: aws_sdk_sqs::Client, config: WorkerConfig) -> Result<Worker, ConfigError> {
+        config.validate()?;
+        Ok(Worker { client, config })
+    }
+
+    /// Starts receiving and handling messages on the current tokio runtime.
+    pub fn start<H: Handler>(self, handler: H) -> RunningWorker {
+        let metrics = Arc::new(Metrics::default());
+        let queue_url: Arc<str> = Arc::from(self.config.queue_url.as_str());
+        let keeper = Arc::new(LeaseKeeper::new(
+            self.client.clone(),
+            self.config.queue_url.clone(),
+            self.config.lease.clone(),
+            metrics.clone(),
+        ));
+        let shared = Arc::new(Shared {
+            settler: Settler {
+                client: self.client.clone(),
+                queue_url: queue_url.clone(),
+                failure: self.config.failure.clone(),
+                backoff: self.config.backoff,
+                metrics: metrics.clone(),
+            },
+            handler,
+            keeper: keeper.clone(),
+            metrics: metrics.clone(),
+            slots: Arc::new(Semaphore::new(self.config.concurrency)),
+            stop_handlers: CancellationToken::new(),
+            queue_url,
+        });
+        let stop_receiving = CancellationToken::new();
+        let stop_keeper = CancellationToken::new();
+        let keeper_task = tokio::spawn(keeper.run(stop_keeper.clone()));
+        let receiver = tokio::spawn(receive_loop(
+            self.client,
+            self.config.clone(),
+            shared.clone(),
+            stop_receiving.clone(),
+        ));
+        RunningWorker {
+            metrics,
+            concurrency: self.config.concurrency,
+            shutdown_deadline: self.config.shutdown_deadline,
+            stop_receiving,
+            stop_keeper,
+            receiver,
+            keeper_task,
+            slots: shared.slots.clone(),
+            shutdown: Box::new(ShutdownHooks { shared }),
+        }
+    }
+}
+
+/// What a graceful shutdown did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ShutdownReport {
+    /// Whether every active handler finished before the deadline.
+    pub drained: bool,
+    /// How many handlers were stopped at the deadline (their leases released).
+    pub handlers_stopped: usize,
+    /// The worker's counters at the end.
+    pub metrics: MetricsSnapshot,
+}
+
+/// A worker that is running; shut it down with [`RunningWorker::shutdown`].
+pub struct RunningWorker {
+    metrics: Arc<Metrics>,
+    concurrency: usize,
+    shutdown_deadline: Duration,
+    stop_receiving: CancellationToken,
+    stop_keeper: CancellationToken,
+    receiver: JoinHandle<()>,
+    keeper_task: JoinHandle<()>,
+    slots: Arc<Semaphore>,
+    shutdown: Box<dyn StopHandlers>,
+}
+
+impl RunningWorker {
+    /// The counters so far.
+    pub fn metrics(&self) -> MetricsSnapshot {
+        self.metrics.snapshot()
+    }
+
+    /// Stops gracefully: no new receives; active handlers get until the shutdown deadline; the
+    /// rest are cancelled and their leases released with visibility 0.
+    pub async fn shutdown(self) -> ShutdownReport {
+        self.stop_receiving.cancel();
+        let _ = self.receiver.await;
+        let all = u32::try_from(self.concurrency).unwrap_or(u32::MAX);
+        let drained = tokio::time::timeout(self.shutdown_deadline, self.slots.acquire_many(all))
+            .await
+            .is_ok();
+        let mut handlers_stopped = 0;
+        if !drained {
+            handlers_stopped = self.shutdown.stop_handlers();
+            // Each stopped handler's task releases its lease and then frees its slot.
+            let released =
+                tokio::time::timeout(RELEASE_TIMEOUT, self.slots.acquire_many(all)).await;
+            if released.is_err() {
+                error!("released leases not confirmed within {RELEASE_TIMEOUT:?}");
+            }
+        }
+        self.stop_keeper.cancel();
+        let _ = self.keeper_task.await;
+        ShutdownReport {
+            drained,
+            handlers_stopped,
+            metrics: self.metrics.snapshot(),
+        }
+    }
+}
+
+/// Type erasure for the handler type, so `RunningWorker` needs no type parameter.
+trait StopHandlers: Send + Sync {
+    fn stop_handlers(&self) -> usize;
+}
+
+struct ShutdownHooks<H> {
+    shared: Arc<Shared<H>>,
+}
+
+impl<H: Handler> StopHandlers for ShutdownHooks<H> {
+    fn stop_handlers(&self) -> usize {
+        let count = self.shared.keeper.lose_all(&LeaseLoss::Shutdown);
+        self.shared.stop_handlers.cancel();
+        count
+    }
+}
+
+/// What every message task shares.
+struct Shared<H> {
+    settler: Settler,
+    handler: H,
+    keeper: Arc<LeaseKeeper>,
+    metrics: Arc<Metrics>,
+    slots: Arc<Semaphore>,
+    stop_handlers: CancellationToken,
+    queue_url: Arc<str>,
+}
+
+async fn receive_loop<H: Handler>(
+    client: aws_sdk_sqs::Client,
+    config: WorkerConfig,
+    shared: Arc<Shared<H>>,
+    stop: CancellationToken,
+) {
+    loop {
+        let permits = tokio::select! {
+            permits = free_slots(&shared.slots, config.receive_batch_max) => permits,
+            () = stop.cancelled() => return,
+        };
+        let sent_at = Instant::now();
+        // A receive cut short by shutdown may have leased messages that never arrive here; the
+        // server makes them visible again when that lease ends.
+        let received = tokio::select! {
+            received = receive(&client, &config, permits.len()) => received,
+            () = stop.cancelled() => return,
+        };
+        match received {
+            Ok(messages) => {
+                Metrics::add(&shared.metrics.received, messages.len() as u64);
+                for (message, permit) in messages.into_iter().zip(permits) {
+                    tokio::spawn(handle_message(shared.clone(), message, sent_at, permit));
+                }
+            }
+            Err(error) => {
+                Metrics::add(&shared.metrics.receive_errors, 1);
+                let error = aws_sdk_sqs::error::DisplayErrorContext(&error);
+                warn!(queue = %config.queue_url, %error, "receive failed");
+                tokio::select! {
+                    () = tokio::time::sleep(RECEIVE_ERROR_PAUSE) => {}
+                    () = stop.cancelled() => return,
+                }
+            }
+        }
+    }
+}
+
+/// Waits for one free handler slot, then takes every other free one up to `count_max`.
+async fn free_slots(slots: &Arc<Semaphore>, count_max: u32) -> Vec<OwnedSemaphorePermit> {
+    let first = slots
+        .clone()
+        .acquire_owned()
+        .await
+        .expect("the slot semaphore is never closed");
+    let mut permits = vec![first];
+    while permits.len() < count_max as usize {
+        match slots.clone().try_acquire_owned() {
+            Ok(permit) => permits.push(permit),
+            Err(_) => break,
+        }
+    }
+    permits
+}
+
+type ReceiveError =
+    aws_sdk_sqs::error::SdkError<aws_sdk_sqs::operation::receive_message::ReceiveMessageError>;
+
+async fn receive(
+    client: &aws_sdk_sqs::Client,
+    config: &WorkerConfig,
+    count: usize,
+) -> Result<Vec<Message>, ReceiveError> {
+    let output = client
+        .receive_message()
+        .queue_url(&config.queue_url)
+        .max_number_of_messages(count as i32)
+        .wait_time_seconds(config.wait_time.as_secs() as i32)
+        .visibility_timeout(config.lease.visibility_seconds())
+        .message_system_attribute_names(MessageSystemAttributeName::All)
+        .message_attribute_names("All")
+        .send()
+        .await?;
+    let messages = output.messages.unwrap_or_default();
+    Ok(messages.into_iter().filter_map(Message::from_sqs).collect())
+}
+
+/// Runs the handler of one message under its lease and settles the outcome. The slot permit is
+/// held until the message is settled, so messages in hand never exceed `concurrency`.
+async fn handle_message<H: Handler>(
+    shared: Arc<Shared<H>>,
+    message: Message,
+    received_at: Instant,
+    _permit: OwnedSemaphorePermit,
+) {
+    let span = info_span!("attempt", queue = %shared.queue_url, message_id = message.id(), attempt = message.attempt());
+    let context = LeaseContext::new(message.attempt(), message.id(), shared.queue_url.clone());
+    let lease_id = shared
+        .keeper
+        .register(message.receipt_handle(), context.clone(), received_at);
+    let outcome = run_handler(&shared, message.clone(), context.clone())
+        .instrument(span.clone())
+        .await;
+    // Stop extending before settling, so an extension cannot undo a retry's visibility.
+    shared.keeper.unregister(lease_id);
+    settle(&shared, &message, &context, outcome)
+        .instrument(span)
+        .await;
+}
+
+/// The handler's outcome; `None` when it was stopped at shutdown. A panic is a retry.
+async fn run_handler<H: Handler>(
+    shared: &Arc<Shared<H>>,
+    message: Message,
+    context: LeaseContext,
+) -> Option<Outcome> {
+    let task_shared = shared.clone();
+    let mut task = tokio::spawn(
+        async move { task_shared.handler.handle(message, context).await }.in_current_span(),
+    );
+    tokio::select! {
+        joined = &mut task => match joined {
+            Ok(outcome) => Some(outcome),
+            Err(error) if error.is_panic() => {
+                error!("handler panicked; retrying the message");
+                Metrics::add(&shared.metrics.panics, 1);
+                Some(Outcome::retry())
+            }
+            Err(_) => None,
+        },
+        () = shared.stop_handlers.cancelled() => {
+            task.abort();
+            None
+        }
+    }
+}
+
+async fn settle<H: Handler>(
+    shared: &Shared<H>,
+    message: &Message,
+    context: &LeaseContext,
+    outcome: Option<Outcome>,
+) {
+    let result = match outcome {
+        Some(outcome) if !context.is_lost() => shared.settler.settle(message, outcome).await,
+        Some(outcome) => {
+            warn!(?outcome, loss = ?context.loss(), "lease lost; outcome dropped");
+            Metrics::add(&shared.metrics.outcomes_dropped_lease_lost, 1);
+            Ok(())
+        }
+        // Stopped at shutdown: the keeper has already marked the lease lost to the handler, but
+        // the receipt is still the current one, so releasing it is safe and makes the message
+        // visible at once.
+        None => shared.settler.release(message).await,
+    };
+    if let Err(error) = result {
+        Metrics::add(&shared.metrics.settle_errors, 1);
+        error!(error = %ErrorChain(&error), "settling the message failed; it returns when its lease ends");
+    }
+}
+
+/// Displays an error with its sources, for logs.
+struct ErrorChain<'a>(&'a (dyn std::error::Error + 'static));
+
+impl std::fmt::Display for ErrorChain<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.0)?;
+        let mut source = self.0.source();
+        while let Some(error) = source {
+            write!(f, ": {error}")?;
+            source = error.source();
+        }
+        Ok(())
+    }
+}
