@@ -3,9 +3,10 @@
 //! keeper, and graceful shutdown.
 //!
 //! Shutdown, in order: stop receiving; wait up to `shutdown_deadline` for active handlers; then
-//! cancel the rest (their contexts report [`LeaseLoss::Shutdown`]), stop them at their next
-//! await point and release their leases with visibility 0 so the messages are redelivered at
-//! once instead of when the lease would have ended.
+//! cancel the rest (their contexts report [`LeaseLoss::Shutdown`]) and give them a second to
+//! return (an outcome they return is still acted on: the receipt is still current); stop those
+//! that did not at their next await point and release their leases with visibility 0, so the
+//! messages are redelivered at once instead of when the lease would have ended.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -28,6 +29,9 @@ use crate::{
 /// How long the receive loop pauses after a failed receive, so an unreachable queue is not
 /// hammered.
 const RECEIVE_ERROR_PAUSE: Duration = Duration::from_secs(1);
+
+/// How long handlers cancelled at the shutdown deadline have to return before they are stopped.
+const HANDLER_STOP_GRACE: Duration = Duration::from_secs(1);
 
 /// How long shutdown waits for released leases and stopped handlers after the deadline.
 const RELEASE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -156,12 +160,19 @@ impl RunningWorker {
             .is_ok();
         let mut handlers_stopped = 0;
         if !drained {
-            handlers_stopped = self.shutdown.stop_handlers();
-            // Each stopped handler's task releases its lease and then frees its slot.
-            let released =
-                tokio::time::timeout(RELEASE_TIMEOUT, self.slots.acquire_many(all)).await;
-            if released.is_err() {
-                error!("released leases not confirmed within {RELEASE_TIMEOUT:?}");
+            // First tell the remaining handlers to stop; those that return within the grace
+            // have their outcomes acted on, the rest are stopped and their leases released.
+            handlers_stopped = self.shutdown.cancel_contexts();
+            let returned =
+                tokio::time::timeout(HANDLER_STOP_GRACE, self.slots.acquire_many(all)).await;
+            if returned.is_err() {
+                self.shutdown.abort_handlers();
+                // Each stopped handler's task releases its lease and then frees its slot.
+                let released =
+                    tokio::time::timeout(RELEASE_TIMEOUT, self.slots.acquire_many(all)).await;
+                if released.is_err() {
+                    error!("released leases not confirmed within {RELEASE_TIMEOUT:?}");
+                }
             }
         }
         self.stop_keeper.cancel();
@@ -176,7 +187,10 @@ impl RunningWorker {
 
 /// Type erasure for the handler type, so `RunningWorker` needs no type parameter.
 trait StopHandlers: Send + Sync {
-    fn stop_handlers(&self) -> usize;
+    /// Cancels every context still in hand; returns how many there were.
+    fn cancel_contexts(&self) -> usize;
+    /// Stops every handler task at its next await point.
+    fn abort_handlers(&self);
 }
 
 struct ShutdownHooks<H> {
@@ -184,10 +198,12 @@ struct ShutdownHooks<H> {
 }
 
 impl<H: Handler> StopHandlers for ShutdownHooks<H> {
-    fn stop_handlers(&self) -> usize {
-        let count = self.shared.keeper.lose_all(&LeaseLoss::Shutdown);
+    fn cancel_contexts(&self) -> usize {
+        self.shared.keeper.lose_all(&LeaseLoss::Shutdown)
+    }
+
+    fn abort_handlers(&self) {
         self.shared.stop_handlers.cancel();
-        count
     }
 }
 
@@ -335,17 +351,21 @@ async fn settle<H: Handler>(
     context: &LeaseContext,
     outcome: Option<Outcome>,
 ) {
+    // A shutdown only tells the handler to stop: the receipt is still the current one, so an
+    // outcome returned anyway is acted on, and a stopped handler's lease is released so the
+    // message is visible at once. Any other loss means the lease may belong to someone else.
+    let shutdown = context.loss() == Some(&LeaseLoss::Shutdown);
     let result = match outcome {
-        Some(outcome) if !context.is_lost() => shared.settler.settle(message, outcome).await,
+        Some(outcome) if !context.is_lost() || shutdown => {
+            shared.settler.settle(message, outcome).await
+        }
         Some(outcome) => {
             warn!(?outcome, loss = ?context.loss(), "lease lost; outcome dropped");
             Metrics::add(&shared.metrics.outcomes_dropped_lease_lost, 1);
             Ok(())
         }
-        // Stopped at shutdown: the keeper has already marked the lease lost to the handler, but
-        // the receipt is still the current one, so releasing it is safe and makes the message
-        // visible at once.
-        None => shared.settler.release(message).await,
+        None if shutdown => shared.settler.release(message).await,
+        None => Ok(()),
     };
     if let Err(error) = result {
         Metrics::add(&shared.metrics.settle_errors, 1);
