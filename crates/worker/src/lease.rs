@@ -326,3 +326,110 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config() -> LeaseConfig {
+        LeaseConfig {
+            visibility_timeout: Duration::from_secs(30),
+            slack: Duration::from_secs(5),
+            expiry_margin: Duration::from_secs(1),
+            lease_total_max: Duration::from_secs(75),
+            progress_window: None,
+        }
+    }
+
+    fn lease_at(received_at: Instant, config: &LeaseConfig) -> Lease {
+        Lease {
+            receipt_handle: "r".into(),
+            context: LeaseContext::new(1, "m", Arc::from("q")),
+            received_at,
+            deadline: received_at + config.visibility_timeout,
+            next_try_at: received_at,
+            stopped: None,
+        }
+    }
+
+    fn one(lease: Lease) -> HashMap<u64, Lease> {
+        HashMap::from([(1, lease)])
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_lease_is_extended_a_third_before_its_deadline_not_earlier() {
+        let config = config();
+        let start = Instant::now();
+        let mut leases = one(lease_at(start, &config));
+        let decided = plan(&mut leases, &config, start + Duration::from_secs(19));
+        assert!(decided.extensions.is_empty() && decided.lost.is_empty());
+        assert_eq!(decided.next_wake, Some(start + Duration::from_secs(20)));
+        let decided = plan(&mut leases, &config, start + Duration::from_secs(20));
+        let expected = Extension {
+            id: 1,
+            visibility_seconds: 30,
+        };
+        assert_eq!(decided.extensions, vec![expected]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_last_extension_stops_at_the_total_cap_and_the_lease_is_then_lost() {
+        let config = config();
+        let start = Instant::now();
+        let mut lease = lease_at(start, &config);
+        // Extended once already, at 20 s, to 50 s; the cap is 75 s.
+        lease.deadline = start + Duration::from_secs(50);
+        let mut leases = one(lease);
+        let decided = plan(&mut leases, &config, start + Duration::from_secs(40));
+        let expected = Extension {
+            id: 1,
+            visibility_seconds: 30,
+        };
+        assert_eq!(decided.extensions, vec![expected]);
+        leases.get_mut(&1).unwrap().deadline = start + Duration::from_secs(70);
+        // At 60 s only 15 s remain under the cap: the deadline moves to 75 s, not 90 s.
+        let decided = plan(&mut leases, &config, start + Duration::from_secs(60));
+        let expected = Extension {
+            id: 1,
+            visibility_seconds: 15,
+        };
+        assert_eq!(decided.extensions, vec![expected]);
+        leases.get_mut(&1).unwrap().deadline = start + Duration::from_secs(75);
+        let decided = plan(&mut leases, &config, start + Duration::from_secs(66));
+        assert!(decided.extensions.is_empty());
+        assert_eq!(decided.next_wake, Some(start + Duration::from_secs(74)));
+        let decided = plan(&mut leases, &config, start + Duration::from_secs(74));
+        assert_eq!(decided.lost, vec![(1, LeaseLoss::TotalLeaseCapReached)]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn without_progress_in_the_window_a_lease_is_not_extended() {
+        let mut config = config();
+        config.progress_window = Some(Duration::from_secs(15));
+        let start = Instant::now();
+        let mut leases = one(lease_at(start, &config));
+        tokio::time::advance(Duration::from_secs(10)).await;
+        leases[&1].context.report_progress();
+        let decided = plan(&mut leases, &config, start + Duration::from_secs(20));
+        assert_eq!(decided.extensions.len(), 1);
+        let decided = plan(&mut leases, &config, start + Duration::from_secs(26));
+        assert!(decided.extensions.is_empty());
+        let decided = plan(&mut leases, &config, start + Duration::from_secs(29));
+        assert_eq!(decided.lost, vec![(1, LeaseLoss::NoProgress)]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_unconfirmed_extension_counts_as_lost_one_margin_before_the_deadline() {
+        let config = config();
+        let start = Instant::now();
+        let mut lease = lease_at(start, &config);
+        // The extension at 20 s failed; the next try is due at 21 s.
+        lease.next_try_at = start + Duration::from_secs(21);
+        let mut leases = one(lease);
+        let decided = plan(&mut leases, &config, start + Duration::from_secs(20));
+        assert!(decided.extensions.is_empty());
+        assert_eq!(decided.next_wake, Some(start + Duration::from_secs(21)));
+        let decided = plan(&mut leases, &config, start + Duration::from_secs(29));
+        assert_eq!(decided.lost, vec![(1, LeaseLoss::Unconfirmed)]);
+    }
+}

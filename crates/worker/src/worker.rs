@@ -238,9 +238,15 @@ async fn receive_loop<H: Handler>(
         };
         match received {
             Ok(messages) => {
+                let lease_started_at = lease_start(sent_at, Instant::now(), &config);
                 Metrics::add(&shared.metrics.received, messages.len() as u64);
                 for (message, permit) in messages.into_iter().zip(permits) {
-                    tokio::spawn(handle_message(shared.clone(), message, sent_at, permit));
+                    tokio::spawn(handle_message(
+                        shared.clone(),
+                        message,
+                        lease_started_at,
+                        permit,
+                    ));
                 }
             }
             Err(error) => {
@@ -254,6 +260,17 @@ async fn receive_loop<H: Handler>(
             }
         }
     }
+}
+
+/// When the leases of a receive sent at `sent_at` and answered at `answered_at` began, as far as
+/// the worker can tell. The server starts them when it hands the messages out, somewhere in
+/// between; after a long poll that is near the answer, not the request (taking the request time
+/// would make a 20 s poll eat 20 s of every lease). The answer time less the slack reserved for
+/// network delay, but never before the request, is the estimate.
+fn lease_start(sent_at: Instant, answered_at: Instant, config: &WorkerConfig) -> Instant {
+    answered_at
+        .checked_sub(config.lease.slack)
+        .map_or(sent_at, |at| at.max(sent_at))
 }
 
 /// Waits for one free handler slot, then takes every other free one up to `count_max`.
@@ -300,14 +317,15 @@ async fn receive(
 async fn handle_message<H: Handler>(
     shared: Arc<Shared<H>>,
     message: Message,
-    received_at: Instant,
+    lease_started_at: Instant,
     _permit: OwnedSemaphorePermit,
 ) {
     let span = info_span!("attempt", queue = %shared.queue_url, message_id = message.id(), attempt = message.attempt());
     let context = LeaseContext::new(message.attempt(), message.id(), shared.queue_url.clone());
-    let lease_id = shared
-        .keeper
-        .register(message.receipt_handle(), context.clone(), received_at);
+    let lease_id =
+        shared
+            .keeper
+            .register(message.receipt_handle(), context.clone(), lease_started_at);
     let outcome = run_handler(&shared, message.clone(), context.clone())
         .instrument(span.clone())
         .await;

@@ -246,3 +246,50 @@ async fn a_killed_worker_s_message_comes_back_when_its_lease_ends() {
         started_at.elapsed()
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_extension_cancels_the_handler_and_its_ack_is_dropped() {
+    let server = start_server().await;
+    let queue = create_queue(&server.client, "purged", &[]).await;
+    send(&server.client, &queue, "doomed").await;
+    let losses: Log<Option<LeaseLoss>> = Arc::default();
+    let handler = {
+        let losses = losses.clone();
+        move |_message: Message, lease: LeaseContext| {
+            let losses = losses.clone();
+            async move {
+                lease.lost().await;
+                losses.lock().unwrap().push(lease.loss().cloned());
+                // A handler that acks anyway must not get its message deleted: the lease is
+                // gone, so the receipt no longer speaks for it.
+                Outcome::Ack
+            }
+        }
+    };
+    let worker = Worker::new(server.client.clone(), worker_config(&queue))
+        .unwrap()
+        .start(handler);
+    wait_for("the message to be in hand", || async {
+        worker.metrics().received == 1
+    })
+    .await;
+    // Purging deletes the message under the worker's feet; its next extension is refused.
+    server
+        .client
+        .purge_queue()
+        .queue_url(&queue)
+        .send()
+        .await
+        .unwrap();
+    wait_for("the outcome to be dropped", || async {
+        worker.metrics().outcomes_dropped_lease_lost == 1
+    })
+    .await;
+    let report = worker.shutdown().await;
+    let losses = losses.lock().unwrap().clone();
+    assert!(
+        matches!(losses.as_slice(), [Some(LeaseLoss::ExtensionRejected { code })] if !code.is_empty()),
+        "{losses:?}"
+    );
+    assert_eq!((report.metrics.lease_losses, report.metrics.acks), (1, 0));
+}
