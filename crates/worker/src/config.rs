@@ -141,8 +141,9 @@ pub enum FailurePolicy {
         /// The quarantine or dead-letter queue.
         queue_url: String,
     },
-    /// Release the message at once (visibility 0), so the source queue's redrive policy moves it
-    /// to its dead-letter queue after `maxReceiveCount` receives. The reason is only logged.
+    /// Make the message visible again after the backoff, so the source queue's redrive policy
+    /// moves it to its dead-letter queue after `maxReceiveCount` receives. The reason is only
+    /// logged. The default, because it needs no second queue.
     ReleaseToRedrive,
 }
 

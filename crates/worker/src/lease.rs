@@ -167,6 +167,7 @@ impl LeaseKeeper {
             .queue_url(&self.queue_url)
             .set_entries(Some(entries))
             .send();
+        Metrics::add(&self.metrics.extension_calls, 1);
         match tokio::time::timeout_at(answer_by, request).await {
             Ok(Ok(output)) => {
                 let mut leases = lock(&self.leases);

@@ -33,6 +33,8 @@ counters! {
     receive_errors,
     /// Lease extensions the server confirmed.
     extensions,
+    /// `ChangeMessageVisibilityBatch` calls made for extensions (each carries up to ten).
+    extension_calls,
     /// Leases lost (extension refused or unconfirmed, cap reached, no progress, shutdown).
     lease_losses,
     /// Messages deleted after `Outcome::Ack`.

@@ -97,8 +97,11 @@ impl Settler {
                 warn!(%reason, quarantine = %queue_url, "message failed permanently; quarantined");
             }
             FailurePolicy::ReleaseToRedrive => {
-                self.change_visibility(message, Duration::ZERO).await?;
-                warn!(%reason, "message failed permanently; released to the redrive policy");
+                // The backoff, not visibility 0: on a queue without a redrive policy a
+                // permanently failing message would otherwise come straight back, forever.
+                let after = self.backoff.delay(message.attempt(), &mut rand::rng());
+                self.change_visibility(message, after).await?;
+                warn!(%reason, "message failed permanently; left to the redrive policy");
             }
         }
         Ok(())

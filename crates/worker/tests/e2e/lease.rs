@@ -293,3 +293,36 @@ async fn a_refused_extension_cancels_the_handler_and_its_ack_is_dropped() {
     );
     assert_eq!((report.metrics.lease_losses, report.metrics.acks), (1, 0));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_leases_of_many_messages_in_hand_are_extended_in_batches() {
+    let server = start_server().await;
+    let queue = create_queue(&server.client, "many", &[]).await;
+    const MESSAGES: usize = 20;
+    for n in 0..MESSAGES {
+        send(&server.client, &queue, &format!("job {n}")).await;
+    }
+    let mut config = worker_config(&queue);
+    config.concurrency = MESSAGES;
+    let handler = |_message: Message, _lease: LeaseContext| async {
+        tokio::time::sleep(Duration::from_millis(2500)).await;
+        Outcome::Ack
+    };
+    let worker = Worker::new(server.client.clone(), config)
+        .unwrap()
+        .start(handler);
+    wait_for("every message to be acknowledged", || async {
+        worker.metrics().acks == MESSAGES as u64
+    })
+    .await;
+    let report = worker.shutdown().await;
+    let metrics = report.metrics;
+    // Every lease outlived its first 2 s, so each was extended at least once, and the twenty
+    // extensions went out in a few calls of up to ten, not one call each.
+    assert!(metrics.extensions >= MESSAGES as u64, "{metrics:?}");
+    assert!(
+        metrics.extension_calls * 2 <= metrics.extensions,
+        "{metrics:?}"
+    );
+    assert_eq!(metrics.lease_losses, 0, "{metrics:?}");
+}
