@@ -45,7 +45,8 @@ counters! {
     failures,
     /// Handlers that panicked (each also counts as a retry).
     panics,
-    /// Leases released with visibility 0 at shutdown.
+    /// Leases released with visibility 0: at shutdown, or held back behind a message of the
+    /// same FIFO group that was not acknowledged.
     releases,
     /// Outcomes not acted on because the lease had been lost.
     outcomes_dropped_lease_lost,

@@ -8,6 +8,7 @@
 //! that did not at their next await point and release their leases with visibility 0, so the
 //! messages are redelivered at once instead of when the lease would have ended.
 
+use std::collections::HashMap;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -240,13 +241,9 @@ async fn receive_loop<H: Handler>(
             Ok(messages) => {
                 let lease_started_at = lease_start(sent_at, Instant::now(), &config);
                 Metrics::add(&shared.metrics.received, messages.len() as u64);
-                for (message, permit) in messages.into_iter().zip(permits) {
-                    tokio::spawn(handle_message(
-                        shared.clone(),
-                        message,
-                        lease_started_at,
-                        permit,
-                    ));
+                let held: Vec<_> = messages.into_iter().zip(permits).collect();
+                for sequence in sequences(held, config.queue_url.ends_with(".fifo")) {
+                    tokio::spawn(handle_sequence(shared.clone(), sequence, lease_started_at));
                 }
             }
             Err(error) => {
@@ -312,28 +309,76 @@ async fn receive(
     Ok(messages.into_iter().filter_map(Message::from_sqs).collect())
 }
 
-/// Runs the handler of one message under its lease and settles the outcome. The slot permit is
-/// held until the message is settled, so messages in hand never exceed `concurrency`.
-async fn handle_message<H: Handler>(
+/// A received message and the handler slot it occupies until it is settled, so messages in
+/// hand never exceed `concurrency`.
+type Held = (Message, OwnedSemaphorePermit);
+
+/// Splits a receive's messages into the sequences handled one message after another: on a FIFO
+/// queue the messages of each message group, in the order received (so the group's order
+/// holds); otherwise every message on its own, all handled at once.
+fn sequences(held: Vec<Held>, fifo: bool) -> Vec<Vec<Held>> {
+    let mut sequences: Vec<Vec<Held>> = Vec::new();
+    let mut group_index: HashMap<String, usize> = HashMap::new();
+    for (message, permit) in held {
+        let group = message
+            .system_attribute(MessageSystemAttributeName::MessageGroupId)
+            .filter(|_| fifo);
+        let index = match group {
+            Some(group) => *group_index.entry(group.to_string()).or_insert_with(|| {
+                sequences.push(Vec::new());
+                sequences.len() - 1
+            }),
+            None => {
+                sequences.push(Vec::new());
+                sequences.len() - 1
+            }
+        };
+        sequences[index].push((message, permit));
+    }
+    sequences
+}
+
+/// Handles a sequence in order. Every lease of the sequence is kept from the start, so later
+/// messages do not lose theirs while waiting. Once one message is not acknowledged, the rest are
+/// released unhandled: on a FIFO queue they must not overtake it.
+async fn handle_sequence<H: Handler>(
     shared: Arc<Shared<H>>,
-    message: Message,
+    sequence: Vec<Held>,
     lease_started_at: Instant,
-    _permit: OwnedSemaphorePermit,
 ) {
-    let span = info_span!("attempt", queue = %shared.queue_url, message_id = message.id(), attempt = message.attempt());
-    let context = LeaseContext::new(message.attempt(), message.id(), shared.queue_url.clone());
-    let lease_id =
-        shared
-            .keeper
-            .register(message.receipt_handle(), context.clone(), lease_started_at);
-    let outcome = run_handler(&shared, message.clone(), context.clone())
-        .instrument(span.clone())
-        .await;
-    // Stop extending before settling, so an extension cannot undo a retry's visibility.
-    shared.keeper.unregister(lease_id);
-    settle(&shared, &message, &context, outcome)
-        .instrument(span)
-        .await;
+    let registered: Vec<_> = sequence
+        .into_iter()
+        .map(|(message, permit)| {
+            let context =
+                LeaseContext::new(message.attempt(), message.id(), shared.queue_url.clone());
+            let lease_id =
+                shared
+                    .keeper
+                    .register(message.receipt_handle(), context.clone(), lease_started_at);
+            (message, context, lease_id, permit)
+        })
+        .collect();
+    let mut blocked = false;
+    for (message, context, lease_id, _permit) in registered {
+        let span = info_span!("attempt", queue = %shared.queue_url, message_id = message.id(), attempt = message.attempt());
+        if blocked || context.is_lost() {
+            shared.keeper.unregister(lease_id);
+            settle(&shared, &message, &context, None, true)
+                .instrument(span)
+                .await;
+            blocked = true;
+            continue;
+        }
+        let outcome = run_handler(&shared, message.clone(), context.clone())
+            .instrument(span.clone())
+            .await;
+        // Stop extending before settling, so an extension cannot undo a retry's visibility.
+        shared.keeper.unregister(lease_id);
+        let acked = settle(&shared, &message, &context, outcome, false)
+            .instrument(span)
+            .await;
+        blocked = !acked;
+    }
 }
 
 /// The handler's outcome; `None` when it was stopped at shutdown. A panic is a retry.
@@ -363,31 +408,39 @@ async fn run_handler<H: Handler>(
     }
 }
 
+/// Acts on `outcome` (`None`: the handler did not run or was stopped); true if the message was
+/// deleted after an `Ack`. `release` asks for a release even without a shutdown (a message held
+/// back behind a failed one of its FIFO group).
 async fn settle<H: Handler>(
     shared: &Shared<H>,
     message: &Message,
     context: &LeaseContext,
     outcome: Option<Outcome>,
-) {
+    release: bool,
+) -> bool {
     // A shutdown only tells the handler to stop: the receipt is still the current one, so an
     // outcome returned anyway is acted on, and a stopped handler's lease is released so the
     // message is visible at once. Any other loss means the lease may belong to someone else.
     let shutdown = context.loss() == Some(&LeaseLoss::Shutdown);
+    let usable = !context.is_lost() || shutdown;
+    let ack = outcome == Some(Outcome::Ack);
     let result = match outcome {
-        Some(outcome) if !context.is_lost() || shutdown => {
-            shared.settler.settle(message, outcome).await
-        }
+        Some(outcome) if usable => shared.settler.settle(message, outcome).await,
         Some(outcome) => {
             warn!(?outcome, loss = ?context.loss(), "lease lost; outcome dropped");
             Metrics::add(&shared.metrics.outcomes_dropped_lease_lost, 1);
-            Ok(())
+            return false;
         }
-        None if shutdown => shared.settler.release(message).await,
-        None => Ok(()),
+        None if usable && (shutdown || release) => shared.settler.release(message).await,
+        None => return false,
     };
-    if let Err(error) = result {
-        Metrics::add(&shared.metrics.settle_errors, 1);
-        error!(error = %ErrorChain(&error), "settling the message failed; it returns when its lease ends");
+    match result {
+        Ok(()) => ack,
+        Err(error) => {
+            Metrics::add(&shared.metrics.settle_errors, 1);
+            error!(error = %ErrorChain(&error), "settling the message failed; it returns when its lease ends");
+            false
+        }
     }
 }
 
@@ -403,5 +456,54 @@ impl std::fmt::Display for ErrorChain<'_> {
             source = error.source();
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn held(id: &str, group: Option<&str>, slots: &Arc<Semaphore>) -> Held {
+        let mut message = aws_sdk_sqs::types::Message::builder()
+            .message_id(id)
+            .receipt_handle(format!("receipt-{id}"));
+        if let Some(group) = group {
+            message = message.attributes(MessageSystemAttributeName::MessageGroupId, group);
+        }
+        let message = Message::from_sqs(message.build()).expect("id and receipt are set");
+        (message, slots.clone().try_acquire_owned().unwrap())
+    }
+
+    fn ids(sequences: &[Vec<Held>]) -> Vec<Vec<&str>> {
+        sequences
+            .iter()
+            .map(|sequence| sequence.iter().map(|(m, _)| m.id()).collect())
+            .collect()
+    }
+
+    #[test]
+    fn a_fifo_batch_is_split_into_its_groups_in_order() {
+        let slots = Arc::new(Semaphore::new(10));
+        let batch = || {
+            vec![
+                held("a1", Some("a"), &slots),
+                held("b1", Some("b"), &slots),
+                held("a2", Some("a"), &slots),
+                held("x", None, &slots),
+                held("a3", Some("a"), &slots),
+            ]
+        };
+        let fifo = sequences(batch(), true);
+        assert_eq!(
+            ids(&fifo),
+            vec![vec!["a1", "a2", "a3"], vec!["b1"], vec!["x"]]
+        );
+        drop(fifo);
+        // A standard queue (fair queues carry group ids too) handles every message at once.
+        let standard = sequences(batch(), false);
+        assert_eq!(
+            ids(&standard),
+            vec![vec!["a1"], vec!["b1"], vec!["a2"], vec!["x"], vec!["a3"]]
+        );
     }
 }
