@@ -59,6 +59,17 @@ where
     }
 }
 
+/// A shared handler, for several workers (one per queue, say) running the same code.
+impl<H: Handler> Handler for Arc<H> {
+    fn handle(
+        &self,
+        message: Message,
+        lease: LeaseContext,
+    ) -> impl Future<Output = Outcome> + Send {
+        self.as_ref().handle(message, lease)
+    }
+}
+
 /// A configured worker, ready to start.
 pub struct Worker {
     client: aws_sdk_sqs::Client,
@@ -125,13 +136,15 @@ impl Worker {
 pub struct ShutdownReport {
     /// Whether every active handler finished before the deadline.
     pub drained: bool,
-    /// How many handlers were stopped at the deadline (their leases released).
+    /// How many messages were still in hand at the deadline: their contexts were cancelled, and
+    /// the leases of those whose handlers did not return within a second were released.
     pub handlers_stopped: usize,
     /// The worker's counters at the end.
     pub metrics: MetricsSnapshot,
 }
 
-/// A worker that is running; shut it down with [`RunningWorker::shutdown`].
+/// A worker that is running; shut it down with [`RunningWorker::shutdown`]. Dropping it instead
+/// detaches the worker, which then runs until its tokio runtime shuts down.
 pub struct RunningWorker {
     metrics: Arc<Metrics>,
     concurrency: usize,

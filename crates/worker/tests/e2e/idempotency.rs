@@ -153,10 +153,10 @@ async fn postgres_makes_duplicates_no_ops_under_two_concurrent_workers() {
     let handler = Arc::new(handler);
     let first = Worker::new(server.client.clone(), config.clone())
         .unwrap()
-        .start(SharedHandler(handler.clone()));
+        .start(handler.clone());
     let second = Worker::new(server.client.clone(), config)
         .unwrap()
-        .start(SharedHandler(handler));
+        .start(handler);
     wait_for("every copy to be acknowledged", || async {
         first.metrics().acks + second.metrics().acks == (KEYS * COPIES) as u64
     })
@@ -215,19 +215,6 @@ async fn apply_effect(
     }
     transaction.commit().await?;
     Ok(())
-}
-
-/// Lets two workers share one handler value.
-struct SharedHandler<H>(Arc<H>);
-
-impl<H: leaseq_worker::Handler> leaseq_worker::Handler for SharedHandler<H> {
-    fn handle(
-        &self,
-        message: Message,
-        lease: LeaseContext,
-    ) -> impl std::future::Future<Output = Outcome> + Send {
-        self.0.handle(message, lease)
-    }
 }
 
 #[tokio::test]
