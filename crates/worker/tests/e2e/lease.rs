@@ -99,9 +99,10 @@ async fn a_stuck_handler_loses_its_lease_at_the_cap_and_the_message_is_redeliver
                         .push((lease.attempt(), None, started_at.elapsed()));
                     return Outcome::Ack;
                 }
+                let began_at = Instant::now();
                 lease.lost().await;
                 let loss = lease.loss().cloned();
-                seen.lock().unwrap().push((1, loss, started_at.elapsed()));
+                seen.lock().unwrap().push((1, loss, began_at.elapsed()));
                 // Stuck for good: it ignores the cancellation, as a deadlocked handler would.
                 std::future::pending::<Outcome>().await
             }
@@ -122,11 +123,14 @@ async fn a_stuck_handler_loses_its_lease_at_the_cap_and_the_message_is_redeliver
         (*attempt, loss.clone()),
         (1, Some(LeaseLoss::TotalLeaseCapReached))
     );
-    // The cap is 3 s and the last lease ends by then; the context is cancelled 0.5 s before.
+    // The cap is 3 s from the receive, and the last extension stops there; the context is
+    // cancelled 0.5 s before the lease ends, so at most 2.5 s after the handler began (the
+    // receive came first), and not before the first lease would have ended without extension.
     assert!(
-        *lost_after >= Duration::from_millis(2000) && *lost_after < Duration::from_secs(3),
+        *lost_after >= Duration::from_millis(1500) && *lost_after < Duration::from_secs(3),
         "{lost_after:?}"
     );
+    assert!(report.metrics.extensions >= 1, "{report:?}");
     let (attempt, _, redelivered_after) = &seen[1];
     assert_eq!(*attempt, 2);
     assert!(
