@@ -213,3 +213,35 @@ async fn shutdown_with_only_finishing_handlers_drains() {
     assert_eq!((report.handlers_stopped, report.metrics.acks), (0, 1));
     assert_eq!(counts(&server.client, &queue).await, (0, 0));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_quarantine_a_failure_is_left_to_the_redrive_policy() {
+    let server = start_server().await;
+    let dlq = create_queue(&server.client, "left-dlq", &[]).await;
+    let redrive = r#"{"deadLetterTargetArn":"arn:aws:sqs:us-east-1:000000000000:left-dlq","maxReceiveCount":"2"}"#;
+    let queue = create_queue(
+        &server.client,
+        "left",
+        &[(QueueAttributeName::RedrivePolicy, redrive)],
+    )
+    .await;
+    send(&server.client, &queue, "poison").await;
+    let mut config = worker_config(&queue);
+    assert_eq!(config.failure, FailurePolicy::ReleaseToRedrive);
+    config.backoff = Backoff {
+        base: Duration::ZERO,
+        max: Duration::ZERO,
+    };
+    let handler = |_message: Message, _lease: LeaseContext| async { Outcome::fail("cannot parse") };
+    let worker = Worker::new(server.client.clone(), config)
+        .unwrap()
+        .start(handler);
+    let moved = receive_one(&server.client, &dlq, 10, 30)
+        .await
+        .expect("the message in the DLQ");
+    let report = worker.shutdown().await;
+    assert_eq!(moved.body(), Some("poison"));
+    // Two receives by the worker, each failing; the third receive moved it.
+    assert_eq!(report.metrics.failures, 2);
+    assert_eq!(counts(&server.client, &queue).await, (0, 0));
+}
