@@ -66,6 +66,9 @@ pub(crate) struct LeaseKeeper {
     leases: Mutex<HashMap<u64, Lease>>,
     next_id: Mutex<u64>,
     changed: Notify,
+    /// Held for the whole of each extension call, so [`LeaseKeeper::unregister`] can wait out a
+    /// call that may still extend the lease it removed.
+    calls: tokio::sync::Mutex<()>,
 }
 
 impl LeaseKeeper {
@@ -83,6 +86,7 @@ impl LeaseKeeper {
             leases: Mutex::new(HashMap::new()),
             next_id: Mutex::new(0),
             changed: Notify::new(),
+            calls: tokio::sync::Mutex::new(()),
         }
     }
 
@@ -111,9 +115,14 @@ impl LeaseKeeper {
         id
     }
 
-    /// Stops keeping a lease (its handler finished); a no-op for a lease already lost.
-    pub(crate) fn unregister(&self, id: u64) {
+    /// Stops keeping a lease (its handler finished); a no-op for a lease already lost. Returns
+    /// once no extension of it can still be under way, so that a visibility the caller sets next
+    /// (a retry's backoff) cannot be overwritten by a late extension.
+    pub(crate) async fn unregister(&self, id: u64) {
         lock(&self.leases).remove(&id);
+        // A call that includes this lease took the call lock before reading the lease table,
+        // and so before the removal above; waiting for the lock waits that call out.
+        drop(self.calls.lock().await);
     }
 
     /// Extends leases until `stop` is cancelled.
@@ -154,6 +163,7 @@ impl LeaseKeeper {
     /// Sends one batch. The call may take no longer than the earliest time one of its leases
     /// must count as lost; an unanswered call leaves the deadlines as they were.
     async fn extend_batch(&self, batch: &[Extension]) {
+        let _call = self.calls.lock().await;
         let sent_at = Instant::now();
         let Some((entries, answer_by)) = self.batch_entries(batch) else {
             return;

@@ -375,7 +375,7 @@ async fn handle_sequence<H: Handler>(
     for (message, context, lease_id, _permit) in registered {
         let span = info_span!("attempt", queue = %shared.queue_url, message_id = message.id(), attempt = message.attempt());
         if blocked || context.is_lost() {
-            shared.keeper.unregister(lease_id);
+            shared.keeper.unregister(lease_id).await;
             settle(&shared, &message, &context, None, true)
                 .instrument(span)
                 .await;
@@ -386,7 +386,7 @@ async fn handle_sequence<H: Handler>(
             .instrument(span.clone())
             .await;
         // Stop extending before settling, so an extension cannot undo a retry's visibility.
-        shared.keeper.unregister(lease_id);
+        shared.keeper.unregister(lease_id).await;
         let acked = settle(&shared, &message, &context, outcome, false)
             .instrument(span)
             .await;
