@@ -197,3 +197,47 @@ where
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
+
+/// A TCP proxy in front of a server, whose link can be cut: every connection through it is
+/// dropped and new ones are refused, as when the network between worker and queue fails.
+pub struct Proxy {
+    pub endpoint: String,
+    cut: tokio::sync::watch::Sender<bool>,
+}
+
+impl Proxy {
+    /// Starts forwarding a free loopback port to `server`.
+    pub async fn start(server: &Server) -> Proxy {
+        let upstream: std::net::SocketAddr = server
+            .endpoint
+            .trim_start_matches("http://")
+            .parse()
+            .unwrap();
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let endpoint = format!("http://{}", listener.local_addr().unwrap());
+        let (cut, cut_rx) = tokio::sync::watch::channel(false);
+        let mut accept_cut = cut_rx.clone();
+        tokio::spawn(async move {
+            loop {
+                let (mut downstream, _) = tokio::select! {
+                    accepted = listener.accept() => accepted.unwrap(),
+                    _ = accept_cut.wait_for(|cut| *cut) => return,
+                };
+                let mut link_cut = cut_rx.clone();
+                tokio::spawn(async move {
+                    let mut upstream = tokio::net::TcpStream::connect(upstream).await.unwrap();
+                    tokio::select! {
+                        _ = tokio::io::copy_bidirectional(&mut downstream, &mut upstream) => {}
+                        _ = link_cut.wait_for(|cut| *cut) => {}
+                    }
+                });
+            }
+        });
+        Proxy { endpoint, cut }
+    }
+
+    /// Cuts the link for good.
+    pub fn cut(&self) {
+        self.cut.send_replace(true);
+    }
+}

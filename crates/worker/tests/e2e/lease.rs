@@ -330,3 +330,53 @@ async fn the_leases_of_many_messages_in_hand_are_extended_in_batches() {
     );
     assert_eq!(metrics.lease_losses, 0, "{metrics:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unconfirmed_extension_cancels_the_handler_before_the_lease_can_end() {
+    let server = start_server().await;
+    let queue = create_queue(&server.client, "partition", &[]).await;
+    send(&server.client, &queue, "cut off").await;
+    let proxy = common::Proxy::start(&server).await;
+    let losses: Log<(Option<LeaseLoss>, Duration)> = Arc::default();
+    let handler = {
+        let losses = losses.clone();
+        move |_message: Message, lease: LeaseContext| {
+            let losses = losses.clone();
+            async move {
+                let began_at = Instant::now();
+                lease.lost().await;
+                losses
+                    .lock()
+                    .unwrap()
+                    .push((lease.loss().cloned(), began_at.elapsed()));
+                Outcome::Ack
+            }
+        }
+    };
+    let client = common::sdk_client(&proxy.endpoint);
+    let worker = Worker::new(client, worker_config(&queue))
+        .unwrap()
+        .start(handler);
+    wait_for("the message to be in hand", || async {
+        worker.metrics().received == 1
+    })
+    .await;
+    proxy.cut();
+    wait_for("the outcome to be dropped", || async {
+        worker.metrics().outcomes_dropped_lease_lost == 1
+    })
+    .await;
+    let report = worker.shutdown().await;
+    let losses = losses.lock().unwrap().clone();
+    assert_eq!(losses.len(), 1, "{losses:?}");
+    let (loss, lost_after) = &losses[0];
+    assert_eq!(loss, &Some(LeaseLoss::Unconfirmed));
+    // Cancelled (0.5 s) before the 2 s lease, which began before the handler, could end.
+    assert!(*lost_after < Duration::from_secs(2), "{lost_after:?}");
+    assert_eq!((report.metrics.extensions, report.metrics.acks), (0, 0));
+    // Not deleted: the message comes back when the server's lease ends.
+    let message = common::receive_one(&server.client, &queue, 5, 30)
+        .await
+        .expect("the message back");
+    assert_eq!(receive_count(&message), 2);
+}
