@@ -144,7 +144,9 @@ pub struct Idempotent<S, K, H> {
 /// done so, the wrapper completes it. On `Retry` or `Fail` the claim is released.
 ///
 /// `stale_after` is how old a processing record must be before another attempt may take it over;
-/// make it longer than the worker's `lease_total_max`, so no live attempt is ever taken over.
+/// make it longer than the worker's `lease_total_max`, so no live attempt is ever taken over. A
+/// handler that panics (or a worker that dies) leaves its record processing: the key is then
+/// retried once the record is stale, and the claim reports `reclaimed()`.
 pub fn idempotent<S, K, H, Fut>(
     store: Arc<S>,
     key: K,
