@@ -64,7 +64,7 @@ use std::sync::Arc;
 
 use leaseq_core::{
     AttributeValue, DeleteOutcome, Delivery, Engine, EngineConfig, Error, Journal, MessageId,
-    QueueConfig, ReceiptKey, ReceiveRequest, RedriveAllowPolicy, SendInput,
+    PayloadRef, QueueConfig, ReceiptKey, ReceiveRequest, RedriveAllowPolicy, SendInput,
 };
 
 use parse::{
@@ -434,7 +434,7 @@ impl Harness {
         }))
     }
 
-    fn render_delivery(&mut self, delivery: Delivery, verbose: bool) -> String {
+    fn render_delivery(&mut self, delivery: Delivery<PayloadRef>, verbose: bool) -> String {
         let label = format!("r{}", self.receipts.len() + 1);
         self.receipts
             .insert(label.clone(), delivery.receipt.clone());
@@ -444,7 +444,8 @@ impl Harness {
             delivery.receive_count
         );
         if verbose {
-            let payload = &delivery.payload;
+            // Scripts run without a log, so every payload is in memory.
+            let payload = delivery.payload.inline().expect("payload in memory");
             write!(
                 line,
                 " body={} sent={} first_received={} visible_at={}",
