@@ -25,9 +25,11 @@
 //! constant. Traffic pauses only for the freeze (logged as `paused_ms`); a chunk of 256
 //! messages that traffic changes while the checkpoint reads it is copied once.
 //!
-//! Snapshot payload: a sequence of `u32` little-endian length + `codec`-encoded record.
+//! Snapshot payload: a sequence of `u32` little-endian length + `codec`-encoded record, written
+//! and read as a stream.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::io::{BufRead, BufReader, Read};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Instant;
 
@@ -119,28 +121,30 @@ impl Checkpoints {
             (engine.freeze(), lsn)
         };
         let paused_ms = started.elapsed().as_millis() as u64;
-        // Sized for the largest state the last snapshot and the records logged since can make
-        // (a message restored takes less than twice the bytes of its send record), so the
-        // buffer is not copied again and again while it grows; unused capacity is never
-        // touched, so it costs no memory, and it is bounded all the same.
-        let last = self.last_snapshot_bytes.load(Ordering::Relaxed);
-        let grown = (frozen.message_count() as u64).saturating_mul(512);
-        let capacity = last.max(grown).min(1 << 36) + (1 << 20);
-        let mut payload = Vec::with_capacity(usize::try_from(capacity).unwrap_or(0));
-        frozen.records(|record| encode_framed(&record, &mut payload));
+        // Streamed to the snapshot file in chunks: the snapshot is the size of the state, and
+        // holding it in memory would double the server's footprint while a checkpoint runs.
+        let mut writer = log.snapshot_writer(lsn)?;
+        let mut written = Ok(());
+        frozen.records(|record| {
+            if written.is_ok() {
+                written = writer.append_with(|buffer| encode_framed(&record, buffer));
+            }
+        });
+        written?;
         let live = live_bytes_by_segment(&frozen);
         let moves = relocations(&frozen, &live, &log.segments(), lsn);
         drop(frozen);
+        // The log must be durable up to `lsn` before the snapshot claims it.
         log.sync()?;
-        log.write_snapshot(lsn, &payload)?;
+        let snapshot_bytes = writer.finish()?;
         let previous = std::mem::replace(&mut *self.newest_lsn.lock(), lsn);
         let removed = log.remove_segments(previous + 1, |segment| live.contains_key(&segment))?;
         self.last_snapshot_bytes
-            .store(payload.len() as u64, Ordering::Relaxed);
+            .store(snapshot_bytes, Ordering::Relaxed);
         let relocated = self.relocate(engine, log, &moves)?;
         tracing::info!(
             lsn,
-            snapshot_bytes = payload.len(),
+            snapshot_bytes,
             paused_ms,
             elapsed_ms = started.elapsed().as_millis() as u64,
             segments_removed = removed.len(),
@@ -234,22 +238,42 @@ fn encode_framed(record: &Record, out: &mut Vec<u8>) {
     out[start..start + 4].copy_from_slice(&len.to_le_bytes());
 }
 
-/// Applies a snapshot payload to an empty engine.
-pub fn load(engine: &mut Engine, payload: &[u8]) -> Result<u64, codec::DecodeError> {
+/// Why a snapshot could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    /// Reading the file failed.
+    #[error("reading the snapshot: {0}")]
+    Io(#[from] std::io::Error),
+    /// A record in it does not decode (its checksum matched: a bug, not damage).
+    #[error("record at byte {at}: {error}")]
+    Decode {
+        /// Where the record's length prefix is.
+        at: u64,
+        /// What was wrong.
+        error: codec::DecodeError,
+    },
+}
+
+/// Applies a snapshot payload, read as a stream, to an empty engine; returns the records read.
+pub fn load(engine: &mut Engine, payload: impl Read) -> Result<u64, LoadError> {
+    let mut reader = BufReader::with_capacity(1 << 20, payload);
     let mut decoder = codec::Decoder::default();
-    let mut at = 0;
-    let mut records = 0;
-    while at < payload.len() {
-        let len_bytes = payload
-            .get(at..at + 4)
-            .ok_or(codec::DecodeError::Truncated(at))?;
-        let len = u32::from_le_bytes(len_bytes.try_into().expect("4 bytes")) as usize;
-        let bytes = payload
-            .get(at + 4..at + 4 + len)
-            .ok_or(codec::DecodeError::Truncated(at))?;
-        engine.apply(&decoder.decode(bytes)?);
-        at += 4 + len;
+    let mut bytes = Vec::new();
+    let (mut at, mut records) = (0u64, 0u64);
+    loop {
+        let mut len = [0u8; 4];
+        // End of input exactly at a record boundary ends the snapshot.
+        if reader.fill_buf()?.is_empty() {
+            return Ok(records);
+        }
+        reader.read_exact(&mut len)?;
+        bytes.resize(u32::from_le_bytes(len) as usize, 0);
+        reader.read_exact(&mut bytes)?;
+        let record = decoder
+            .decode(&bytes)
+            .map_err(|error| LoadError::Decode { at, error })?;
+        engine.apply(&record);
+        at += 4 + bytes.len() as u64;
         records += 1;
     }
-    Ok(records)
 }

@@ -585,6 +585,11 @@ impl Wal {
         snapshot::write(self.shared.storage.as_ref(), lsn, bytes)
     }
 
+    /// Starts a snapshot as of `lsn`, written as a stream; see [`snapshot::SnapshotWriter`].
+    pub fn snapshot_writer(&self, lsn: Lsn) -> Result<snapshot::SnapshotWriter<'_>, WalError> {
+        snapshot::SnapshotWriter::create(self.shared.storage.as_ref(), lsn)
+    }
+
     /// The newest snapshot whose checksum verifies; see [`snapshot::latest`].
     pub fn latest_snapshot(&self) -> Result<Option<Snapshot>, WalError> {
         snapshot::latest(self.shared.storage.as_ref())
