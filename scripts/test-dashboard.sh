@@ -5,7 +5,8 @@
 #   2. builds the server (debug) and starts it in memory on a free loopback port,
 #   3. creates a queue with three messages and leases one of them, through the JSON API (curl),
 #   4. loads `GET /` in headless Chromium, lets its scripts run (virtual time), dumps the DOM and
-#      checks that the queue's row shows 2 visible and 1 in flight,
+#      checks that the queue's row shows 2 visible and 1 in flight, and the lease table the one
+#      lease (attempt 1),
 #   5. saves a screenshot as target/artifacts/dashboard.png.
 #
 # Environment: LEASEQ_BIN=path uses that binary and skips the build.
@@ -94,6 +95,10 @@ checks.append(("the queues table has a row for %s" % queue, row is not None))
 cells = dict(re.findall(r'<td class="([a-z-]+)">([^<]*)</td>', row.group(1))) if row else {}
 for cell, want in [("visible", "2"), ("in-flight", "1"), ("delayed", "0")]:
     checks.append(("%s shows %s (it shows %r)" % (cell, want, cells.get(cell)), cells.get(cell) == want))
+leases = re.search(r'<table id="leases">.*?<tbody>(.*?)</tbody>', dom, re.S)
+lease_rows = re.findall(r'<tr>(.*?)</tr>', leases.group(1), re.S) if leases else []
+attempts = [re.findall(r'<td[^>]*>([^<]*)</td>', row)[1] for row in lease_rows]
+checks.append(("the leases table shows one lease, attempt 1 (it shows %r)" % attempts, attempts == ["1"]))
 status = re.search(r'id="status">([^<]*)<', dom)
 status = status.group(1) if status else ""
 checks.append(("the status line reports the queues (it says %r)" % status, "queue(s), updated" in status))

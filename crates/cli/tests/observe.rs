@@ -185,6 +185,11 @@ async fn metrics_page_shows_counts_lease_histograms_requests_and_the_log() {
     );
     assert_eq!(queue["counters"]["ack_failures_invalid"], 1);
     assert_eq!(queue["advice"]["verdict"], "insufficient-data");
+    let leases = queue["leases_ending_first"].as_array().unwrap();
+    assert_eq!(leases.len(), 1, "{queue}");
+    assert_eq!(leases[0]["attempt"], 1);
+    let expires_in = leases[0]["expires_in_seconds"].as_f64().unwrap();
+    assert!(expires_in > 0.0 && expires_in <= 30.0, "{queue}");
 
     let html = get(server.addr, "/").await;
     assert!(html.contains("<title>leaseq</title>") && html.contains("/api/queues"));

@@ -214,6 +214,22 @@ impl Queue {
         self.messages.get(seq)
     }
 
+    /// The in-flight messages whose leases end first, soonest first: at most `limit`, looking at
+    /// no more than `scan_max` entries of the timer index (delayed messages share it), so an
+    /// observer's look costs the same however long the queue is. As of the last `advance`.
+    pub fn leases_ending_first(
+        &self,
+        limit: usize,
+        scan_max: usize,
+    ) -> impl Iterator<Item = &Message> + '_ {
+        self.timers
+            .iter()
+            .take(scan_max)
+            .filter_map(|&(_, seq)| self.messages.get(seq))
+            .filter(|message| message.state == MessageState::InFlight)
+            .take(limit)
+    }
+
     /// The sequence number of the ready message a receive would take next.
     pub fn first_ready(&self) -> Option<u64> {
         self.ready.next_after(None)

@@ -22,6 +22,9 @@ use crate::Embedded;
 
 const PAGE: &str = include_str!("dashboard.html");
 
+/// In-flight leases listed per queue, those ending first.
+const LEASES_SHOWN: usize = 10;
+
 /// The dashboard page.
 pub fn page() -> Response {
     (
@@ -60,6 +63,7 @@ async fn metrics(State(backend): State<Arc<Embedded>>) -> Response {
 
 async fn queues(State(backend): State<Arc<Embedded>>) -> Response {
     let (now_ms, queues) = backend.observe_queues();
+    let mut leases = backend.leases_ending_first(LEASES_SHOWN);
     let dead_letter_queues: BTreeSet<&str> = queues
         .iter()
         .filter_map(|(info, _)| info.config.redrive_policy.as_ref())
@@ -71,6 +75,20 @@ async fn queues(State(backend): State<Arc<Embedded>>) -> Response {
             let c = &info.counters;
             let load = |f: fn(&crate::metrics::QueueStats) -> u64| stats.as_deref().map_or(0, f);
             let advice = advice_for(info, stats.as_deref());
+            let seconds = |ms: u64| ms as f64 / 1000.0;
+            let leases: Vec<Value> = leases
+                .remove(&info.queue_id)
+                .unwrap_or_default()
+                .iter()
+                .map(|lease| {
+                    json!({
+                        "message_id": lease.message_id.to_string(),
+                        "attempt": lease.attempt,
+                        "held_seconds": seconds(now_ms.saturating_sub(lease.leased_at_ms)),
+                        "expires_in_seconds": seconds(lease.lease_expires_at_ms.saturating_sub(now_ms)),
+                    })
+                })
+                .collect();
             json!({
                 "name": &*info.name,
                 "visible": info.ready,
@@ -96,6 +114,7 @@ async fn queues(State(backend): State<Arc<Embedded>>) -> Response {
                     "ack_failures_stale": info.stale_receipts_seen,
                     "ack_failures_invalid": load(|s| s.invalid_receipts.load(std::sync::atomic::Ordering::Relaxed)),
                 },
+                "leases_ending_first": leases,
                 "processing_ms": advice.processing_ms.map(|p| json!({
                     "p50": p.p50, "p95": p.p95, "p99": p.p99, "max": p.max,
                 })),

@@ -95,6 +95,63 @@ mod tests {
             Some(2)
         );
         assert_eq!(engine.lease_of("other", &second[0].receipt), None);
+        let queue = engine.queue("jobs").unwrap();
+        let leases: Vec<u32> = queue
+            .leases_ending_first(10, 100)
+            .map(|message| message.receive_count)
+            .collect();
+        assert_eq!(leases, [2]);
+        assert_eq!(queue.leases_ending_first(10, 0).count(), 0);
         assert_eq!(engine.lease_of("jobs", "not-a-receipt"), None);
+    }
+
+    #[test]
+    fn leases_ending_first_skips_delayed_messages_and_orders_by_deadline() {
+        let mut engine = Engine::new(EngineConfig::default(), ReceiptKey::new([7; 16]));
+        let mut journal = Journal::new();
+        let patch = QueueConfigPatch::default();
+        engine
+            .create_queue(0, "jobs", &patch, Default::default(), &mut journal)
+            .unwrap();
+        let mut delayed = SendInput::body("later");
+        delayed.delay_seconds = Some(5);
+        engine
+            .send(
+                0,
+                "jobs",
+                delayed,
+                MessageId::from_random([9; 16]),
+                &mut journal,
+            )
+            .unwrap();
+        for i in 1..=3u8 {
+            let input = SendInput::body(format!("job-{i}"));
+            engine
+                .send(
+                    0,
+                    "jobs",
+                    input,
+                    MessageId::from_random([i; 16]),
+                    &mut journal,
+                )
+                .unwrap();
+        }
+        for visibility in [60, 20, 40] {
+            let request = ReceiveRequest {
+                max_messages: 1,
+                visibility_timeout_seconds: Some(visibility),
+            };
+            engine
+                .receive(1_000, "jobs", request, &mut journal)
+                .unwrap();
+        }
+        let queue = engine.queue("jobs").unwrap();
+        let deadlines: Vec<u64> = queue
+            .leases_ending_first(2, 100)
+            .map(|message| message.visible_at_ms)
+            .collect();
+        assert_eq!(deadlines, [21_000, 41_000]);
+        // The delayed message's timer (6 000) comes first and counts against the scan bound.
+        assert_eq!(queue.leases_ending_first(10, 2).count(), 1);
     }
 }

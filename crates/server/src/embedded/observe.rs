@@ -10,9 +10,28 @@ use leaseq_core::{DeleteOutcome, Delivery, Engine, Error, Journal, QueueInfo};
 use leaseq_sqs::error::SqsError;
 use leaseq_sqs::{ProcessingPercentiles, VisibilityAdvice};
 
+use rustc_hash::FxHashMap;
+
 use super::Embedded;
 use crate::advisor::{self, Evidence};
 use crate::metrics::{LogStats, Metrics, ObservedQueue, QueueStats};
+
+/// Timer entries an observer's look at a queue's leases walks at most (delayed messages share
+/// the index with leases): bounds the time the engine lock is held for it.
+const LEASE_SCAN_MAX: usize = 1_000;
+
+/// One in-flight lease, for the dashboard.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LeaseRow {
+    /// The message.
+    pub message_id: leaseq_core::MessageId,
+    /// The attempt holding the lease.
+    pub attempt: u32,
+    /// When the attempt began.
+    pub leased_at_ms: u64,
+    /// When the lease ends unless extended.
+    pub lease_expires_at_ms: u64,
+}
 
 impl Embedded {
     /// Turns metrics on: the backend records its observations into `metrics`.
@@ -140,6 +159,30 @@ impl Embedded {
             })
             .collect();
         (now_ms, queues)
+    }
+
+    /// For each queue (by id), the in-flight leases that end first (at most `limit`), as of the
+    /// last look at the queue (call after [`Embedded::observe_queues`], which brings every queue
+    /// up to now).
+    pub fn leases_ending_first(&self, limit: usize) -> FxHashMap<u64, Vec<LeaseRow>> {
+        let engine = self.engine.lock();
+        engine
+            .list_queues("")
+            .iter()
+            .filter_map(|name| engine.queue(name))
+            .map(|queue| {
+                let leases = queue
+                    .leases_ending_first(limit, LEASE_SCAN_MAX)
+                    .map(|message| LeaseRow {
+                        message_id: message.id,
+                        attempt: message.receive_count,
+                        leased_at_ms: message.leased_at_ms,
+                        lease_expires_at_ms: message.visible_at_ms,
+                    })
+                    .collect();
+                (queue.id, leases)
+            })
+            .collect()
     }
 
     /// The log's fsync latency and batch sizes (`None` in memory).
