@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Creates the two Python virtualenvs the client-compatibility tests run in:
 #
-#   target/venvs/json   current boto3 + awscli (v1) + pytest: speaks the AWS JSON 1.0 protocol
+#   target/venvs/json   current boto3 + awscli (v1) + pytest + prometheus-client (to parse
+#                       /metrics): speaks the AWS JSON 1.0 protocol
 #   target/venvs/query  boto3 1.28.70 / botocore 1.31.70 + pytest: the last releases that still
 #                       speak the Query (form-encoded request, XML response) protocol for SQS
 #
@@ -16,7 +17,7 @@ python="${PYTHON:-python3}"
 
 # Unpinned on purpose for the JSON venv: it should track what users install today. Re-run with
 # LEASEQ_VENVS_REFRESH=1 to pick up new releases.
-json_requirements="boto3 awscli pytest"
+json_requirements="boto3 awscli pytest prometheus-client"
 query_requirements="boto3==1.28.70 botocore==1.31.70 pytest"
 
 ensure_venv() {

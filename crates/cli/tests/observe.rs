@@ -270,6 +270,10 @@ async fn late_deletes_make_the_advisor_recommend_a_longer_timeout() {
         "{advice}"
     );
 
+    let page = get(server.addr, "/metrics").await;
+    let gauge = format!("leaseq_queue_visibility_recommended_seconds{{queue=\"{name}\"}}");
+    assert_eq!(sample(&page, &gauge), f64::from(recommended));
+
     let endpoint = server.endpoint.as_str();
     let queues = leaseq(&["queues", "--endpoint", endpoint, "--prefix", &name]);
     assert_eq!(queues.trim(), name);

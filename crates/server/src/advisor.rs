@@ -20,7 +20,10 @@
 //!    message comes back sooner (unless leases are being extended, which shows long work).
 //! 5. Otherwise: the timeout fits.
 
+use leaseq_core::QueueInfo;
 use leaseq_sqs::{ProcessingPercentiles, VisibilityAdvice};
+
+use crate::metrics::QueueStats;
 
 /// Deletes needed before the percentiles are trusted.
 pub const DELETES_MIN: u64 = 20;
@@ -151,6 +154,34 @@ pub fn advise(evidence: &Evidence) -> VisibilityAdvice {
             percent(late_rate)
         ),
     )
+}
+
+/// The advisor's finding for one queue from its counts and the server's observations.
+pub fn advice_for(info: &QueueInfo, stats: Option<&QueueStats>) -> VisibilityAdvice {
+    let processing = stats.map(|stats| stats.processing_ms.snapshot());
+    let percentiles = processing.as_ref().and_then(|h| {
+        Some(ProcessingPercentiles {
+            p50: h.quantile(0.50)?,
+            p95: h.quantile(0.95)?,
+            p99: h.quantile(0.99)?,
+            max: h.max,
+        })
+    });
+    let counters = &info.counters;
+    let evidence = Evidence {
+        visibility_timeout_seconds: info.config.visibility_timeout_seconds,
+        processing_ms: percentiles,
+        deletes_observed: processing.map_or(0, |h| h.count),
+        deliveries: counters.received,
+        leases_expired: counters.leases_expired,
+        deleted_late: counters.deleted_late,
+        deleted: counters.deleted,
+        leases_extended: counters.leases_changed,
+    };
+    VisibilityAdvice {
+        queue_name: info.name.clone(),
+        ..advise(&evidence)
+    }
 }
 
 fn rate(part: u64, whole: u64) -> f64 {

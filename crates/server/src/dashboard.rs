@@ -16,7 +16,7 @@ use axum::routing::get;
 use axum::Router;
 use serde_json::{json, Value};
 
-use crate::embedded::advice_for;
+use crate::advisor::advice_for;
 use crate::metrics::{render, Metrics, Scrape};
 use crate::Embedded;
 

@@ -31,7 +31,7 @@ use crate::payloads;
 use crate::waiters::Waiters;
 
 mod observe;
-pub use observe::advice_for;
+pub use observe::LeaseRow;
 
 /// Settings of the embedded backend.
 #[derive(Clone, Debug)]

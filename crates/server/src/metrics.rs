@@ -263,6 +263,19 @@ fn render_queue_gauges(page: &mut Page, scrape: &Scrape) {
         );
     }
     page.family(
+        "leaseq_queue_visibility_recommended_seconds",
+        "gauge",
+        "The visibility advisor's recommended timeout (equal to the current one when it fits or evidence is short).",
+    );
+    for (info, stats) in scrape.queues {
+        let advice = crate::advisor::advice_for(info, stats.as_deref());
+        page.sample(
+            "leaseq_queue_visibility_recommended_seconds",
+            &[("queue", &info.name)],
+            advice.recommended_visibility_timeout_seconds,
+        );
+    }
+    page.family(
         "leaseq_queue_visibility_timeout_seconds",
         "gauge",
         "The queue's visibility timeout (lease length by default).",
@@ -641,6 +654,7 @@ mod tests {
             "leaseq_queue_messages{queue=\"jobs\",state=\"in_flight\"} 2",
             "leaseq_queue_messages{queue=\"jobs\",state=\"delayed\"} 1",
             "leaseq_queue_oldest_message_age_seconds{queue=\"jobs\"} 3",
+            "leaseq_queue_visibility_recommended_seconds{queue=\"jobs\"} 30",
             "leaseq_messages_sent_total{queue=\"jobs\"} 6",
             "leaseq_leases_expired_total{queue=\"jobs\"} 1",
             "leaseq_receives_empty_total{queue=\"jobs\"} 5",

@@ -8,13 +8,13 @@ use std::sync::Arc;
 
 use leaseq_core::{DeleteOutcome, Delivery, Engine, Error, Journal, QueueInfo};
 use leaseq_sqs::error::SqsError;
-use leaseq_sqs::{ProcessingPercentiles, VisibilityAdvice};
+use leaseq_sqs::VisibilityAdvice;
 
 use rustc_hash::FxHashMap;
 
 use super::Embedded;
-use crate::advisor::{self, Evidence};
-use crate::metrics::{LogStats, Metrics, ObservedQueue, QueueStats};
+use crate::advisor::advice_for;
+use crate::metrics::{LogStats, Metrics, ObservedQueue};
 
 /// Timer entries an observer's look at a queue's leases walks at most (delayed messages share
 /// the index with leases): bounds the time the engine lock is held for it.
@@ -203,33 +203,5 @@ impl Embedded {
             .as_ref()
             .and_then(|metrics| metrics.queue_if_seen(info.queue_id));
         Ok(advice_for(&info, stats.as_deref()))
-    }
-}
-
-/// The advisor's finding for one queue from its counts and the server's observations.
-pub fn advice_for(info: &QueueInfo, stats: Option<&QueueStats>) -> VisibilityAdvice {
-    let processing = stats.map(|stats| stats.processing_ms.snapshot());
-    let percentiles = processing.as_ref().and_then(|h| {
-        Some(ProcessingPercentiles {
-            p50: h.quantile(0.50)?,
-            p95: h.quantile(0.95)?,
-            p99: h.quantile(0.99)?,
-            max: h.max,
-        })
-    });
-    let counters = &info.counters;
-    let evidence = Evidence {
-        visibility_timeout_seconds: info.config.visibility_timeout_seconds,
-        processing_ms: percentiles,
-        deletes_observed: processing.map_or(0, |h| h.count),
-        deliveries: counters.received,
-        leases_expired: counters.leases_expired,
-        deleted_late: counters.deleted_late,
-        deleted: counters.deleted,
-        leases_extended: counters.leases_changed,
-    };
-    VisibilityAdvice {
-        queue_name: info.name.clone(),
-        ..advisor::advise(&evidence)
     }
 }
