@@ -110,8 +110,11 @@ impl Engine {
         let mut deliveries = Vec::with_capacity(wanted);
         let mut leases = Vec::new();
         // Groups are visited in head order, each at most once per receive: a group served with
-        // a lease of 0 seconds stays available at the same head, and the cursor moves past it.
+        // a lease of 0 seconds stays available at the same head, and the cursor moves past it;
+        // a group whose head was dead-lettered may be available again at a later head, and
+        // `served` skips it there (it holds at most one group per delivery, so at most 10).
         let mut cursor = None;
+        let mut served: Vec<Arc<str>> = Vec::new();
         'groups: while deliveries.len() < wanted {
             let queue = &self.queues[&queue_id];
             let fifo = queue.fifo().expect("FIFO queue");
@@ -119,6 +122,12 @@ impl Engine {
                 break;
             };
             cursor = Some(head);
+            let message = queue.message(head).expect("group head exists");
+            let group_id = &message.fifo.as_ref().expect("FIFO message").group_id;
+            if served.contains(group_id) {
+                continue;
+            }
+            served.push(group_id.clone());
             let mut next = Some(head);
             while let Some(seq) = next {
                 let queue = &self.queues[&queue_id];
