@@ -50,9 +50,6 @@ pub enum Field {
     MessageDeduplicationId,
     /// Receive parameter: the id that makes a FIFO receive retryable.
     ReceiveRequestAttemptId,
-    /// Queue settings of FIFO queues (`FifoQueue`, `ContentBasedDeduplication`,
-    /// `DeduplicationScope`, `FifoThroughputLimit`); the reason names which.
-    FifoSettings,
 }
 
 /// Why the engine refused a request.

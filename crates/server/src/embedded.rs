@@ -240,6 +240,9 @@ impl Embedded {
                     dead_letter_queue_id,
                     ..
                 } => self.waiters.wake(*dead_letter_queue_id, 1),
+                // On a FIFO queue a delete may unblock the message's group. (On a standard queue
+                // the woken receive finds nothing new and waits again: one wasted look.)
+                Record::Delete { queue_id, .. } => self.waiters.wake(*queue_id, 1),
                 Record::DeleteQueue { queue_id, .. } => self.waiters.close(*queue_id),
                 _ => {}
             }
@@ -267,9 +270,12 @@ impl Embedded {
         name: &str,
         request: ReceiveRequest,
         wait_time_seconds: Option<u32>,
+        attempt_id: Option<&str>,
     ) -> Result<ReceiveProbe, SqsError> {
         self.run(|engine, journal| {
-            let deliveries = match engine.receive(self.now_ms(), name, request, journal) {
+            let now_ms = self.now_ms();
+            let received = engine.receive_with_attempt(now_ms, name, request, attempt_id, journal);
+            let deliveries = match received {
                 Err(Error::OverLimit { .. })
                     if wait_time_seconds.map_or_else(
                         || {
@@ -301,9 +307,12 @@ impl Embedded {
         name: &str,
         request: ReceiveRequest,
         wait_time_seconds: Option<u32>,
+        attempt_id: Option<&str>,
     ) -> Result<Vec<Delivery>, SqsError> {
         let started = Instant::now();
-        let mut probe = self.try_receive(name, request, wait_time_seconds).await?;
+        let mut probe = self
+            .try_receive(name, request, wait_time_seconds, attempt_id)
+            .await?;
         let wait_seconds = wait_time_seconds.unwrap_or(probe.queue_wait_seconds);
         if !probe.deliveries.is_empty() || wait_seconds == 0 {
             return Ok(probe.deliveries);
@@ -320,7 +329,9 @@ impl Embedded {
             tokio::pin!(notified);
             // Register before looking, so a message sent between the look and the sleep wakes us.
             notified.as_mut().enable();
-            probe = self.try_receive(name, request, wait_time_seconds).await?;
+            probe = self
+                .try_receive(name, request, wait_time_seconds, attempt_id)
+                .await?;
             if !probe.deliveries.is_empty() {
                 return Ok(probe.deliveries);
             }
@@ -533,10 +544,11 @@ impl Backend for Embedded {
                 wait_time_seconds,
                 attribute_names,
                 message_attribute_names,
-                receive_request_attempt_id: _,
+                receive_request_attempt_id,
             } => {
+                let attempt_id = receive_request_attempt_id.as_deref();
                 let deliveries = self
-                    .receive(&queue.name, request, wait_time_seconds)
+                    .receive(&queue.name, request, wait_time_seconds, attempt_id)
                     .await?;
                 Ok(Outcome::Received {
                     deliveries,
