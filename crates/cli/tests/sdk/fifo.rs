@@ -284,7 +284,7 @@ async fn concurrent_consumers_keep_group_order_and_never_share_a_group() {
     for task in tasks {
         task.await.expect("a consumer panicked");
     }
-    let processed = processed.lock().unwrap();
+    let processed = processed.lock().unwrap().clone();
     for (g, indices) in processed.iter().enumerate() {
         let expected: Vec<usize> = (0..PER_GROUP).collect();
         assert_eq!(indices, &expected, "group {g} out of order or incomplete");
