@@ -420,3 +420,40 @@ async fn fifo_state_survives_a_restart() {
     let bodies: Vec<&str> = messages.iter().map(|m| m.body().unwrap()).collect();
     assert_eq!(bodies, ["a-1"]);
 }
+
+/// A long poll waiting on a blocked group returns as soon as the group is unblocked by a
+/// delete, not when its wait or the lease ends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_delete_wakes_a_long_poll_waiting_on_a_blocked_group() {
+    let server = Server::start().await;
+    let sqs = &server.client;
+    let name = common::queue_name("wake") + ".fifo";
+    let url = create_queue(sqs, &name, &fifo_attributes()).await;
+    send_fifo(sqs, &url, "first", "g", Some("1")).await;
+    send_fifo(sqs, &url, "second", "g", Some("2")).await;
+    let held = receive(sqs, &url, 1, 0, Some(60)).await;
+    assert_eq!(held[0].body(), Some("first"));
+
+    let waiter = {
+        let (sqs, url) = (sqs.clone(), url.clone());
+        tokio::spawn(async move {
+            let started = Instant::now();
+            let messages = receive(&sqs, &url, 10, 10, None).await;
+            (messages, started.elapsed())
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    sqs.delete_message()
+        .queue_url(&url)
+        .receipt_handle(receipt(&held[0]))
+        .send()
+        .await
+        .unwrap();
+    let (messages, waited) = waiter.await.unwrap();
+    assert_eq!(messages.len(), 1, "{messages:?}");
+    assert_eq!(messages[0].body(), Some("second"));
+    assert!(
+        waited < Duration::from_secs(3),
+        "the long poll took {waited:?} after the group was unblocked at ~0.3 s"
+    );
+}
