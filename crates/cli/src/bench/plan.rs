@@ -335,6 +335,21 @@ mod tests {
     }
 
     #[test]
+    fn groups_make_a_fifo_queue() {
+        let fifo = plan(&["--workload", "w4", "--groups", "10"]).unwrap();
+        assert_eq!(fifo.groups, Some(10));
+        assert!(fifo.queue.ends_with(".fifo"), "{}", fifo.queue);
+        assert!(fifo.describe().ends_with("FIFO with 10 groups"));
+        let named = plan(&["--groups", "1", "--queue", "mine.fifo"]).unwrap();
+        assert_eq!(named.queue, "mine.fifo");
+        assert!(plan(&["--groups", "0"]).is_err());
+        assert!(!plan(&["--workload", "w4"])
+            .unwrap()
+            .queue
+            .ends_with(".fifo"));
+    }
+
+    #[test]
     fn a_cut_short_backlog_bounds_consumption() {
         let mut run = plan(&["--workload", "w3", "--backlog", "1000"])
             .unwrap()
