@@ -158,8 +158,11 @@ pub struct FifoState {
     groups: FxHashMap<Arc<str>, Group>,
     /// Head sequence numbers of the groups that may deliver now.
     available: BTreeSet<u64>,
-    /// (scope, deduplication id) → entry; the scope is the group id or "" for the whole queue.
-    window: FxHashMap<(Arc<str>, Arc<str>), Deduplicated>,
+    /// scope → deduplication id → entry; the scope is the group id or "" for the whole queue.
+    /// (Nested so a lookup borrows the request's strings instead of building a key.)
+    window: FxHashMap<Arc<str>, FxHashMap<Arc<str>, Deduplicated>>,
+    /// Entries in `window`.
+    window_len: usize,
     /// (expires_at_ms, seq) → the window key, for pruning in time order.
     window_expiry: BTreeMap<(u64, u64), (Arc<str>, Arc<str>)>,
     attempts: FxHashMap<Arc<str>, ReceiveAttempt>,
@@ -183,15 +186,23 @@ impl FifoState {
             if at > now_ms {
                 break;
             }
-            let key = self
+            let (scope, id) = self
                 .window_expiry
                 .remove(&(at, seq))
                 .expect("first entry exists");
-            let removed = self.window.remove(&key);
+            let ids = self
+                .window
+                .get_mut(&scope)
+                .expect("scope of a window entry");
+            let removed = ids.remove(&id);
             assert!(
                 removed.is_some_and(|entry| entry.seq == seq),
                 "window entry of message {seq} missing"
             );
+            if ids.is_empty() {
+                self.window.remove(&scope);
+            }
+            self.window_len -= 1;
         }
         while let Some((at, _)) = self.attempt_expiry.first() {
             if *at > now_ms {
@@ -204,11 +215,7 @@ impl FifoState {
 
     /// The window entry of a deduplication id in a scope, if the id is in the window.
     pub fn deduplicated(&self, scope: &str, deduplication_id: &str) -> Option<Deduplicated> {
-        // A tuple of `Arc<str>` cannot be borrowed as a tuple of `&str`; the key is built once
-        // per FIFO send, which allocates no more than the send itself.
-        self.window
-            .get(&(Arc::from(scope), Arc::from(deduplication_id)))
-            .copied()
+        self.window.get(scope)?.get(deduplication_id).copied()
     }
 
     /// Enters a deduplication id into the window (the id must not be in it).
@@ -218,24 +225,30 @@ impl FifoState {
         deduplication_id: Arc<str>,
         entry: Deduplicated,
     ) {
-        let key = (scope, deduplication_id);
-        self.window_expiry
-            .insert((entry.expires_at_ms, entry.seq), key.clone());
-        let previous = self.window.insert(key, entry);
+        self.window_expiry.insert(
+            (entry.expires_at_ms, entry.seq),
+            (scope.clone(), deduplication_id.clone()),
+        );
+        let previous = self
+            .window
+            .entry(scope)
+            .or_default()
+            .insert(deduplication_id, entry);
         assert!(previous.is_none(), "deduplication id entered twice");
+        self.window_len += 1;
     }
 
     /// Every window entry: (scope, deduplication id, entry), in expiry order.
     pub fn window(&self) -> impl Iterator<Item = (&str, &str, Deduplicated)> + '_ {
-        self.window_expiry.values().map(|key| {
-            let entry = self.window[key];
-            (&*key.0, &*key.1, entry)
+        self.window_expiry.values().map(|(scope, id)| {
+            let entry = self.window[scope][id];
+            (&**scope, &**id, entry)
         })
     }
 
     /// Entries in the deduplication window.
     pub fn window_len(&self) -> usize {
-        self.window.len()
+        self.window_len
     }
 
     /// The remembered receive with this attempt id, if it is less than five minutes old.
@@ -267,6 +280,7 @@ impl FifoState {
     /// Forgets the window and the attempts (a purge).
     pub(crate) fn forget(&mut self) {
         self.window.clear();
+        self.window_len = 0;
         self.window_expiry.clear();
         self.attempts.clear();
         self.attempt_expiry.clear();
@@ -373,9 +387,12 @@ impl FifoState {
             available.extend(should);
         }
         assert_eq!(available, self.available, "available groups");
-        assert_eq!(self.window.len(), self.window_expiry.len());
-        for ((at, seq), key) in &self.window_expiry {
-            let entry = self.window[key];
+        let entries: usize = self.window.values().map(|ids| ids.len()).sum();
+        assert_eq!(entries, self.window_len);
+        assert_eq!(self.window_len, self.window_expiry.len());
+        assert!(self.window.values().all(|ids| !ids.is_empty()));
+        for ((at, seq), (scope, id)) in &self.window_expiry {
+            let entry = self.window[scope][id];
             assert_eq!((entry.expires_at_ms, entry.seq), (*at, *seq));
         }
         assert_eq!(self.attempts.len(), self.attempt_expiry.len());

@@ -13,7 +13,8 @@
 //!   other receive gets any message of that group until all of them are gone or released);
 //! - **order:** per group, first deliveries happen in send order, and a delivered message has no
 //!   older message of its group left in the queue other than ones delivered in the same receive;
-//! - **deduplication:** a send whose id was sent in the scope in the last 5 minutes (and not
+//! - **deduplication** (scope `queue` on even seeds, `messageGroup` on odd ones): a send whose id
+//!   was sent in the scope in the last 5 minutes (and not
 //!   purged since) is a duplicate of exactly that message and is not enqueued; any other send is
 //!   enqueued;
 //! - **receipts die with their lease:** a delete after the lease ended fails and deletes nothing;
@@ -28,8 +29,8 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use leaseq_core::{
-    codec, DeleteOutcome, Engine, EngineConfig, Error, Journal, MessageId, MessageState,
-    QueueConfigPatch, ReceiptKey, ReceiveRequest, RedrivePolicy, SendInput,
+    codec, DeduplicationScope, DeleteOutcome, Engine, EngineConfig, Error, Journal, MessageId,
+    MessageState, QueueConfigPatch, ReceiptKey, ReceiveRequest, RedrivePolicy, SendInput,
 };
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -148,8 +149,10 @@ struct Sim {
     totals: Totals,
     held: Vec<Held>,
     receives: u64,
-    /// The model of the deduplication window: dedup id → (first message, sent at).
-    window: HashMap<String, (MessageId, u64)>,
+    /// `DeduplicationScope=messageGroup` (odd seeds) rather than `queue`.
+    group_scope: bool,
+    /// The model of the deduplication window: (scope, dedup id) → (first message, sent at).
+    window: HashMap<(String, String), (MessageId, u64)>,
     /// Message id → (group, send index) of every message enqueued in the source queue.
     sent: HashMap<MessageId, (String, u64)>,
     sends: u64,
@@ -178,6 +181,7 @@ impl Sim {
             totals: Totals::default(),
             held: Vec::new(),
             receives: 0,
+            group_scope: seed % 2 == 1,
             window: HashMap::new(),
             sent: HashMap::new(),
             sends: 0,
@@ -189,6 +193,11 @@ impl Sim {
         let fifo = QueueConfigPatch {
             fifo_queue: Some(true),
             visibility_timeout_seconds: Some(20),
+            deduplication_scope: Some(if sim.group_scope {
+                DeduplicationScope::MessageGroup
+            } else {
+                DeduplicationScope::Queue
+            }),
             ..QueueConfigPatch::default()
         };
         sim.engine
@@ -265,9 +274,15 @@ impl Sim {
             .engine
             .send(self.now_ms, QUEUE, input, id, &mut self.journal)
             .expect("a valid FIFO send succeeds");
+        let scope = if self.group_scope {
+            group.clone()
+        } else {
+            String::new()
+        };
+        let key = (scope, dedup.clone());
         let in_window = self
             .window
-            .get(&dedup)
+            .get(&key)
             .filter(|(_, sent_at)| self.now_ms < sent_at + WINDOW_MS)
             .map(|(first, _)| *first);
         self.note(format!(
@@ -292,7 +307,7 @@ impl Sim {
                     "{dedup} is not in the window but was dropped"
                 );
                 assert_eq!(sent.message_id, id);
-                self.window.insert(dedup, (id, self.now_ms));
+                self.window.insert(key, (id, self.now_ms));
                 self.sent.insert(id, (group, self.sends));
             }
         }
