@@ -14,9 +14,8 @@
 //! - **order:** per group, first deliveries happen in send order, and a delivered message has no
 //!   older message of its group left in the queue other than ones delivered in the same receive;
 //! - **deduplication** (scope `queue` on even seeds, `messageGroup` on odd ones): a send whose id
-//!   was sent in the scope in the last 5 minutes (and not
-//!   purged since) is a duplicate of exactly that message and is not enqueued; any other send is
-//!   enqueued;
+//!   was sent in the scope in the last 5 minutes (and not purged since) is a duplicate of exactly
+//!   that message and is not enqueued; any other send is enqueued;
 //! - **receipts die with their lease:** a delete after the lease ended fails and deletes nothing;
 //! - **dead letters:** a message is moved after `maxReceiveCount` receives, keeps its group in
 //!   the dead-letter queue and never appears twice;
