@@ -71,6 +71,7 @@ pub(super) fn duplicate_of(queue: &Queue, fifo: &FifoMessage) -> Option<Deduplic
 }
 
 /// A FIFO receive, after the checks every receive makes.
+#[derive(Clone, Copy)]
 pub(super) struct FifoReceive {
     pub now_ms: u64,
     pub queue_id: u64,
@@ -94,8 +95,7 @@ impl Engine {
             now_ms,
             queue_id,
             wanted,
-            visibility_ms,
-            dead_letter,
+            ..
         } = receive;
         if let Some(attempt_id) = attempt_id {
             check_token(
@@ -115,7 +115,7 @@ impl Engine {
         // `served` skips it there (it holds at most one group per delivery, so at most 10).
         let mut cursor = None;
         let mut served: Vec<Arc<str>> = Vec::new();
-        'groups: while deliveries.len() < wanted {
+        while deliveries.len() < wanted {
             let queue = &self.queues[&queue_id];
             let fifo = queue.fifo().expect("FIFO queue");
             let Some(head) = fifo.next_available(cursor) else {
@@ -128,63 +128,8 @@ impl Engine {
                 continue;
             }
             served.push(group_id.clone());
-            let mut next = Some(head);
-            while let Some(seq) = next {
-                let queue = &self.queues[&queue_id];
-                let message = queue.message(seq).expect("group member exists");
-                if message.state != MessageState::Ready {
-                    break;
-                }
-                let group_id = message
-                    .fifo
-                    .as_ref()
-                    .expect("FIFO message")
-                    .group_id
-                    .clone();
-                next = queue
-                    .fifo()
-                    .expect("FIFO queue")
-                    .next_in_group(&group_id, seq);
-                if let Some((dead_letter_queue_id, max_receive_count)) = dead_letter {
-                    if message.receive_count >= max_receive_count {
-                        let dead_letter_seq = self.queues[&dead_letter_queue_id].next_seq();
-                        let record = Record::DeadLetter {
-                            now_ms,
-                            queue_id,
-                            seq,
-                            dead_letter_queue_id,
-                            dead_letter_seq,
-                        };
-                        // The move unblocks the group: its next message is the head now.
-                        self.commit(record, journal);
-                        continue;
-                    }
-                }
-                let attempt = message.receive_count + 1;
-                let visible_at_ms = now_ms + visibility_ms;
-                let record = Record::Lease {
-                    now_ms,
-                    queue_id,
-                    seq,
-                    attempt,
-                    visible_at_ms,
-                };
-                self.commit(record, journal);
-                deliveries.push(self.delivery(queue_id, seq));
-                leases.push(AttemptLease {
-                    seq,
-                    attempt,
-                    visible_at_ms,
-                });
-                if deliveries.len() == wanted {
-                    break 'groups;
-                }
-                if visibility_ms == 0 {
-                    // Released at once: the message is the group's head again; taking the
-                    // next one would deliver the group out of order.
-                    break;
-                }
-            }
+            let taken = self.serve_group(&receive, head, &mut deliveries, journal);
+            leases.extend(taken);
         }
         if let (Some(attempt_id), false) = (attempt_id, leases.is_empty()) {
             let record = Record::ReceiveAttempt {
@@ -197,6 +142,76 @@ impl Engine {
             self.commit(record, journal);
         }
         Ok(deliveries)
+    }
+
+    /// Leases the ready messages at the head of the group whose head is `head`, in order, until
+    /// `deliveries` holds `receive.wanted` or the group has no ready message next; heads that
+    /// used up their receives move to the dead-letter queue on the way. Returns the leases.
+    fn serve_group(
+        &mut self,
+        receive: &FifoReceive,
+        head: u64,
+        deliveries: &mut Vec<Delivery>,
+        journal: &mut Journal,
+    ) -> Vec<AttemptLease> {
+        let FifoReceive {
+            now_ms,
+            queue_id,
+            wanted,
+            visibility_ms,
+            dead_letter,
+        } = *receive;
+        let mut leases = Vec::new();
+        let mut next = Some(head);
+        while let Some(seq) = next {
+            let queue = &self.queues[&queue_id];
+            let message = queue.message(seq).expect("group member exists");
+            if message.state != MessageState::Ready {
+                break;
+            }
+            let group_id = &message.fifo.as_ref().expect("FIFO message").group_id;
+            next = queue
+                .fifo()
+                .expect("FIFO queue")
+                .next_in_group(group_id, seq);
+            if let Some((dead_letter_queue_id, max_receive_count)) = dead_letter {
+                if message.receive_count >= max_receive_count {
+                    let dead_letter_seq = self.queues[&dead_letter_queue_id].next_seq();
+                    let record = Record::DeadLetter {
+                        now_ms,
+                        queue_id,
+                        seq,
+                        dead_letter_queue_id,
+                        dead_letter_seq,
+                    };
+                    // The move unblocks the group: its next message is the head now.
+                    self.commit(record, journal);
+                    continue;
+                }
+            }
+            let attempt = message.receive_count + 1;
+            let visible_at_ms = now_ms + visibility_ms;
+            let record = Record::Lease {
+                now_ms,
+                queue_id,
+                seq,
+                attempt,
+                visible_at_ms,
+            };
+            self.commit(record, journal);
+            deliveries.push(self.delivery(queue_id, seq));
+            leases.push(AttemptLease {
+                seq,
+                attempt,
+                visible_at_ms,
+            });
+            // Released at once (visibility 0), the message is the group's head again: taking
+            // the next one would deliver the group out of order.
+            if deliveries.len() == wanted || visibility_ms == 0 {
+                break;
+            }
+        }
+        leases
     }
 
     /// The deliveries of an earlier receive with this attempt id, if every lease it granted is
