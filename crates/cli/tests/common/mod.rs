@@ -68,6 +68,38 @@ impl Server {
     pub async fn restart(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        self.start_again().await;
+    }
+
+    /// Stops the server with SIGTERM (a graceful stop writes a checkpoint, so the next start
+    /// recovers from a snapshot rather than by replaying the log) and starts it again on the same
+    /// data directory, on a new port.
+    #[allow(dead_code)] // Not every test binary restarts its server.
+    pub async fn restart_gracefully(&mut self) {
+        let status = Command::new("kill")
+            .arg("-TERM")
+            .arg(self.child.id().to_string())
+            .status()
+            .expect("running kill");
+        assert!(status.success());
+        let deadline = Instant::now() + Duration::from_secs(15);
+        while self
+            .child
+            .try_wait()
+            .expect("waiting for the server")
+            .is_none()
+        {
+            assert!(
+                Instant::now() < deadline,
+                "no exit after SIGTERM: {}",
+                self.log()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        self.start_again().await;
+    }
+
+    async fn start_again(&mut self) {
         let restarts = std::fs::read_dir(&self.scratch_dir)
             .map(|entries| entries.count())
             .unwrap_or(0);

@@ -375,9 +375,20 @@ async fn receive_attempt_ids_expired_receipts_and_dead_letters() {
     );
 }
 
-/// The deduplication window, sequence numbers and group order survive a kill -9 and restart.
+/// The deduplication window, sequence numbers and group order survive a kill -9 and restart
+/// (recovery replays the log).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fifo_state_survives_a_restart() {
+    fifo_state_survives(false).await;
+}
+
+/// The same after a graceful stop (recovery loads the checkpoint written at the stop).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fifo_state_survives_a_checkpoint_and_restart() {
+    fifo_state_survives(true).await;
+}
+
+async fn fifo_state_survives(gracefully: bool) {
     let mut server = Server::start().await;
     let name = common::queue_name("durable") + ".fifo";
     let url = create_queue(&server.client, &name, &fifo_attributes()).await;
@@ -388,7 +399,17 @@ async fn fifo_state_survives_a_restart() {
     let held = receive(&server.client, &url, 1, 0, Some(60)).await;
     assert_eq!(held[0].body(), Some("a-0"));
 
-    server.restart().await;
+    if gracefully {
+        server.restart_gracefully().await;
+        let restored = snapshot_records_recovered(&server.log());
+        assert!(
+            restored > 0,
+            "recovered without a snapshot: {}",
+            server.log()
+        );
+    } else {
+        server.restart().await;
+    }
     let sqs = &server.client;
     let url = sqs
         .get_queue_url()
@@ -456,4 +477,35 @@ async fn a_delete_wakes_a_long_poll_waiting_on_a_blocked_group() {
         waited < Duration::from_secs(3),
         "the long poll took {waited:?} after the group was unblocked at ~0.3 s"
     );
+}
+
+/// The most `snapshot_records` any start of the server recovered (its log may be colored; the
+/// first start of a test recovers none).
+fn snapshot_records_recovered(log: &str) -> u64 {
+    let mut plain = String::with_capacity(log.len());
+    let mut chars = log.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            // Skip an ANSI escape sequence: ESC [ ... letter.
+            for c in chars.by_ref() {
+                if c.is_ascii_alphabetic() {
+                    break;
+                }
+            }
+        } else {
+            plain.push(c);
+        }
+    }
+    plain
+        .match_indices("snapshot_records=")
+        .map(|(at, key)| {
+            plain[at + key.len()..]
+                .chars()
+                .take_while(char::is_ascii_digit)
+                .collect::<String>()
+                .parse::<u64>()
+                .expect("a record count")
+        })
+        .max()
+        .expect("a recovery line in the log")
 }
