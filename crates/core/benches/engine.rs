@@ -177,7 +177,7 @@ impl Fixture {
         }
     }
 
-    fn receive(&mut self) -> Vec<leaseq_core::Delivery> {
+    fn receive(&mut self) -> Vec<leaseq_core::Delivery<leaseq_core::PayloadRef>> {
         self.now_ms += 1;
         let request = ReceiveRequest {
             max_messages: BATCH,

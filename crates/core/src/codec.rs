@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use crate::config::{QueueConfig, RedriveAllowPolicy, RedrivePolicy};
 use crate::fifo::{AttemptLease, DeduplicationScope, FifoConfig, FifoMessage, FifoThroughputLimit};
-use crate::message::{AttributeValue, MessageAttribute, MessageId, Payload};
+use crate::message::{AttributeValue, Location, MessageAttribute, MessageId, Payload, PayloadRef};
 use crate::queue::{Message, MessageState, QueueCounters};
 use crate::record::Record;
 
@@ -33,7 +33,14 @@ fn counter_fields(c: &QueueCounters) -> [u64; COUNTER_FIELDS] {
 }
 
 /// Version of the record encoding. Bump it (and keep a decoder for the old one) on any change.
-pub const FORMAT_VERSION: u8 = 1;
+///
+/// Version 2 added the `Relocate` record and a message's payload reference in `RestoreMessage`
+/// (a tag, then the payload inline or its log location); version 1 records (payload always
+/// inline) still decode.
+pub const FORMAT_VERSION: u8 = 2;
+
+/// The oldest version this build still decodes.
+const FORMAT_VERSION_MIN: u8 = 1;
 
 /// Why bytes did not decode into a record.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -75,6 +82,7 @@ const TAG_DEAD_LETTER: u8 = 10;
 const TAG_RESTORE_ENGINE: u8 = 11;
 const TAG_RESTORE_QUEUE: u8 = 12;
 const TAG_RESTORE_MESSAGE: u8 = 13;
+const TAG_RELOCATE: u8 = 14;
 // FIFO queues. A record about a FIFO queue or message uses the FIFO twin of its tag: the same
 // fields, then the FIFO ones at the end. Standard queues' records keep their encoding, so logs
 // written before FIFO queues existed decode unchanged. The FIFO tags start at 32 to leave the
@@ -226,6 +234,16 @@ pub fn encode(record: &Record, out: &mut Vec<u8>) {
             w.counters(counters);
             w.fifo_config(config);
         }
+        Record::Relocate {
+            now_ms,
+            queue_id,
+            seq,
+            payload,
+        } => {
+            w.head(TAG_RELOCATE, *now_ms, *queue_id);
+            w.u64(*seq);
+            w.payload(payload);
+        }
         Record::RestoreMessage {
             now_ms,
             queue_id,
@@ -306,16 +324,22 @@ fn decode_with(bytes: &[u8], shared: &mut Decoder) -> Result<Record, DecodeError
     let mut r = Reader {
         bytes,
         at: 0,
+        version: FORMAT_VERSION,
         shared,
     };
     let version = r.u8()?;
-    if version != FORMAT_VERSION {
+    if !(FORMAT_VERSION_MIN..=FORMAT_VERSION).contains(&version) {
         return Err(DecodeError::UnknownVersion(version));
     }
+    r.version = version;
     let tag_at = r.at;
     let tag = r.u8()?;
     let now_ms = r.u64()?;
     let queue_id = r.u64()?;
+    if version < 2 && tag >= TAG_CREATE_FIFO_QUEUE {
+        // FIFO records came with version 2.
+        return Err(r.invalid_at("record tag", tag.into(), tag_at));
+    }
     let record = match tag {
         TAG_CREATE_QUEUE | TAG_CREATE_FIFO_QUEUE => {
             let name = r.string()?;
@@ -438,6 +462,12 @@ fn decode_with(bytes: &[u8], shared: &mut Decoder) -> Result<Record, DecodeError
                 leases,
             }
         }
+        TAG_RELOCATE if version >= 2 => Record::Relocate {
+            now_ms,
+            queue_id,
+            seq: r.u64()?,
+            payload: Arc::new(r.payload()?),
+        },
         TAG_RESTORE_DEDUPLICATION => Record::RestoreDeduplication {
             now_ms,
             queue_id,
@@ -505,7 +535,18 @@ impl Writer<'_> {
     }
     fn message(&mut self, m: &Message) {
         self.0.extend_from_slice(&m.id.0);
-        self.payload(&m.payload);
+        match &m.payload {
+            PayloadRef::Inline(payload) => {
+                self.u8(0);
+                self.payload(payload);
+            }
+            PayloadRef::Stored(location) => {
+                self.u8(1);
+                self.u32(location.segment);
+                self.u32(location.offset);
+                self.u32(location.len_bytes);
+            }
+        }
         self.u64(m.sent_at_ms);
         self.u64(m.visible_at_ms);
         self.u64(m.leased_at_ms);
@@ -598,6 +639,8 @@ impl Writer<'_> {
 struct Reader<'a, 's> {
     bytes: &'a [u8],
     at: usize,
+    /// The format version of the record being read.
+    version: u8,
     shared: &'s mut Decoder,
 }
 
@@ -702,7 +745,17 @@ impl<'a> Reader<'a, '_> {
     }
     fn message(&mut self) -> Result<Message, DecodeError> {
         let id = MessageId(self.array()?);
-        let payload = Arc::new(self.payload()?);
+        let at = self.at;
+        let kind = if self.version >= 2 { self.u8()? } else { 0 };
+        let payload = match kind {
+            0 => PayloadRef::Inline(Arc::new(self.payload()?)),
+            1 => PayloadRef::Stored(Location {
+                segment: self.u32()?,
+                offset: self.u32()?,
+                len_bytes: self.u32()?,
+            }),
+            other => return Err(self.invalid_at("payload reference", other.into(), at)),
+        };
         let sent_at_ms = self.u64()?;
         let visible_at_ms = self.u64()?;
         let leased_at_ms = self.u64()?;
@@ -980,12 +1033,12 @@ mod tests {
                 seq: 98,
                 message: Message {
                     id: MessageId([3; 16]),
-                    payload: Arc::new(Payload {
+                    payload: PayloadRef::Inline(Arc::new(Payload {
                         body: "b".into(),
                         attributes: BTreeMap::new(),
                         trace_header: None,
                         sender_id: Arc::from(""),
-                    }),
+                    })),
                     sent_at_ms: 1,
                     visible_at_ms: 30_001,
                     leased_at_ms: 1,
@@ -995,6 +1048,38 @@ mod tests {
                     dead_letter_source: Some(Arc::from("src")),
                     fifo: None,
                 },
+            },
+            Record::RestoreMessage {
+                now_ms: 12,
+                queue_id: 4,
+                seq: 97,
+                message: Message {
+                    id: MessageId([4; 16]),
+                    payload: PayloadRef::Stored(Location {
+                        segment: 7,
+                        offset: 4096,
+                        len_bytes: 1200,
+                    }),
+                    sent_at_ms: 1,
+                    visible_at_ms: 1,
+                    leased_at_ms: 0,
+                    first_received_at_ms: None,
+                    receive_count: 0,
+                    state: MessageState::Ready,
+                    dead_letter_source: None,
+                    fifo: None,
+                },
+            },
+            Record::Relocate {
+                now_ms: 13,
+                queue_id: 4,
+                seq: 97,
+                payload: Arc::new(Payload {
+                    body: "moved".into(),
+                    attributes: BTreeMap::new(),
+                    trace_header: Some("Root=1".into()),
+                    sender_id: Arc::from("me"),
+                }),
             },
         ];
         records.extend(fifo_samples());
@@ -1081,7 +1166,7 @@ mod tests {
                 seq: 1,
                 message: Message {
                     id: MessageId([1; 16]),
-                    payload,
+                    payload: PayloadRef::Inline(payload),
                     sent_at_ms: 3,
                     visible_at_ms: 3,
                     leased_at_ms: 0,
@@ -1102,6 +1187,37 @@ mod tests {
                 expires_at_ms: 300_003,
             },
         ]
+    }
+
+    #[test]
+    fn version_1_records_still_decode() {
+        // Version 1 had no payload reference tag: the payload followed the id directly.
+        let record = samples()
+            .into_iter()
+            .find(|r| matches!(r, Record::RestoreMessage { message, .. } if message.payload.inline().is_some()))
+            .expect("an inline RestoreMessage sample");
+        let mut bytes = Vec::new();
+        encode(&record, &mut bytes);
+        let tag_at = 1 + 1 + 8 + 8 + 8 + 16;
+        assert_eq!(bytes[tag_at], 0, "inline payload tag");
+        bytes.remove(tag_at);
+        bytes[0] = 1;
+        assert_eq!(decode(&bytes), Ok(record));
+        // A Relocate did not exist in version 1, nor did the FIFO records.
+        for record in samples().iter().filter(|r| {
+            matches!(r, Record::Relocate { .. }) || encoded_tag(r) >= TAG_CREATE_FIFO_QUEUE
+        }) {
+            let mut bytes = Vec::new();
+            encode(record, &mut bytes);
+            bytes[0] = 1;
+            assert!(decode(&bytes).is_err(), "{record:?} as version 1");
+        }
+    }
+
+    fn encoded_tag(record: &Record) -> u8 {
+        let mut bytes = Vec::new();
+        encode(record, &mut bytes);
+        bytes[1]
     }
 
     #[test]
@@ -1131,7 +1247,7 @@ mod tests {
                 Record::Send { payload, .. } => senders.push(payload.sender_id.clone()),
                 Record::RestoreMessage { message, .. } => {
                     sources.extend(message.dead_letter_source.clone());
-                    senders.push(message.payload.sender_id.clone());
+                    senders.extend(message.payload.inline().map(|p| p.sender_id.clone()));
                 }
                 _ => {}
             }
@@ -1193,7 +1309,7 @@ mod tests {
         }
 
         #[test]
-        fn corrupted_records_never_panic(index in 0usize..20, flip in any::<usize>(), bit in 0u8..8) {
+        fn corrupted_records_never_panic(index in 0usize..22, flip in any::<usize>(), bit in 0u8..8) {
             let record = &samples()[index];
             let mut bytes = Vec::new();
             encode(record, &mut bytes);

@@ -28,7 +28,9 @@ pub use engine::{
 pub use error::{Error, Field, Result};
 pub use fifo::{DeduplicationScope, FifoConfig, FifoMessage, FifoThroughputLimit};
 pub use limits::Limits;
-pub use message::{AttributeValue, BaseType, MessageAttribute, MessageId, Payload, SendInput};
+pub use message::{
+    AttributeValue, BaseType, Location, MessageAttribute, MessageId, Payload, PayloadRef, SendInput,
+};
 pub use queue::{Message, MessageState, Queue, QueueCounters};
 pub use receipt::{Receipt, ReceiptKey};
 pub use record::Record;

@@ -1,7 +1,10 @@
 //! What a producer sends: body, attributes, and the checks SQS applies to them.
 //!
 //! A [`Payload`] is immutable once accepted and shared (`Arc`) between the queue, the record that
-//! logged it and every receive that returns it, so a delivery never copies a body.
+//! logged it and every receive that returns it, so a delivery never copies a body. With a durable
+//! log, a message keeps only a [`PayloadRef::Stored`] [`Location`] of the record that carries its
+//! payload, so a backlog costs memory for its metadata only; the server reads bodies back from
+//! the log when it delivers them.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -94,6 +97,47 @@ fn base_type(data_type: &str) -> Option<BaseType> {
         "Binary" => Some(BaseType::Binary),
         _ => None,
     }
+}
+
+/// Where a payload is kept: in memory, or in the log record at a [`Location`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PayloadRef {
+    /// In memory (without a durable log, and from a send until its record is logged).
+    Inline(Arc<Payload>),
+    /// In the log, in the record at this location (a `Send` or `Relocate` that carries it).
+    Stored(Location),
+}
+
+impl PayloadRef {
+    /// The payload if it is in memory.
+    pub fn inline(&self) -> Option<&Arc<Payload>> {
+        match self {
+            PayloadRef::Inline(payload) => Some(payload),
+            PayloadRef::Stored(_) => None,
+        }
+    }
+
+    /// The location if it is in the log.
+    pub fn stored(&self) -> Option<Location> {
+        match self {
+            PayloadRef::Inline(_) => None,
+            PayloadRef::Stored(location) => Some(*location),
+        }
+    }
+}
+
+/// Where a record is in the log. The engine treats it as an opaque address it stores and hands
+/// back; only the server and the log give it meaning. Fields are `u32` to keep it (and so every
+/// message) small: a segment number, an offset in a segment (segments and records are far below
+/// 4 GiB) and the record's length.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Location {
+    /// The log segment.
+    pub segment: u32,
+    /// Where the record's frame starts in the segment.
+    pub offset: u32,
+    /// The length of the record (without framing).
+    pub len_bytes: u32,
 }
 
 /// Everything a message carries besides its queue state. Shared, never mutated.

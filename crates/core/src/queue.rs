@@ -8,20 +8,27 @@
 //! | `Ready`    | `ready`  | (sent_at_ms, seq)        | a receive leases it → `InFlight`       |
 //! | `InFlight` | `timers` | (visible_at_ms, seq)     | its lease runs out → `Ready`; deleted  |
 //!
-//! Every message is also in `by_sent` (sent_at_ms, seq), the retention index. Time moves messages
-//! only in [`Queue::advance`], which pops due entries off the front of `timers` and `by_sent`:
-//! its cost is proportional to the messages whose state changes, never to the backlog.
+//! Retention goes by send time, oldest first. Sends arrive in send order (the engine's clock
+//! never goes back), so sequence order is send order and the message store itself is the
+//! retention index, at no cost per message. Only a queue that received a message out of order (a
+//! dead-letter move keeps the message's original send time) keeps an explicit `by_sent` index
+//! (sent_at_ms, seq), until it is next empty. Time moves messages only in [`Queue::advance`],
+//! which pops due entries off the front of `timers` and of the retention order: its cost is
+//! proportional to the messages whose state changes, never to the backlog.
 //!
 //! Invariant (checked by [`Queue::check_invariants`]): the counts equal the index sizes, every
 //! indexed message exists with the state and keys its index claims, and every message is indexed.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::ops::Bound::{Excluded, Unbounded};
 use std::sync::Arc;
+
+mod ready;
+
+use ready::ReadyIndex;
 
 use crate::config::QueueConfig;
 use crate::fifo::{FifoMessage, FifoState, Transition};
-use crate::message::{MessageId, Payload};
+use crate::message::{MessageId, PayloadRef};
 use crate::store::{Frozen, SeqStore};
 
 /// Where a message is in its life.
@@ -35,13 +42,13 @@ pub enum MessageState {
     InFlight,
 }
 
-/// A message's metadata. The body and attributes are in the shared `payload`.
+/// A message's metadata. The body and attributes are in the payload it refers to.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Message {
     /// Stable identity.
     pub id: MessageId,
-    /// Body and attributes.
-    pub payload: Arc<Payload>,
+    /// Body and attributes, in memory or in the log.
+    pub payload: PayloadRef,
     /// When it was first enqueued (kept across a dead-letter move: retention counts from here).
     pub sent_at_ms: u64,
     /// When it becomes (or became) visible: end of delay or of the current lease.
@@ -110,9 +117,14 @@ pub struct Queue {
     pub stale_receipts_seen: u64,
     next_seq: u64,
     messages: SeqStore<Message>,
-    ready: BTreeSet<(u64, u64)>,
+    ready: ReadyIndex,
     timers: BTreeSet<(u64, u64)>,
-    by_sent: BTreeSet<(u64, u64)>,
+    /// The retention index, only while the store's sequence order is not send order (see the
+    /// module documentation).
+    by_sent: Option<BTreeSet<(u64, u64)>>,
+    /// (sent_at_ms, seq) of the message inserted last: an insert before it in either order
+    /// needs the explicit index.
+    last_inserted: (u64, u64),
     in_flight: usize,
     delayed: usize,
     /// Groups, deduplication window and receive attempts: `Some` exactly for a FIFO queue.
@@ -141,9 +153,10 @@ impl Queue {
             stale_receipts_seen: 0,
             next_seq: 1,
             messages: SeqStore::default(),
-            ready: BTreeSet::new(),
+            ready: ReadyIndex::default(),
             timers: BTreeSet::new(),
-            by_sent: BTreeSet::new(),
+            by_sent: None,
+            last_inserted: (0, 0),
             in_flight: 0,
             delayed: 0,
             fifo,
@@ -216,7 +229,7 @@ impl Queue {
 
     /// `SentTimestamp` of the oldest ready message.
     pub fn oldest_ready_sent_at_ms(&self) -> Option<u64> {
-        self.ready.first().map(|&(sent_at_ms, _)| sent_at_ms)
+        self.next_ready(None).map(|(sent_at_ms, _)| sent_at_ms)
     }
 
     /// The next time at which time alone changes this queue: a delay or lease ends, or a
@@ -224,9 +237,8 @@ impl Queue {
     pub fn next_deadline_ms(&self) -> Option<u64> {
         let timer = self.timers.first().map(|&(at, _)| at);
         let retention = self
-            .by_sent
-            .first()
-            .map(|&(sent, _)| sent + self.retention_ms());
+            .oldest_sent()
+            .map(|(sent, _)| sent + self.retention_ms());
         match (timer, retention) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -250,16 +262,15 @@ impl Queue {
 
     /// The sequence number of the ready message a receive would take next.
     pub fn first_ready(&self) -> Option<u64> {
-        self.ready.first().map(|&(_, seq)| seq)
+        self.ready.next_after(None)
     }
 
     /// The first ready message after `after` in receive order, as its (sent_at_ms, seq) key;
     /// the first of all when `after` is `None`.
     pub fn next_ready(&self, after: Option<(u64, u64)>) -> Option<(u64, u64)> {
-        match after {
-            None => self.ready.first().copied(),
-            Some(key) => self.ready.range((Excluded(key), Unbounded)).next().copied(),
-        }
+        let seq = self.ready.next_after(after)?;
+        let message = self.messages.get(seq).expect("ready message exists");
+        Some((message.sent_at_ms, seq))
     }
 
     /// Every message in sequence order.
@@ -274,6 +285,17 @@ impl Queue {
 
     fn retention_ms(&self) -> u64 {
         u64::from(self.config.retention_seconds) * 1000
+    }
+
+    /// (sent_at_ms, seq) of the message sent first: the next one retention removes.
+    fn oldest_sent(&self) -> Option<(u64, u64)> {
+        match &self.by_sent {
+            Some(by_sent) => by_sent.first().copied(),
+            None => self
+                .messages
+                .first()
+                .map(|(seq, message)| (message.sent_at_ms, seq)),
+        }
     }
 
     /// Applies every change that time alone causes up to `now_ms`: ended delays and leases make
@@ -302,11 +324,11 @@ impl Queue {
             }
             let was = message.state;
             message.state = MessageState::Ready;
-            self.ready.insert((message.sent_at_ms, seq));
+            self.ready.insert(message.sent_at_ms, seq);
             let group_id = self.group_of(seq);
             self.fifo_update(group_id, seq, Some(was), Some(MessageState::Ready));
         }
-        while let Some(&(sent_at_ms, seq)) = self.by_sent.first() {
+        while let Some((sent_at_ms, seq)) = self.oldest_sent() {
             if sent_at_ms + retention_ms > now_ms {
                 break;
             }
@@ -326,10 +348,26 @@ impl Queue {
             self.id
         );
         self.next_seq = self.next_seq.max(seq + 1);
-        self.by_sent.insert((message.sent_at_ms, seq));
+        let key = (message.sent_at_ms, seq);
+        if self.by_sent.is_none() && !self.messages.is_empty() && key < self.last_inserted {
+            // Out of order: from now on the store's order is not send order.
+            let by_sent = self
+                .messages
+                .iter()
+                .map(|(s, m)| (m.sent_at_ms, s))
+                .collect();
+            self.by_sent = Some(by_sent);
+            let messages = &self.messages;
+            self.ready
+                .key_by_sent(|seq| messages.get(seq).expect("ready message").sent_at_ms);
+        }
+        if let Some(by_sent) = &mut self.by_sent {
+            by_sent.insert(key);
+        }
+        self.last_inserted = key;
         match message.state {
             MessageState::Ready => {
-                self.ready.insert((message.sent_at_ms, seq));
+                self.ready.insert(message.sent_at_ms, seq);
             }
             MessageState::Delayed => {
                 self.delayed += 1;
@@ -355,13 +393,20 @@ impl Queue {
     /// Removes a message from the queue and every index.
     pub fn remove(&mut self, seq: u64) -> Option<Message> {
         let message = self.messages.remove(seq)?;
-        self.by_sent.remove(&(message.sent_at_ms, seq));
         self.unindex_state(
             seq,
             message.state,
             message.sent_at_ms,
             message.visible_at_ms,
         );
+        if let Some(by_sent) = &mut self.by_sent {
+            by_sent.remove(&(message.sent_at_ms, seq));
+            if by_sent.is_empty() {
+                // Empty again: whatever comes next starts a new order.
+                self.by_sent = None;
+                self.ready.clear();
+            }
+        }
         if self.fifo.is_some() {
             let group_id = message.fifo.as_ref().map(|fifo| fifo.group_id.clone());
             self.fifo_update(group_id, seq, Some(message.state), None);
@@ -377,7 +422,7 @@ impl Queue {
         visible_at_ms: u64,
     ) {
         let found = match state {
-            MessageState::Ready => self.ready.remove(&(sent_at_ms, seq)),
+            MessageState::Ready => self.ready.remove(sent_at_ms, seq),
             MessageState::Delayed => {
                 self.delayed -= 1;
                 self.timers.remove(&(visible_at_ms, seq))
@@ -401,7 +446,7 @@ impl Queue {
         message.visible_at_ms = visible_at_ms;
         if visible_at_ms <= now_ms {
             message.state = MessageState::Ready;
-            self.ready.insert((message.sent_at_ms, seq));
+            self.ready.insert(message.sent_at_ms, seq);
         } else {
             message.state = MessageState::InFlight;
             self.in_flight += 1;
@@ -423,7 +468,7 @@ impl Queue {
         self.messages.clear();
         self.ready.clear();
         self.timers.clear();
-        self.by_sent.clear();
+        self.by_sent = None;
         self.in_flight = 0;
         self.delayed = 0;
         if let Some(fifo) = self.fifo.as_deref_mut() {
@@ -435,13 +480,24 @@ impl Queue {
     /// Panics if an index disagrees with the messages. Cost O(n): for tests and simulation.
     pub fn check_invariants(&self) {
         let (mut ready, mut in_flight, mut delayed) = (0, 0, 0);
+        assert_eq!(
+            matches!(self.ready, ReadyIndex::BySent(_)),
+            self.by_sent.is_some(),
+            "the ready index keys by send time exactly when sequence order is not send order"
+        );
+        let mut previous_sent = (0, 0);
         for (seq, message) in self.messages.iter() {
             assert!(seq < self.next_seq);
-            assert!(self.by_sent.contains(&(message.sent_at_ms, seq)));
+            let sent = (message.sent_at_ms, seq);
+            match &self.by_sent {
+                Some(by_sent) => assert!(by_sent.contains(&sent)),
+                None => assert!(sent > previous_sent, "message {seq} out of send order"),
+            }
+            previous_sent = sent;
             match message.state {
                 MessageState::Ready => {
                     ready += 1;
-                    assert!(self.ready.contains(&(message.sent_at_ms, seq)));
+                    assert!(self.ready.contains(message.sent_at_ms, seq));
                 }
                 MessageState::InFlight => {
                     in_flight += 1;
@@ -458,7 +514,6 @@ impl Queue {
         assert_eq!(in_flight, self.in_flight);
         assert_eq!(delayed, self.delayed);
         assert_eq!(in_flight + delayed, self.timers.len());
-        assert_eq!(self.messages.len(), self.by_sent.len());
         if let Some(fifo) = &self.fifo {
             fifo.check_invariants(self.messages.iter().map(|(seq, message)| {
                 let group = message.fifo.as_ref().expect("FIFO message has a group");
@@ -472,5 +527,24 @@ impl Queue {
         } else {
             assert!(self.messages.iter().all(|(_, m)| m.fifo.is_none()));
         }
+        if let Some(by_sent) = &self.by_sent {
+            assert_eq!(self.messages.len(), by_sent.len());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Memory per message is the cost of a backlog: bodies live in the log, so this struct (in
+    /// the store) and the index entries are what ten million messages cost.
+    #[test]
+    fn a_message_stays_small() {
+        let size = std::mem::size_of::<Option<Message>>();
+        // 96 before FIFO queues; `Message::fifo` (a boxed group and deduplication id, `None` on
+        // standard queues) costs 8 more per message, on every queue. Keeping FIFO fields in a
+        // side table of the FIFO state would win them back at a lookup per FIFO operation.
+        assert!(size <= 104, "a message slot takes {size} bytes");
     }
 }

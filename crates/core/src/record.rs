@@ -163,6 +163,18 @@ pub enum Record {
         /// When the entry leaves the window.
         expires_at_ms: u64,
     },
+    /// A message's payload was written again, at the log's tail, so that the log segment that
+    /// held it can go (compaction). Nothing else about the message changes.
+    Relocate {
+        /// When.
+        now_ms: u64,
+        /// Which queue.
+        queue_id: u64,
+        /// Which message.
+        seq: u64,
+        /// Its body and attributes, unchanged.
+        payload: Arc<Payload>,
+    },
     /// Snapshot: the engine-wide state that no queue holds.
     RestoreEngine {
         /// The engine's clock when the snapshot was taken.
@@ -208,6 +220,27 @@ pub enum Record {
 }
 
 impl Record {
+    /// The message whose payload this record carries, as (queue id, seq): a `Send` or a
+    /// `Relocate`. The log location of such a record is where the message's payload is kept
+    /// from then on (see [`crate::Engine::spill`]).
+    pub fn carried_payload(&self) -> Option<(u64, u64, &Arc<Payload>)> {
+        match self {
+            Record::Send {
+                queue_id,
+                seq,
+                payload,
+                ..
+            }
+            | Record::Relocate {
+                queue_id,
+                seq,
+                payload,
+                ..
+            } => Some((*queue_id, *seq, payload)),
+            _ => None,
+        }
+    }
+
     /// When the change happened.
     pub fn now_ms(&self) -> u64 {
         match self {
@@ -223,6 +256,7 @@ impl Record {
             | Record::DeadLetter { now_ms, .. }
             | Record::ReceiveAttempt { now_ms, .. }
             | Record::RestoreDeduplication { now_ms, .. }
+            | Record::Relocate { now_ms, .. }
             | Record::RestoreEngine { now_ms, .. }
             | Record::RestoreQueue { now_ms, .. }
             | Record::RestoreMessage { now_ms, .. } => *now_ms,

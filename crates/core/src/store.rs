@@ -24,6 +24,8 @@ const CHUNK_LEN: usize = 1 << CHUNK_BITS;
 struct Chunk<T> {
     slots: Box<[Option<T>]>,
     live: usize,
+    /// No slot before this one is occupied, so the first value is found without a scan.
+    first: usize,
 }
 
 /// Values keyed by a growing `u64` sequence number.
@@ -104,11 +106,13 @@ impl<T: Clone> SeqStore<T> {
             Arc::new(Chunk {
                 slots: (0..CHUNK_LEN).map(|_| None).collect(),
                 live: 0,
+                first: CHUNK_LEN,
             })
         }));
         let old = entry.slots[offset].replace(value);
         if old.is_none() {
             entry.live += 1;
+            entry.first = entry.first.min(offset);
             self.len += 1;
         }
         old
@@ -123,6 +127,11 @@ impl<T: Clone> SeqStore<T> {
         let entry = Arc::make_mut(entry);
         let old = entry.slots[offset].take()?;
         entry.live -= 1;
+        // Consumers take the oldest first, so the first slot moves forward; each slot is passed
+        // over once in the chunk's life.
+        while entry.first < CHUNK_LEN && entry.slots[entry.first].is_none() {
+            entry.first += 1;
+        }
         self.len -= 1;
         if entry.live == 0 {
             self.chunks[index] = None;
@@ -150,6 +159,14 @@ impl<T: Clone> SeqStore<T> {
     /// All values in sequence order.
     pub fn iter(&self) -> impl Iterator<Item = (u64, &T)> {
         iterate(&self.chunks, self.first_chunk)
+    }
+
+    /// The value with the lowest sequence number, in constant time (empty chunks are freed, so
+    /// the first chunk kept holds it, at the slot it remembers).
+    pub fn first(&self) -> Option<(u64, &T)> {
+        let chunk = self.chunks.front()?.as_ref()?;
+        let value = chunk.slots.get(chunk.first)?.as_ref()?;
+        Some(((self.first_chunk << CHUNK_BITS) + chunk.first as u64, value))
     }
 
     /// A copy of the store as it is now, unaffected by later changes to it. Costs one reference
@@ -225,6 +242,7 @@ mod tests {
                     _ => prop_assert_eq!(store.get(seq), model.get(&seq)),
                 }
                 prop_assert_eq!(store.len(), model.len());
+                prop_assert_eq!(store.first(), model.iter().next().map(|(k, v)| (*k, v)));
             }
             let listed: Vec<_> = store.iter().map(|(k, v)| (k, *v)).collect();
             let expected: Vec<_> = model.iter().map(|(k, v)| (*k, *v)).collect();

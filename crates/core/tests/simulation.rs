@@ -24,11 +24,12 @@ use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::fmt::Write as _;
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Arc;
 
 use leaseq_core::{
-    DeleteOutcome, Delivery, Engine, EngineConfig, Error, Field, Limits, MessageId, MessageState,
-    QueueConfigPatch, QueueCounters, Receipt, ReceiptKey, ReceiveRequest, Record, RedrivePolicy,
-    SendInput,
+    DeleteOutcome, Delivery, Engine, EngineConfig, Error, Field, Limits, Location, MessageId,
+    MessageState, Payload, PayloadRef, QueueConfigPatch, QueueCounters, Receipt, ReceiptKey,
+    ReceiveRequest, Record, RedrivePolicy, SendInput,
 };
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -527,8 +528,39 @@ struct Held {
     deadline_ms: u64,
 }
 
+/// Stands in for the durable log: payloads spilled out of the engine, by the location the
+/// engine keeps instead. Each record gets a fresh location, as it would in a real log.
+#[derive(Default)]
+struct FakeLog {
+    payloads: HashMap<Location, Arc<Payload>>,
+    next_offset: u32,
+}
+
+impl FakeLog {
+    fn store(&mut self, payload: &Arc<Payload>) -> Location {
+        self.next_offset += 1;
+        let location = Location {
+            segment: self.next_offset / 64,
+            offset: self.next_offset,
+            len_bytes: payload.body.len() as u32,
+        };
+        self.payloads.insert(location, payload.clone());
+        location
+    }
+
+    fn resolve(&self, payload: &PayloadRef) -> Arc<Payload> {
+        match payload {
+            PayloadRef::Inline(payload) => payload.clone(),
+            PayloadRef::Stored(location) => self.payloads[location].clone(),
+        }
+    }
+}
+
 struct Sim {
     rng: StdRng,
+    /// Where spilled payloads went; `spilled_through` journal records were considered.
+    log: FakeLog,
+    spilled_through: usize,
     key: ReceiptKey,
     config: EngineConfig,
     engine: Engine,
@@ -558,11 +590,11 @@ fn same_error(a: &Error, b: &Error) -> bool {
     }
 }
 
-fn view(seq: u64, message: &leaseq_core::Message) -> MessageView {
+fn view(seq: u64, message: &leaseq_core::Message, log: &FakeLog) -> MessageView {
     MessageView {
         seq,
         id: message.id,
-        body: message.payload.body.clone(),
+        body: log.resolve(&message.payload).body.clone(),
         sent_at_ms: message.sent_at_ms,
         visible_at_ms: message.visible_at_ms,
         leased_at_ms: message.leased_at_ms,
@@ -588,6 +620,8 @@ impl Sim {
         let max_receive_count = rng.random_range(1..=4);
         let mut sim = Sim {
             rng,
+            log: FakeLog::default(),
+            spilled_through: 0,
             engine: Engine::new(config.clone(), key.clone()),
             key,
             config,
@@ -633,11 +667,54 @@ impl Sim {
         for step in 1..=steps {
             self.step = step;
             self.random_step();
+            self.spill_some();
             self.check();
             if step % CHECKPOINT_EVERY_STEPS == 0 || step == steps {
                 self.check_replay();
             }
         }
+    }
+
+    /// Spills about half of the payloads the step's records carry to the fake log, and now and
+    /// then relocates a spilled payload, as a server with a durable log does: the engine must
+    /// answer the same whether a payload is in memory or only referenced.
+    fn spill_some(&mut self) {
+        let new = self.journal.len() - self.spilled_through;
+        for index in self.spilled_through..self.journal.len() {
+            if self.rng.random_bool(0.5) {
+                continue;
+            }
+            let record = &self.journal[index];
+            if let Some((_, _, payload)) = record.carried_payload() {
+                let location = self.log.store(payload);
+                self.engine.spill(record, location);
+            }
+        }
+        self.spilled_through = self.journal.len();
+        if new > 0 && self.rng.random_bool(0.1) {
+            self.relocate_one();
+        }
+    }
+
+    /// Relocates the first stored payload of a random queue, then spills the copy.
+    fn relocate_one(&mut self) {
+        let name = self.random_queue();
+        let Some(queue) = self.engine.queue(name) else {
+            return;
+        };
+        let queue_id = queue.id;
+        let stored = queue
+            .messages()
+            .find_map(|(seq, m)| m.payload.stored().map(|location| (seq, location)));
+        let Some((seq, from)) = stored else { return };
+        let payload = self.log.payloads[&from].clone();
+        let before = self.journal.len();
+        let made = self
+            .engine
+            .relocate(queue_id, seq, from, payload, &mut self.journal);
+        assert!(made, "relocation of a stored payload");
+        assert_eq!(self.journal.len(), before + 1, "one Relocate record");
+        self.note(format!("relocate {name} seq={seq}"));
     }
 
     fn note(&mut self, text: String) {
@@ -921,7 +998,12 @@ impl Sim {
     }
 
     /// The engine delivered exactly what the model predicts, nothing twice, nothing gone.
-    fn check_deliveries(&mut self, name: &str, deliveries: &[Delivery], expected: &[MessageView]) {
+    fn check_deliveries(
+        &mut self,
+        name: &str,
+        deliveries: &[Delivery<PayloadRef>],
+        expected: &[MessageView],
+    ) {
         let ids: HashSet<MessageId> = deliveries.iter().map(|d| d.message_id).collect();
         assert_eq!(
             ids.len(),
@@ -945,9 +1027,10 @@ impl Sim {
                 "message {} came back",
                 delivery.message_id
             );
+            let payload = self.log.resolve(&delivery.payload);
             let got = (
                 delivery.message_id,
-                delivery.payload.body.as_str(),
+                payload.body.as_str(),
                 delivery.receive_count,
                 delivery.sent_at_ms,
                 delivery.first_received_at_ms,
@@ -1218,7 +1301,9 @@ impl Sim {
             ),
             "settings of {name}"
         );
-        let messages: Vec<MessageView> = queue.messages().map(|(seq, m)| view(seq, m)).collect();
+        let log = &self.log;
+        let messages: Vec<MessageView> =
+            queue.messages().map(|(seq, m)| view(seq, m, log)).collect();
         let mut expected = model.messages.clone();
         expected.sort_by_key(|m| m.seq);
         if messages != expected {
@@ -1334,7 +1419,7 @@ impl Sim {
             );
             let messages = |q: &leaseq_core::Queue| {
                 q.messages()
-                    .map(|(seq, m)| view(seq, m))
+                    .map(|(seq, m)| view(seq, m, &self.log))
                     .collect::<Vec<_>>()
             };
             assert_eq!(

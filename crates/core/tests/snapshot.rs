@@ -213,7 +213,7 @@ fn a_snapshot_rebuilds_fifo_state() {
     let d = engine
         .receive_with_attempt(2_800, "q.fifo", request, Some("try-3"), &mut journal)
         .unwrap();
-    assert_eq!(d[0].payload.body, "d0");
+    assert_eq!(d[0].payload.inline().unwrap().body, "d0");
 
     let mut rebuilt = rebuild(&engine);
     // The remembered attempt answers a retry with the same receipt.
@@ -268,5 +268,5 @@ fn a_snapshot_rebuilds_fifo_state() {
     let next = rebuilt
         .receive(3_100, "q.fifo", request, &mut journal)
         .unwrap();
-    assert_eq!(next[0].payload.body, "a1");
+    assert_eq!(next[0].payload.inline().unwrap().body, "a1");
 }

@@ -9,23 +9,42 @@
 //! same `apply` as live traffic, the log is synced up to `lsn` (a snapshot must never claim
 //! records that a crash could still lose, or their LSNs would be reused after recovery and
 //! skipped at the next one), the snapshot is written atomically, and the segments older than the
-//! *previous* snapshot are removed. The log is kept back to the previous snapshot so that, if the
-//! newest snapshot file is found damaged, recovery can fall back to the older one and replay
-//! from there.
+//! *previous* snapshot are removed, except those holding a payload that a message of the frozen
+//! state still refers to (see [`crate::payloads`]). The log is kept back to the previous
+//! snapshot so that, if the newest snapshot file is found damaged, recovery can fall back to the
+//! older one and replay from there. A segment no message refers to at the freeze is never
+//! referred to again: new references only ever point at records appended later.
+//!
+//! Compaction: a segment the snapshot covers whose live payloads fill less than half of it is
+//! sparse; its live payloads are written again at the log's tail (`Relocate` records, a bounded
+//! volume per checkpoint), so the next checkpoint finds it unreferenced and removes it. Disk use
+//! thus stays within about twice the live payloads, plus the log since the previous snapshot.
 //!
 //! The cost of a checkpoint is proportional to the state, so one is taken after as many log
 //! bytes as the last snapshot had (at least `log_bytes_min`): the work per logged byte stays
 //! constant. Traffic pauses only for the freeze (logged as `paused_ms`); a chunk of 256
 //! messages that traffic changes while the checkpoint reads it is copied once.
 //!
-//! Snapshot payload: a sequence of `u32` little-endian length + `codec`-encoded record.
+//! Snapshot payload: a sequence of `u32` little-endian length + `codec`-encoded record, written
+//! and read as a stream.
 
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::{BufRead, BufReader, Read};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Instant;
 
-use leaseq_core::{codec, Engine, Record};
-use leaseq_wal::{Lsn, Wal, WalError};
+use leaseq_core::{codec, Engine, FrozenEngine, Journal, Location, Record};
+use leaseq_wal::{Lsn, SegmentInfo, Wal, WalError};
 use parking_lot::Mutex;
+
+use crate::payloads;
+
+/// Payload bytes one checkpoint relocates at most, so compaction never stalls a checkpoint for
+/// long; what is left waits for the next one.
+const RELOCATE_BYTES_MAX: u64 = 64 << 20;
+
+/// Payloads relocated per hold of the engine lock.
+const RELOCATE_BATCH: usize = 128;
 
 /// When to checkpoint, and what the last checkpoint left.
 #[derive(Debug)]
@@ -102,32 +121,113 @@ impl Checkpoints {
             (engine.freeze(), lsn)
         };
         let paused_ms = started.elapsed().as_millis() as u64;
-        // Sized for the largest state the last snapshot and the records logged since can make
-        // (a message restored takes less than twice the bytes of its send record), so the
-        // buffer is not copied again and again while it grows; unused capacity is never
-        // touched, so it costs no memory, and it is bounded all the same.
-        let last = self.last_snapshot_bytes.load(Ordering::Relaxed);
-        let grown = (frozen.message_count() as u64).saturating_mul(512);
-        let capacity = last.max(grown).min(1 << 36) + (1 << 20);
-        let mut payload = Vec::with_capacity(usize::try_from(capacity).unwrap_or(0));
-        frozen.records(|record| encode_framed(&record, &mut payload));
+        // Streamed to the snapshot file in chunks: the snapshot is the size of the state, and
+        // holding it in memory would double the server's footprint while a checkpoint runs.
+        let mut writer = log.snapshot_writer(lsn)?;
+        let mut written = Ok(());
+        frozen.records(|record| {
+            if written.is_ok() {
+                written = writer.append_with(|buffer| encode_framed(&record, buffer));
+            }
+        });
+        written?;
+        let live = live_bytes_by_segment(&frozen);
+        let moves = relocations(&frozen, &live, &log.segments(), lsn);
         drop(frozen);
+        // The log must be durable up to `lsn` before the snapshot claims it.
         log.sync()?;
-        log.write_snapshot(lsn, &payload)?;
+        let snapshot_bytes = writer.finish()?;
         let previous = std::mem::replace(&mut *self.newest_lsn.lock(), lsn);
-        let removed = log.remove_segments_before(previous + 1)?;
+        let removed = log.remove_segments(previous + 1, |segment| live.contains_key(&segment))?;
         self.last_snapshot_bytes
-            .store(payload.len() as u64, Ordering::Relaxed);
+            .store(snapshot_bytes, Ordering::Relaxed);
+        let relocated = self.relocate(engine, log, &moves)?;
         tracing::info!(
             lsn,
-            snapshot_bytes = payload.len(),
+            snapshot_bytes,
             paused_ms,
             elapsed_ms = started.elapsed().as_millis() as u64,
             segments_removed = removed.len(),
+            segments_kept_for_payloads = live.len(),
+            payloads_relocated = relocated,
             "checkpoint written"
         );
         Ok(())
     }
+
+    /// Writes the payloads of `moves` again at the log's tail, in batches: each batch is read
+    /// without the engine lock, then relocated and appended under it (messages deleted or moved
+    /// meanwhile are skipped by `Engine::relocate`). Returns how many were relocated.
+    fn relocate(
+        &self,
+        engine: &Mutex<Engine>,
+        log: &Wal,
+        moves: &[(u64, u64, Location)],
+    ) -> Result<usize, WalError> {
+        let mut relocated = 0;
+        for batch in moves.chunks(RELOCATE_BATCH) {
+            let mut read = Vec::with_capacity(batch.len());
+            for &(queue_id, seq, location) in batch {
+                match payloads::read(log, location) {
+                    Ok(payload) => read.push((queue_id, seq, location, payload)),
+                    Err(payloads::ReadError::Log(error)) => return Err(error),
+                    Err(error) => {
+                        tracing::error!(%error, ?location, "a stored payload does not decode; not relocated")
+                    }
+                }
+            }
+            let mut journal = Journal::new();
+            let mut engine = engine.lock();
+            for (queue_id, seq, from, payload) in read {
+                engine.relocate(queue_id, seq, from, payload, &mut journal);
+            }
+            relocated += journal.len();
+            payloads::append(log, &mut engine, &journal, self)?;
+        }
+        Ok(relocated)
+    }
+}
+
+/// Bytes of the records holding live payloads, by log segment: the segments that must stay.
+fn live_bytes_by_segment(frozen: &FrozenEngine) -> BTreeMap<u64, u64> {
+    let mut live = BTreeMap::new();
+    frozen.stored_payloads(|_, _, location| {
+        let frame_bytes = leaseq_wal::format::frame_len_bytes(location.len_bytes as usize);
+        *live.entry(u64::from(location.segment)).or_insert(0) += frame_bytes as u64;
+    });
+    live
+}
+
+/// The payloads to relocate: those in sparse segments (live payloads under half the segment)
+/// that this snapshot covers, oldest segments first, up to [`RELOCATE_BYTES_MAX`].
+fn relocations(
+    frozen: &FrozenEngine,
+    live: &BTreeMap<u64, u64>,
+    segments: &[SegmentInfo],
+    lsn: Lsn,
+) -> Vec<(u64, u64, Location)> {
+    let mut budget_bytes = RELOCATE_BYTES_MAX;
+    let mut sparse = BTreeSet::new();
+    for segment in segments {
+        let Some(&live_bytes) = live.get(&segment.segment) else {
+            continue;
+        };
+        let covered = !segment.active && segment.end_lsn <= lsn + 1;
+        if !covered || live_bytes * 2 >= segment.size_bytes || live_bytes > budget_bytes {
+            continue;
+        }
+        budget_bytes -= live_bytes;
+        sparse.insert(segment.segment);
+    }
+    let mut moves = Vec::new();
+    if !sparse.is_empty() {
+        frozen.stored_payloads(|queue_id, seq, location| {
+            if sparse.contains(&u64::from(location.segment)) {
+                moves.push((queue_id, seq, location));
+            }
+        });
+    }
+    moves
 }
 
 fn encode_framed(record: &Record, out: &mut Vec<u8>) {
@@ -138,22 +238,42 @@ fn encode_framed(record: &Record, out: &mut Vec<u8>) {
     out[start..start + 4].copy_from_slice(&len.to_le_bytes());
 }
 
-/// Applies a snapshot payload to an empty engine.
-pub fn load(engine: &mut Engine, payload: &[u8]) -> Result<u64, codec::DecodeError> {
+/// Why a snapshot could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    /// Reading the file failed.
+    #[error("reading the snapshot: {0}")]
+    Io(#[from] std::io::Error),
+    /// A record in it does not decode (its checksum matched: a bug, not damage).
+    #[error("record at byte {at}: {error}")]
+    Decode {
+        /// Where the record's length prefix is.
+        at: u64,
+        /// What was wrong.
+        error: codec::DecodeError,
+    },
+}
+
+/// Applies a snapshot payload, read as a stream, to an empty engine; returns the records read.
+pub fn load(engine: &mut Engine, payload: impl Read) -> Result<u64, LoadError> {
+    let mut reader = BufReader::with_capacity(1 << 20, payload);
     let mut decoder = codec::Decoder::default();
-    let mut at = 0;
-    let mut records = 0;
-    while at < payload.len() {
-        let len_bytes = payload
-            .get(at..at + 4)
-            .ok_or(codec::DecodeError::Truncated(at))?;
-        let len = u32::from_le_bytes(len_bytes.try_into().expect("4 bytes")) as usize;
-        let bytes = payload
-            .get(at + 4..at + 4 + len)
-            .ok_or(codec::DecodeError::Truncated(at))?;
-        engine.apply(&decoder.decode(bytes)?);
-        at += 4 + len;
+    let mut bytes = Vec::new();
+    let (mut at, mut records) = (0u64, 0u64);
+    loop {
+        let mut len = [0u8; 4];
+        // End of input exactly at a record boundary ends the snapshot.
+        if reader.fill_buf()?.is_empty() {
+            return Ok(records);
+        }
+        reader.read_exact(&mut len)?;
+        bytes.resize(u32::from_le_bytes(len) as usize, 0);
+        reader.read_exact(&mut bytes)?;
+        let record = decoder
+            .decode(&bytes)
+            .map_err(|error| LoadError::Decode { at, error })?;
+        engine.apply(&record);
+        at += 4 + bytes.len() as u64;
         records += 1;
     }
-    Ok(records)
 }

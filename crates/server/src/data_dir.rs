@@ -20,6 +20,7 @@ use leaseq_wal::{DirStorage, Recovery, Storage, Wal, WalError};
 
 use crate::checkpoint::{self, Checkpoints};
 use crate::embedded::{Embedded, EmbeddedConfig, CHECKPOINT_LOG_BYTES_MIN};
+use crate::payloads;
 
 /// Why a data directory could not be opened.
 #[derive(Debug, thiserror::Error)]
@@ -44,9 +45,10 @@ pub enum OpenError {
     /// The log could not be opened or replayed.
     #[error(transparent)]
     Log(#[from] WalError),
-    /// The newest snapshot is damaged inside (its checksum matched, its records do not decode).
-    #[error("the snapshot at log position {0} does not decode: {1}")]
-    Snapshot(u64, leaseq_core::codec::DecodeError),
+    /// The newest snapshot could not be read, or is damaged inside (its checksum matched, its
+    /// records do not decode).
+    #[error("the snapshot at log position {0} could not be loaded: {1}")]
+    Snapshot(u64, checkpoint::LoadError),
 }
 
 fn io<'a>(what: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -> OpenError + 'a {
@@ -113,23 +115,33 @@ pub fn recover_with(
 ) -> Result<(Embedded, Recovery), OpenError> {
     let started = Instant::now();
     let mut engine = Engine::new(config.engine.clone(), key);
-    let snapshot = leaseq_wal::snapshot::latest(storage.as_ref())?;
+    let snapshot = leaseq_wal::snapshot::latest_file(storage.as_ref())?;
     let (snapshot_lsn, snapshot_records, snapshot_bytes) = match snapshot {
         Some(snapshot) => {
-            let records = checkpoint::load(&mut engine, &snapshot.bytes)
+            let records = checkpoint::load(&mut engine, snapshot.reader())
                 .map_err(|error| OpenError::Snapshot(snapshot.lsn, error))?;
-            (snapshot.lsn, records, snapshot.bytes.len() as u64)
+            (snapshot.lsn, records, snapshot.len_bytes)
         }
         None => (0, 0, 0),
     };
     let mut replayed: u64 = 0;
     let mut decoder = codec::Decoder::default();
+    // Segments the snapshot covers are not scanned (they stay for the payloads they hold).
+    let options = leaseq_wal::Options {
+        covered_lsn: snapshot_lsn,
+        ..options
+    };
     let (log, recovery) = Wal::open(storage, options, |record| {
         // Records the snapshot already contains.
         if record.lsn <= snapshot_lsn {
             return Ok(());
         }
-        engine.apply(&decoder.decode(record.payload)?);
+        let decoded = decoder.decode(record.payload)?;
+        engine.apply(&decoded);
+        // As live traffic does once it has appended: keep the payload only in the log.
+        if let Some(location) = payloads::location(record.position) {
+            engine.spill(&decoded, location);
+        }
         replayed += 1;
         Ok(())
     })?;

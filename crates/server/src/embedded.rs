@@ -13,20 +13,20 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
-use leaseq_core::codec;
 use leaseq_core::{
-    Delivery, Engine, EngineConfig, Error, Journal, MessageId, QueueConfigPatch, ReceiptKey,
-    ReceiveRequest, Record, SendInput,
+    Delivery, Engine, EngineConfig, Error, Journal, MessageId, Payload, PayloadRef,
+    QueueConfigPatch, ReceiptKey, ReceiveRequest, Record, SendInput,
 };
 use leaseq_sqs::error::SqsError;
 use leaseq_sqs::{Action, BatchEntry, Context, Outcome};
-use leaseq_wal::{Lsn, Wal, WalError};
+use leaseq_wal::{Wal, WalError};
 use parking_lot::{Mutex, MutexGuard};
 use tokio::sync::watch;
 
 use crate::backend::{Backend, Caller};
 use crate::checkpoint::Checkpoints;
 use crate::clock::{now_ms, Clock};
+use crate::payloads;
 use crate::waiters::Waiters;
 
 /// Settings of the embedded backend.
@@ -82,7 +82,7 @@ impl Drop for WaitingGuard<'_> {
 
 /// What a receive learned besides its deliveries: enough to wait well.
 struct ReceiveProbe {
-    deliveries: Vec<Delivery>,
+    deliveries: Vec<Delivery<PayloadRef>>,
     queue_id: u64,
     queue_wait_seconds: u32,
     next_deadline_ms: Option<u64>,
@@ -164,6 +164,11 @@ impl Embedded {
         self.waiting.load(Ordering::Relaxed)
     }
 
+    /// A message's payload, read from the log if the engine keeps only its location there.
+    pub fn payload(&self, payload: &PayloadRef) -> Result<Arc<Payload>, payloads::ReadError> {
+        payloads::payload(self.log.as_deref(), payload)
+    }
+
     /// The engine, locked (for inspection and administration).
     pub fn engine(&self) -> MutexGuard<'_, Engine> {
         self.engine.lock()
@@ -196,7 +201,9 @@ impl Embedded {
             }
             let result = operation(&mut engine, &mut journal);
             let tail_lsn = match &self.log {
-                Some(log) => match append(log, &journal, &self.checkpoints) {
+                Some(log) => match payloads::append(log, &mut engine, &journal, &self.checkpoints)
+                    .map_err(log_failed)
+                {
                     Ok(lsn) => Some(lsn),
                     Err(error) => {
                         // The engine has applied records the log does not have: from here on
@@ -301,7 +308,8 @@ impl Embedded {
         .await
     }
 
-    /// A receive that waits up to its wait time for a message (long polling).
+    /// A receive that waits up to its wait time for a message (long polling), with the
+    /// payloads read from the log (after the engine lock is released).
     async fn receive(
         &self,
         name: &str,
@@ -309,6 +317,20 @@ impl Embedded {
         wait_time_seconds: Option<u32>,
         attempt_id: Option<&str>,
     ) -> Result<Vec<Delivery>, SqsError> {
+        let deliveries = self
+            .lease(name, request, wait_time_seconds, attempt_id)
+            .await?;
+        payloads::resolve(self.log.as_deref(), deliveries)
+    }
+
+    /// The leasing half of [`Embedded::receive`].
+    async fn lease(
+        &self,
+        name: &str,
+        request: ReceiveRequest,
+        wait_time_seconds: Option<u32>,
+        attempt_id: Option<&str>,
+    ) -> Result<Vec<Delivery<PayloadRef>>, SqsError> {
         let started = Instant::now();
         let mut probe = self
             .try_receive(name, request, wait_time_seconds, attempt_id)
@@ -607,18 +629,6 @@ impl Backend for Embedded {
     fn shut_down(&self) {
         self.shutdown.send_replace(true);
     }
-}
-
-/// Appends the journal's records; returns the log's tail LSN after them.
-fn append(log: &Wal, journal: &Journal, checkpoints: &Checkpoints) -> Result<Lsn, SqsError> {
-    let mut bytes = Vec::new();
-    for record in journal {
-        bytes.clear();
-        codec::encode(record, &mut bytes);
-        log.append(&bytes).map_err(log_failed)?;
-        checkpoints.logged(bytes.len() as u64);
-    }
-    Ok(log.next_lsn() - 1)
 }
 
 /// The error a client gets when the log fails. A poisoned log never recovers by itself (a retry

@@ -14,6 +14,7 @@ pub mod clock;
 pub mod data_dir;
 pub mod embedded;
 pub mod http;
+pub mod payloads;
 pub mod waiters;
 
 pub use backend::{Backend, Caller};

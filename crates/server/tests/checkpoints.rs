@@ -100,19 +100,25 @@ async fn ready_count(backend: &Embedded) -> usize {
         .ready
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_log_stays_bounded_under_steady_load() {
-    let dir = fresh_dir("checkpoints-bounded");
-    let backend = open(&dir);
+async fn create(backend: &Embedded, name: &str) {
     let create = Action::CreateQueue {
-        name: "q".into(),
+        name: name.into(),
         attributes: QueueConfigPatch::default(),
         tags: Default::default(),
     };
-    execute(&backend, create).await;
+    execute(backend, create).await;
+}
+
+/// 600 rounds of a batch of ten 1 KB messages sent and (after the first ten rounds) ten
+/// received and deleted: about 6 MiB of sends go through the log while 100 messages stay live.
+/// Every `straggler_every` rounds one more message goes to queue `kept`, which nobody reads, so
+/// long-lived payloads end up spread over every segment. Returns the largest size the log
+/// directory reached.
+async fn steady_load(dir: &Path, backend: &Embedded, straggler_every: Option<u32>) -> u64 {
+    create(backend, "q").await;
+    create(backend, "kept").await;
     let body = "x".repeat(1_000);
     let mut largest_bytes = 0;
-    // About 6 MiB of sends alone go through the log; 100 messages stay live throughout.
     for round in 0..600 {
         let entries = (0..10)
             .map(|i| BatchEntry {
@@ -124,12 +130,29 @@ async fn the_log_stays_bounded_under_steady_load() {
             queue: queue(),
             entries,
         };
-        execute(&backend, send).await;
-        if round >= 10 {
-            assert_eq!(receive_and_delete(&backend, 10).await, 10);
+        execute(backend, send).await;
+        if straggler_every.is_some_and(|every| round % every == 0) {
+            let send = Action::SendMessage {
+                queue: QueueRef {
+                    name: "kept".into(),
+                },
+                message: SendInput::body(format!("kept {round}-{body}")),
+            };
+            execute(backend, send).await;
         }
-        largest_bytes = largest_bytes.max(dir_size_bytes(&dir));
+        if round >= 10 {
+            assert_eq!(receive_and_delete(backend, 10).await, 10);
+        }
+        largest_bytes = largest_bytes.max(dir_size_bytes(dir));
     }
+    largest_bytes
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_log_stays_bounded_under_steady_load() {
+    let dir = fresh_dir("checkpoints-bounded");
+    let backend = open(&dir);
+    let largest_bytes = steady_load(&dir, &backend, None).await;
     // Bounded by a few segments and snapshots, not by the 6 MiB that went through.
     assert!(
         largest_bytes < 1_500_000,
@@ -142,6 +165,47 @@ async fn the_log_stays_bounded_under_steady_load() {
     assert_eq!(ready_count(&reopened).await, 100);
     assert_eq!(receive_and_delete(&reopened, 10).await, 10);
     assert_eq!(ready_count(&reopened).await, 90);
+}
+
+/// Long-lived messages in every segment would pin every segment; compaction moves them to the
+/// log's tail so the segments can go, and their bodies survive the moves and a restart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn compaction_keeps_the_log_bounded_when_long_lived_messages_pin_every_segment() {
+    let dir = fresh_dir("checkpoints-compaction");
+    let backend = open(&dir);
+    // One kept message per 60 KB sent: one or two in every 64 KiB segment.
+    let largest_bytes = steady_load(&dir, &backend, Some(6)).await;
+    assert!(
+        largest_bytes < 1_500_000,
+        "the log directory grew to {largest_bytes} bytes"
+    );
+    drop(backend);
+
+    let reopened = open(&dir);
+    let info = reopened
+        .engine()
+        .queue_info(leaseq_server::clock::now_ms(), "kept")
+        .unwrap();
+    assert_eq!(info.ready, 100);
+    let engine = reopened.engine();
+    let kept = engine.queue("kept").unwrap();
+    let mut bodies: Vec<String> = kept
+        .messages()
+        .map(|(_, message)| reopened.payload(&message.payload).unwrap().body.clone())
+        .collect();
+    drop(engine);
+    bodies.sort_by_key(|body| {
+        body.split(['-', ' '])
+            .nth(1)
+            .unwrap()
+            .parse::<u32>()
+            .unwrap()
+    });
+    let expected: Vec<String> = (0..600)
+        .step_by(6)
+        .map(|round| format!("kept {round}-{}", "x".repeat(1_000)))
+        .collect();
+    assert_eq!(bodies, expected);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

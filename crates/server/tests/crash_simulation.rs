@@ -224,7 +224,7 @@ impl Sim {
     }
 
     fn dump_live(&self) -> Dump {
-        Dump::of(&mut self.backend().engine(), self.now_ms())
+        Dump::of(&self.backend(), self.now_ms())
     }
 
     /// Opens the backend on `storage` as a restarted server would (same receipt key).
@@ -599,7 +599,7 @@ impl Sim {
         let (backend, _) = self
             .open(&fork)
             .unwrap_or_else(|error| panic!("a power loss now would not restart: {error}"));
-        let recovered = Dump::of(&mut backend.engine(), self.now_ms());
+        let recovered = Dump::of(&backend, self.now_ms());
         check_recovery(&Window::new(&self.ledger.acked), &recovered);
         self.note("checked what a power loss now would recover".into());
         self.count("power loss checked on a fork");
@@ -653,7 +653,16 @@ impl Sim {
         {
             self.count("restart from a snapshot");
         }
-        let recovered = Dump::of(&mut backend.engine(), self.now_ms());
+        let segments: Vec<u64> = self
+            .storage
+            .file_names()
+            .iter()
+            .filter_map(|name| leaseq_wal::parse_segment_file_name(name))
+            .collect();
+        if segments.windows(2).any(|pair| pair[1] != pair[0] + 1) {
+            self.count("restart over a log with segments kept only for payloads");
+        }
+        let recovered = Dump::of(&backend, self.now_ms());
         check_recovery(&self.window, &recovered);
         self.note(format!(
             "restart: {} records replayed, torn tail {:?}, {} messages",

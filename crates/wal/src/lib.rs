@@ -103,6 +103,12 @@ pub struct Options {
     pub buffer_size_max_bytes: u64,
     /// On corruption, cut the log at the last good record instead of refusing to open.
     pub salvage: bool,
+    /// Records up to this LSN are covered by a snapshot the caller loaded (0: none). Recovery
+    /// neither scans nor replays segments that hold only such records; they stay readable, and
+    /// some of them may be missing (removed by [`Wal::remove_segments`] because nothing in them
+    /// was needed any more). From the segment holding `covered_lsn + 1` on, the log must be
+    /// whole, as always.
+    pub covered_lsn: Lsn,
 }
 
 impl Default for Options {
@@ -113,6 +119,7 @@ impl Default for Options {
             record_size_max_bytes: 4 << 20,
             buffer_size_max_bytes: 64 << 20,
             salvage: false,
+            covered_lsn: 0,
         }
     }
 }

@@ -438,15 +438,23 @@ impl Wal {
 
     /// Reads the payload of the record at `position`, whether or not it has reached the disk
     /// yet. Verifies the record's CRC when it comes from the file.
+    ///
+    /// A poisoned log still serves the records its files hold (so its state can be inspected);
+    /// a record that was only buffered when the log was poisoned is gone, and reading it fails
+    /// with [`WalError::Poisoned`].
     pub fn read(&self, position: Position) -> Result<Vec<u8>, WalError> {
+        self.read_unpoisoned(position).map_err(|error| {
+            match self.shared.lock().progress.poisoned.clone() {
+                Some(cause) => WalError::Poisoned { cause },
+                None => error,
+            }
+        })
+    }
+
+    fn read_unpoisoned(&self, position: Position) -> Result<Vec<u8>, WalError> {
         let frame_len_bytes = format::frame_len_bytes(position.len_bytes as usize);
         let file = {
             let mut state = self.shared.lock();
-            if let Some(cause) = &state.progress.poisoned {
-                return Err(WalError::Poisoned {
-                    cause: cause.clone(),
-                });
-            }
             check_position(&state, position)?;
             if let Some(payload) = read_buffered(&state, position) {
                 return Ok(payload);
@@ -520,6 +528,19 @@ impl Wal {
     /// yet durable. Reads of records in removed segments fail with
     /// [`WalError::InvalidPosition`].
     pub fn remove_segments_before(&self, lsn: Lsn) -> Result<Vec<u64>, WalError> {
+        self.remove_segments(lsn, |_| false)
+    }
+
+    /// Removes every segment whose records all have LSNs below `lsn` (so a snapshot covers
+    /// them) unless `keep(segment)` says it still holds something needed, and returns their
+    /// numbers. This may leave gaps; a later open must then pass a `covered_lsn` of at least
+    /// `lsn - 1` (see [`Options::covered_lsn`]). Never removes the active segment, nor a segment
+    /// whose successor is not yet durable.
+    pub fn remove_segments(
+        &self,
+        lsn: Lsn,
+        keep: impl Fn(u64) -> bool,
+    ) -> Result<Vec<u64>, WalError> {
         let _removal = self.shared.removal.lock().expect("removal mutex poisoned");
         let candidates: Vec<u64> = {
             let state = self.shared.lock();
@@ -528,10 +549,10 @@ impl Wal {
                 .windows(2)
                 .take_while(|pair| pair[0].end_lsn <= lsn && pair[1].durable)
                 .map(|pair| pair[0].header.segment)
+                .filter(|&segment| !keep(segment))
                 .collect()
         };
-        // Oldest first, so a crash part-way leaves a contiguous run of segments, which is what
-        // recovery expects.
+        // Oldest first, so a crash part-way leaves the log as a removal that stopped early would.
         let mut removed = Vec::new();
         for segment in candidates {
             let name = segment_file_name(segment);
@@ -553,6 +574,11 @@ impl Wal {
     /// Atomically writes a snapshot of the engine's state as of `lsn`; see [`snapshot::write`].
     pub fn write_snapshot(&self, lsn: Lsn, bytes: &[u8]) -> Result<(), WalError> {
         snapshot::write(self.shared.storage.as_ref(), lsn, bytes)
+    }
+
+    /// Starts a snapshot as of `lsn`, written as a stream; see [`snapshot::SnapshotWriter`].
+    pub fn snapshot_writer(&self, lsn: Lsn) -> Result<snapshot::SnapshotWriter<'_>, WalError> {
+        snapshot::SnapshotWriter::create(self.shared.storage.as_ref(), lsn)
     }
 
     /// The newest snapshot whose checksum verifies; see [`snapshot::latest`].

@@ -15,6 +15,13 @@
 //!   [`WalError::Corrupt`] naming the file and offset, unless `salvage` is set, in which case
 //!   the log is cut at the last good record and everything after it is removed and reported.
 //!
+//! Segments that hold only records covered by the caller's snapshot (`Options::covered_lsn`)
+//! come first and are not scanned: their headers are checked and they are kept for reads (they
+//! may hold message payloads still in use), and gaps among them are expected (a segment whose
+//! payloads were all gone was removed). Scanning, replay and the rules above start at the
+//! segment holding `covered_lsn + 1`. This is what keeps start-up proportional to the log written
+//! since the snapshot rather than to everything kept for payloads.
+//!
 //! Finally the last segment is fdatasynced: after a crash of the process (not the machine),
 //! its tail may still be only in the page cache, and new appends must not be acknowledged on
 //! top of records that are not yet durable.
@@ -94,16 +101,42 @@ pub(crate) fn recover(
     replay: Replay<'_>,
 ) -> Result<Recovered, WalError> {
     let numbers = list_segments(storage)?;
-    let mut segments: BTreeMap<u64, SegmentMeta> = BTreeMap::new();
+    let mut segments = covered_segments(storage, &numbers, options.covered_lsn)?;
+    let first_scanned = segments.len();
     let mut report = Recovery {
         next_lsn: 1,
         ..Recovery::default()
     };
-    for (index, &number) in numbers.iter().enumerate() {
+    for (index, &number) in numbers.iter().enumerate().skip(first_scanned) {
         let is_last = index + 1 == numbers.len();
         let name = segment_file_name(number);
         let bytes = read_whole_file(storage, &name).map_err(|e| WalError::io("read", &name, e))?;
-        let (scan, verdict) = judge(number, &bytes, is_last, segments.last_key_value());
+        // The first scanned segment follows no scanned one: a gap before it is allowed, but it
+        // must hold the first record the snapshot does not cover.
+        let previous = if index == first_scanned {
+            None
+        } else {
+            segments.last_key_value()
+        };
+        let (scan, verdict) = judge(number, &bytes, is_last, previous);
+        let verdict = match (&scan, verdict) {
+            (Some(scan), Verdict::Clean | Verdict::TornTail { .. })
+                if index == first_scanned
+                    && options.covered_lsn > 0
+                    && scan.header.base_lsn > options.covered_lsn + 1 =>
+            {
+                Verdict::Corrupt {
+                    offset: 0,
+                    reason: format!(
+                        "records {} to {} are missing (the snapshot covers up to {})",
+                        options.covered_lsn + 1,
+                        scan.header.base_lsn - 1,
+                        options.covered_lsn
+                    ),
+                }
+            }
+            (_, verdict) => verdict,
+        };
         if let Some(scan) = &scan {
             replay_segment(scan, &bytes, number, replay, &mut report)?;
         }
@@ -152,6 +185,73 @@ pub(crate) fn recover(
     }
     open_last_segment(storage, &mut segments)?;
     Ok(Recovered { segments, report })
+}
+
+/// The leading segments whose records are all covered by the snapshot (`covered_lsn`): those
+/// followed by a segment whose first record is at most `covered_lsn + 1`. Only their headers are
+/// read. Each one's `end_lsn` is its successor's base LSN (an upper bound if segments between
+/// them were removed, which is all that removal decisions need).
+fn covered_segments(
+    storage: &dyn Storage,
+    numbers: &[u64],
+    covered_lsn: Lsn,
+) -> Result<BTreeMap<u64, SegmentMeta>, WalError> {
+    let mut covered = BTreeMap::new();
+    if covered_lsn == 0 {
+        return Ok(covered);
+    }
+    let mut headers = Vec::new();
+    for &number in numbers {
+        match read_header(storage, number) {
+            Ok(found) => headers.push(found),
+            // A damaged header stops the covered run; the scan reports it where it matters.
+            Err(_) => break,
+        }
+    }
+    for pair in headers.windows(2) {
+        let ((header, size_bytes), (next, _)) = (pair[0], pair[1]);
+        if next.base_lsn > covered_lsn + 1 {
+            break;
+        }
+        covered.insert(
+            header.segment,
+            SegmentMeta {
+                header,
+                end_lsn: next.base_lsn,
+                size_bytes,
+                file: None,
+                durable: true,
+            },
+        );
+    }
+    Ok(covered)
+}
+
+/// A segment's header (checked against its file name) and its file's size.
+fn read_header(
+    storage: &dyn Storage,
+    number: u64,
+) -> Result<(format::SegmentHeader, u64), WalError> {
+    let name = segment_file_name(number);
+    let file = storage
+        .open(&name)
+        .map_err(|source| WalError::io("open", &name, source))?;
+    let size_bytes = file
+        .len_bytes()
+        .map_err(|source| WalError::io("open", &name, source))?;
+    let mut bytes = [0u8; format::SEGMENT_HEADER_LEN_BYTES];
+    file.read_exact_at(&mut bytes, 0)
+        .map_err(|source| WalError::io("read", &name, source))?;
+    let corrupt = |reason: String| WalError::Corrupt {
+        file: name.clone(),
+        offset: 0,
+        reason,
+    };
+    let header = format::SegmentHeader::decode(&bytes).map_err(|e| corrupt(e.to_string()))?;
+    if header.segment != number {
+        return Err(corrupt(format!("header names segment {}", header.segment)));
+    }
+    Ok((header, size_bytes))
 }
 
 /// The segment numbers in the storage, ascending.

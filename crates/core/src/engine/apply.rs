@@ -6,6 +6,7 @@ use std::sync::Arc;
 use crate::fifo::{
     Deduplicated, DeduplicationScope, FifoMessage, ReceiveAttempt, DEDUPLICATION_WINDOW_MS,
 };
+use crate::message::{Location, PayloadRef};
 use crate::queue::{Message, MessageState, Queue};
 use crate::record::Record;
 use crate::store::Frozen;
@@ -75,7 +76,7 @@ impl Engine {
                 };
                 let message = Message {
                     id: *message_id,
-                    payload: payload.clone(),
+                    payload: PayloadRef::Inline(payload.clone()),
                     sent_at_ms: now_ms,
                     visible_at_ms: *visible_at_ms,
                     leased_at_ms: 0,
@@ -202,6 +203,16 @@ impl Engine {
                         Arc::from(deduplication_id.as_str()),
                         entry,
                     );
+            }
+            Record::Relocate {
+                queue_id,
+                seq,
+                payload,
+                ..
+            } => {
+                let queue = self.queue_mut(*queue_id);
+                let message = queue.message_mut(*seq).expect("relocated message exists");
+                message.payload = PayloadRef::Inline(payload.clone());
             }
             Record::RestoreEngine { next_queue_id, .. } => {
                 self.next_queue_id = self.next_queue_id.max(*next_queue_id);
@@ -390,6 +401,18 @@ impl FrozenEngine {
     /// Messages in the copy.
     pub fn message_count(&self) -> usize {
         self.queues.iter().map(|queue| queue.messages.len()).sum()
+    }
+
+    /// Calls `each(queue_id, seq, location)` for every message whose payload is in the log: what
+    /// the log must keep, and what a compactor may move.
+    pub fn stored_payloads(&self, mut each: impl FnMut(u64, u64, Location)) {
+        for queue in &self.queues {
+            for (seq, message) in queue.messages.iter() {
+                if let PayloadRef::Stored(location) = message.payload {
+                    each(queue.queue_id, seq, location);
+                }
+            }
+        }
     }
 
     /// The records that rebuild this state through `Engine::apply`, in order.

@@ -9,7 +9,7 @@ use crate::fifo::{
     check_token, content_deduplication_id, AttemptLease, Deduplicated, DeduplicationScope,
     FifoMessage,
 };
-use crate::message::SendInput;
+use crate::message::{PayloadRef, SendInput};
 use crate::queue::{MessageState, Queue};
 use crate::record::Record;
 
@@ -90,7 +90,7 @@ impl Engine {
         receive: FifoReceive,
         attempt_id: Option<&str>,
         journal: &mut Journal,
-    ) -> Result<Vec<Delivery>> {
+    ) -> Result<Vec<Delivery<PayloadRef>>> {
         let FifoReceive {
             now_ms,
             queue_id,
@@ -151,7 +151,7 @@ impl Engine {
         &mut self,
         receive: &FifoReceive,
         head: u64,
-        deliveries: &mut Vec<Delivery>,
+        deliveries: &mut Vec<Delivery<PayloadRef>>,
         journal: &mut Journal,
     ) -> Vec<AttemptLease> {
         let FifoReceive {
@@ -216,7 +216,11 @@ impl Engine {
 
     /// The deliveries of an earlier receive with this attempt id, if every lease it granted is
     /// still its message's current lease, unchanged and running.
-    fn retried_attempt(&self, queue_id: u64, attempt_id: &str) -> Option<Vec<Delivery>> {
+    fn retried_attempt(
+        &self,
+        queue_id: u64,
+        attempt_id: &str,
+    ) -> Option<Vec<Delivery<PayloadRef>>> {
         let queue = &self.queues[&queue_id];
         let attempt = queue.fifo()?.attempt(attempt_id)?;
         let unchanged = attempt.leases.iter().all(|lease| {

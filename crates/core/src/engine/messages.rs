@@ -1,9 +1,10 @@
-//! Message operations: send, receive (with dead-lettering), delete, change visibility.
+//! Message operations: send, receive (with dead-lettering), delete, change visibility; and where
+//! payloads are kept (spill to the log, relocate for compaction).
 use std::sync::Arc;
 
 use crate::error::{Error, Field, Result};
 use crate::fifo::sequence_number;
-use crate::message::{validate_send, MessageId, SendInput};
+use crate::message::{validate_send, Location, MessageId, Payload, PayloadRef, SendInput};
 use crate::queue::{MessageState, Queue};
 use crate::receipt::Receipt;
 use crate::record::Record;
@@ -71,7 +72,7 @@ impl Engine {
         name: &str,
         request: ReceiveRequest,
         journal: &mut Journal,
-    ) -> Result<Vec<Delivery>> {
+    ) -> Result<Vec<Delivery<PayloadRef>>> {
         self.receive_with_attempt(now_ms, name, request, None, journal)
     }
 
@@ -86,7 +87,7 @@ impl Engine {
         request: ReceiveRequest,
         attempt_id: Option<&str>,
         journal: &mut Journal,
-    ) -> Result<Vec<Delivery>> {
+    ) -> Result<Vec<Delivery<PayloadRef>>> {
         let limits = &self.config.limits;
         if request.max_messages == 0 || request.max_messages > limits.batch_size_max {
             return Err(Error::invalid(
@@ -176,7 +177,7 @@ impl Engine {
         (target != queue.id && same_kind).then_some((target, policy.max_receive_count))
     }
 
-    pub(super) fn delivery(&self, queue_id: u64, seq: u64) -> Delivery {
+    pub(super) fn delivery(&self, queue_id: u64, seq: u64) -> Delivery<PayloadRef> {
         let message = self.queues[&queue_id].message(seq).expect("just leased");
         Delivery {
             message_id: message.id,
@@ -294,5 +295,58 @@ impl Engine {
         };
         self.commit(record, journal);
         Ok(visible_at_ms)
+    }
+
+    /// Keeps the payload that `record` carries (a `Send` or `Relocate` just applied) only at the
+    /// record's `location` in the log, dropping the copy in memory. Called by a caller with a
+    /// durable log once the record is appended, and by recovery for each replayed record.
+    ///
+    /// This changes where a payload is kept, not what the message is, so it is not a record
+    /// of its own: the location is where the record itself landed, which replay knows too.
+    /// Does nothing if the message is gone or already holds a different payload.
+    pub fn spill(&mut self, record: &Record, location: Location) {
+        let Some((queue_id, seq, payload)) = record.carried_payload() else {
+            return;
+        };
+        let Some(message) = self
+            .queues
+            .get_mut(&queue_id)
+            .and_then(|queue| queue.message_mut(seq))
+        else {
+            return;
+        };
+        if matches!(&message.payload, PayloadRef::Inline(held) if Arc::ptr_eq(held, payload)) {
+            message.payload = PayloadRef::Stored(location);
+        }
+    }
+
+    /// Writes message `seq`'s payload again (a `Relocate` record), if the message still exists
+    /// and its payload is still at `from`: compaction moves the live payloads out of a sparse
+    /// log segment so the segment can be removed. The caller read `payload` from `from`.
+    /// Returns whether a record was made.
+    pub fn relocate(
+        &mut self,
+        queue_id: u64,
+        seq: u64,
+        from: Location,
+        payload: Arc<Payload>,
+        journal: &mut Journal,
+    ) -> bool {
+        let still_there = self
+            .queues
+            .get(&queue_id)
+            .and_then(|queue| queue.message(seq))
+            .is_some_and(|message| message.payload == PayloadRef::Stored(from));
+        if still_there {
+            let now_ms = self.clock_ms;
+            let record = Record::Relocate {
+                now_ms,
+                queue_id,
+                seq,
+                payload,
+            };
+            self.commit(record, journal);
+        }
+        still_there
     }
 }

@@ -52,15 +52,17 @@ pub struct ReceiveRequest {
     pub visibility_timeout_seconds: Option<u32>,
 }
 
-/// One delivered message: a new attempt and its lease.
+/// One delivered message: a new attempt and its lease. The engine hands out deliveries whose
+/// payload is a [`PayloadRef`] (it may be in the log); the server reads it and answers with a
+/// `Delivery` of the payload itself (see [`Delivery::with_payload`]).
 #[derive(Clone, Debug)]
-pub struct Delivery {
+pub struct Delivery<P = Arc<Payload>> {
     /// Stable identity.
     pub message_id: MessageId,
     /// The receipt of this attempt.
     pub receipt: String,
     /// Body and attributes.
-    pub payload: Arc<Payload>,
+    pub payload: P,
     /// This attempt's number (`ApproximateReceiveCount`).
     pub receive_count: u32,
     /// `SentTimestamp`.
@@ -75,6 +77,24 @@ pub struct Delivery {
     pub fifo: Option<Box<FifoMessage>>,
     /// `SequenceNumber` (FIFO queues).
     pub sequence_number: Option<String>,
+}
+
+impl<P> Delivery<P> {
+    /// The same delivery with its payload replaced (resolved from a reference).
+    pub fn with_payload<Q>(self, payload: Q) -> Delivery<Q> {
+        Delivery {
+            message_id: self.message_id,
+            receipt: self.receipt,
+            payload,
+            receive_count: self.receive_count,
+            sent_at_ms: self.sent_at_ms,
+            first_received_at_ms: self.first_received_at_ms,
+            visible_at_ms: self.visible_at_ms,
+            dead_letter_source: self.dead_letter_source,
+            fifo: self.fifo,
+            sequence_number: self.sequence_number,
+        }
+    }
 }
 
 /// The answer to a send.

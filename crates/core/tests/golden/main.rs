@@ -68,7 +68,7 @@ use std::sync::Arc;
 
 use leaseq_core::{
     AttributeValue, DeduplicationScope, DeleteOutcome, Delivery, Engine, EngineConfig, Error,
-    FifoThroughputLimit, Journal, MessageId, QueueConfig, ReceiptKey, ReceiveRequest,
+    FifoThroughputLimit, Journal, MessageId, PayloadRef, QueueConfig, ReceiptKey, ReceiveRequest,
     RedriveAllowPolicy, SendInput,
 };
 
@@ -450,7 +450,7 @@ impl Harness {
         }))
     }
 
-    fn render_delivery(&mut self, delivery: Delivery, verbose: bool) -> String {
+    fn render_delivery(&mut self, delivery: Delivery<PayloadRef>, verbose: bool) -> String {
         // A receipt handed out again (a retried receive attempt) keeps its name.
         let known = self
             .receipts
@@ -480,7 +480,8 @@ impl Harness {
                 )
                 .unwrap();
             }
-            let payload = &delivery.payload;
+            // Scripts run without a log, so every payload is in memory.
+            let payload = delivery.payload.inline().expect("payload in memory");
             write!(
                 line,
                 " body={} sent={} first_received={} visible_at={}",

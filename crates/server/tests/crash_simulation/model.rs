@@ -14,8 +14,12 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 
-use leaseq_core::{Engine, Limits, MessageId, MessageState, QueueConfig, QueueCounters};
+use leaseq_core::{codec, Limits, MessageId, MessageState, PayloadRef, QueueConfig, QueueCounters};
+use leaseq_server::Embedded;
 use leaseq_sqs::{Outcome, SqsError};
+use leaseq_wal::fault::FaultStorage;
+use leaseq_wal::format::{decode_frame, frame_len_bytes};
+use leaseq_wal::{segment_file_name, Storage};
 
 use super::ops::{Held, Request};
 
@@ -52,9 +56,18 @@ pub struct Dump {
 }
 
 impl Dump {
-    /// Brings every queue of `engine` forward to `now_ms` (as any read would) and records it,
-    /// after checking the engine's own invariants.
-    pub fn of(engine: &mut Engine, now_ms: u64) -> Dump {
+    /// Brings every queue of the backend's engine forward to `now_ms` (as any read would) and
+    /// records it, after checking the engine's own invariants. Every message's body is read,
+    /// from the log where the engine keeps only its location: none may be missing.
+    pub fn of(backend: &Embedded, now_ms: u64) -> Dump {
+        Dump::of_crashed(backend, now_ms, None)
+    }
+
+    /// [`Dump::of`] a backend whose storage crashed under it: bodies its log can no longer read
+    /// are read from the rebooted `storage` where they survived, and named after the message
+    /// where they did not (such a message cannot come back after a restart anyway).
+    pub fn of_crashed(backend: &Embedded, now_ms: u64, storage: Option<&FaultStorage>) -> Dump {
+        let mut engine = backend.engine();
         engine.check_invariants();
         let names = engine.list_queues("");
         for name in &names {
@@ -87,7 +100,15 @@ impl Dump {
                     leased_at_ms: message.leased_at_ms,
                     first_received_at_ms: message.first_received_at_ms,
                 };
-                let body = message.payload.body.clone();
+                let body = match (backend.payload(&message.payload), storage) {
+                    (Ok(payload), _) => payload.body.clone(),
+                    (Err(_), Some(storage)) => read_surviving(storage, &message.payload)
+                        .unwrap_or_else(|| format!("lost {}", message.id)),
+                    // A send whose record the log lost when it was poisoned: the engine still
+                    // has the message (it refuses every request now), no restart will.
+                    (Err(error), None) if error.is_poisoned() => format!("lost {}", message.id),
+                    (Err(error), None) => panic!("the body of {name}#{seq} is lost: {error}"),
+                };
                 let earlier = dump.messages.insert(body.clone(), view);
                 assert!(earlier.is_none(), "body {body} is stored twice");
             }
@@ -105,6 +126,19 @@ impl Dump {
         self.in_queue(&held.body, held.queue_id)
             .is_some_and(|m| m.receive_count == held.attempt)
     }
+}
+
+/// The body stored at a payload's location in a rebooted storage, if the record survived whole.
+fn read_surviving(storage: &FaultStorage, payload: &PayloadRef) -> Option<String> {
+    let location = payload.stored()?;
+    let file = storage
+        .open(&segment_file_name(location.segment.into()))
+        .ok()?;
+    let mut frame = vec![0; frame_len_bytes(location.len_bytes as usize)];
+    file.read_exact_at(&mut frame, location.offset.into())
+        .ok()?;
+    let record = codec::decode(decode_frame(&frame, 0).ok()?).ok()?;
+    Some(record.carried_payload()?.2.body.clone())
 }
 
 /// The differences between two dumps, one line each (for failure messages).

@@ -74,7 +74,7 @@ impl Sim {
         for task in tasks {
             results.push(task.await.expect("a request task"));
         }
-        let live = self.dump_live();
+        let live = Dump::of_crashed(&self.backend(), self.now_ms(), Some(&crashed));
         let mut window = Window::new(&before);
         window.states.push(live.clone());
         for (request, result) in requests.iter().zip(&results) {

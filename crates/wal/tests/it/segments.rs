@@ -72,3 +72,55 @@ fn removal_takes_whole_old_segments_and_never_the_active_one() {
     assert_eq!(recovery.next_lsn, 61);
     assert_eq!(wal.append(b"next").unwrap().lsn, 61);
 }
+
+/// Segments kept only for what they hold (message payloads) may have gaps between them; an open
+/// that says a snapshot covers them reads them without scanning, and scans from the first
+/// segment the snapshot does not cover.
+#[test]
+fn removal_with_keep_leaves_gaps_that_a_covered_open_accepts() {
+    let storage = FaultStorage::new();
+    let options = small_segments(FsyncPolicy::Always);
+    let (wal, _, _) = open(&storage, options.clone()).unwrap();
+    let appended = append_all(&wal, 0, 60);
+    let before = wal.segments();
+    assert!(before.len() >= 5, "{before:?}");
+    // A snapshot covers everything before the fifth segment; the second and fourth still hold
+    // something needed.
+    let covered_lsn = before[4].first_lsn - 1;
+    let kept = [before[1].segment, before[3].segment];
+    let removed = wal
+        .remove_segments(covered_lsn + 1, |segment| kept.contains(&segment))
+        .unwrap();
+    assert_eq!(removed, vec![before[0].segment, before[2].segment]);
+    drop(wal);
+
+    // Without the snapshot, the gap is corruption.
+    let error = open(&storage, options.clone()).unwrap_err();
+    assert!(error.to_string().contains("missing"), "{error}");
+
+    let covered = leaseq_wal::Options {
+        covered_lsn,
+        ..options.clone()
+    };
+    let (wal, recovery, replayed) = open(&storage, covered).unwrap();
+    assert_eq!(replayed.first().unwrap().lsn, before[4].first_lsn);
+    assert_eq!(recovery.next_lsn, 61);
+    for (_, position, payload) in &appended {
+        if kept.contains(&position.segment) || position.segment >= before[4].segment {
+            assert_eq!(&wal.read(*position).unwrap(), payload);
+        } else {
+            assert!(wal.read(*position).is_err());
+        }
+    }
+    let next = wal.append(b"after").unwrap();
+    assert_eq!(next.lsn, 61);
+    drop(wal);
+
+    // A snapshot that claims less than the kept segments cover: records would be missing.
+    let too_little = leaseq_wal::Options {
+        covered_lsn: before[2].first_lsn,
+        ..options
+    };
+    let error = open(&storage, too_little).unwrap_err();
+    assert!(error.to_string().contains("missing"), "{error}");
+}

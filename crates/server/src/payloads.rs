@@ -1,0 +1,123 @@
+//! Message payloads in the log: how the server appends records so that the engine keeps only
+//! where a payload is, and how it reads payloads back for deliveries and compaction.
+//!
+//! A `Send` (or `Relocate`) record carries the message's body and attributes. Once the record is
+//! appended, its log position is all the engine needs to keep ([`Engine::spill`]): memory then
+//! holds message metadata only, and a backlog can be far larger than RAM. A receive answers
+//! with payload references; the server reads them after releasing the engine lock, from the
+//! log's append buffer or the segment file (the page cache, for messages sent recently).
+//!
+//! Invariant: a log segment holding a payload that a message still refers to is never removed
+//! (see [`crate::checkpoint`]), so every reference the engine hands out can be read.
+
+use std::sync::Arc;
+
+use leaseq_core::{codec, Delivery, Engine, Journal, Location, Payload, PayloadRef};
+use leaseq_sqs::error::SqsError;
+use leaseq_wal::{Lsn, Position, Wal, WalError};
+
+use crate::checkpoint::Checkpoints;
+
+/// The engine's location for a log position, if it fits the engine's compact form (it always
+/// does short of four billion segments; a payload that does not fit simply stays in memory).
+pub(crate) fn location(position: Position) -> Option<Location> {
+    Some(Location {
+        segment: u32::try_from(position.segment).ok()?,
+        offset: u32::try_from(position.offset).ok()?,
+        len_bytes: position.len_bytes,
+    })
+}
+
+/// The log position of an engine location.
+pub(crate) fn position(location: Location) -> Position {
+    Position {
+        segment: u64::from(location.segment),
+        offset: u64::from(location.offset),
+        len_bytes: location.len_bytes,
+    }
+}
+
+/// Appends the journal's records, spilling the payloads they carry to the log; returns the log's
+/// tail LSN after them. Called with the engine locked, so the log's order is the order in which
+/// the records were applied.
+pub(crate) fn append(
+    log: &Wal,
+    engine: &mut Engine,
+    journal: &Journal,
+    checkpoints: &Checkpoints,
+) -> Result<Lsn, WalError> {
+    let mut bytes = Vec::new();
+    for record in journal {
+        bytes.clear();
+        codec::encode(record, &mut bytes);
+        let appended = log.append(&bytes)?;
+        checkpoints.logged(bytes.len() as u64);
+        if record.carried_payload().is_some() {
+            if let Some(location) = location(appended.position) {
+                engine.spill(record, location);
+            }
+        }
+    }
+    Ok(log.next_lsn() - 1)
+}
+
+/// Reads the payload stored at `location`: the `Send` or `Relocate` record there.
+pub(crate) fn read(log: &Wal, location: Location) -> Result<Arc<Payload>, ReadError> {
+    let bytes = log.read(position(location))?;
+    let record = codec::decode(&bytes).map_err(|error| ReadError::Decode(error.to_string()))?;
+    match record.carried_payload() {
+        Some((_, _, payload)) => Ok(payload.clone()),
+        None => Err(ReadError::Decode(format!(
+            "the record at {location:?} carries no payload"
+        ))),
+    }
+}
+
+/// Why a stored payload could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    /// The log could not read the record.
+    #[error(transparent)]
+    Log(#[from] WalError),
+    /// The record did not decode into one that carries a payload.
+    #[error("{0}")]
+    Decode(String),
+}
+
+impl ReadError {
+    /// Whether the log was poisoned and the record was not yet in its files.
+    pub fn is_poisoned(&self) -> bool {
+        matches!(self, ReadError::Log(error) if error.is_poisoned())
+    }
+}
+
+/// The payload a reference refers to, read from the log if it is not in memory.
+pub(crate) fn payload(log: Option<&Wal>, payload: &PayloadRef) -> Result<Arc<Payload>, ReadError> {
+    match (payload, log) {
+        (PayloadRef::Inline(payload), _) => Ok(payload.clone()),
+        (PayloadRef::Stored(location), Some(log)) => read(log, *location),
+        (PayloadRef::Stored(location), None) => Err(ReadError::Decode(format!(
+            "a payload at {location:?} but no log"
+        ))),
+    }
+}
+
+/// The deliveries with their payloads read from the log where they are not in memory.
+pub(crate) fn resolve(
+    log: Option<&Wal>,
+    deliveries: Vec<Delivery<PayloadRef>>,
+) -> Result<Vec<Delivery>, SqsError> {
+    deliveries
+        .into_iter()
+        .map(|delivery| {
+            let payload = payload(log, &delivery.payload).map_err(|error| {
+                tracing::error!(%error, message_id = %delivery.message_id, "could not read a message body from the log");
+                SqsError::internal(format!(
+                    "The server could not read the body of message {} from its log: {error}",
+                    delivery.message_id
+                ))
+            })?;
+            Ok(delivery.with_payload(payload))
+        })
+        .collect()
+}
