@@ -7,7 +7,8 @@
 //!
 //! After each operation, the records it journaled tell which queues got a message that is ready
 //! now; their long-poll waiters are woken. Messages that become ready later (a delay or a lease
-//! ends) are found by waiters themselves: they sleep no longer than the queue's next deadline.
+//! ends) are found by waiters themselves: they sleep no longer than the queue's next deadline,
+//! and a changed lease wakes one of them to recompute it.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -243,6 +244,10 @@ impl Embedded {
                     visible_at_ms,
                     ..
                 } if visible_at_ms <= now_ms => self.waiters.wake(*queue_id, 1),
+                // A lease that now ends at another time may end before the deadline a waiting
+                // receive computed when it last looked: wake one to look again (it sleeps until
+                // the new deadline if nothing is ready yet).
+                Record::ChangeVisibility { queue_id, .. } => self.waiters.wake(*queue_id, 1),
                 Record::DeadLetter {
                     dead_letter_queue_id,
                     ..

@@ -1,0 +1,243 @@
+//! The harness: an in-process leaseq server per test, SDK clients, queue helpers, a worker
+//! configuration with short leases, and a wait for the worker's counters.
+
+use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use aws_sdk_sqs::config::retry::RetryConfig;
+use aws_sdk_sqs::config::{BehaviorVersion, Credentials, Region};
+use aws_sdk_sqs::error::DisplayErrorContext;
+use aws_sdk_sqs::types::{Message, MessageSystemAttributeName, QueueAttributeName};
+use aws_sdk_sqs::Client;
+use leaseq_core::{EngineConfig, ReceiptKey};
+use leaseq_server::{Embedded, EmbeddedConfig, HttpConfig};
+use leaseq_worker::{LeaseConfig, WorkerConfig};
+use tokio::net::TcpListener;
+
+/// How long any wait of a test may take before the test fails. Generous because CI runs on two
+/// shared cores.
+pub const PATIENCE: Duration = Duration::from_secs(20);
+
+static NEXT_NAME: AtomicU64 = AtomicU64::new(0);
+
+/// A leaseq server in this process and a client for it.
+pub struct Server {
+    pub endpoint: String,
+    pub client: Client,
+}
+
+/// Starts an in-memory leaseq server on a free loopback port. Also sends the worker's logs to
+/// the test's output (shown for failing tests; `RUST_LOG` filters them, default `info`).
+pub async fn start_server() -> Server {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| "info,leaseq_server=warn".into()),
+        )
+        .with_test_writer()
+        .try_init();
+    let config = EmbeddedConfig {
+        engine: EngineConfig::default(),
+        region: "us-east-1".into(),
+        account_id: "000000000000".into(),
+    };
+    let backend = Arc::new(Embedded::in_memory(config, ReceiptKey::new([7; 16])));
+    let app = leaseq_server::router(
+        backend,
+        HttpConfig {
+            external_url: None,
+            region: "us-east-1".into(),
+            account_id: "000000000000".into(),
+            request_body_max_bytes: 4 << 20,
+        },
+    );
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let endpoint = format!("http://{address}");
+    let client = sdk_client(&endpoint);
+    Server { endpoint, client }
+}
+
+/// An SDK client that speaks plain HTTP to `endpoint`, without TLS or retries.
+pub fn sdk_client(endpoint: &str) -> Client {
+    let http_client = aws_smithy_http_client::Builder::new().build_http();
+    let config = aws_sdk_sqs::Config::builder()
+        .endpoint_url(endpoint)
+        .region(Region::new("us-east-1"))
+        .credentials_provider(Credentials::new("test", "test", None, None, "static"))
+        .behavior_version(BehaviorVersion::latest())
+        .retry_config(RetryConfig::disabled())
+        .http_client(http_client)
+        .build();
+    Client::from_conf(config)
+}
+
+/// A name unique to this process run, for queues and tables.
+pub fn unique_name(prefix: &str) -> String {
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or_default();
+    let count = NEXT_NAME.fetch_add(1, Ordering::Relaxed);
+    format!("{prefix}_{}_{nanos}_{count}", std::process::id())
+}
+
+pub async fn create_queue(
+    client: &Client,
+    name: &str,
+    attributes: &[(QueueAttributeName, &str)],
+) -> String {
+    let mut request = client.create_queue().queue_name(name);
+    for (key, value) in attributes {
+        request = request.attributes(key.clone(), *value);
+    }
+    let output = request
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("CreateQueue {name}: {}", DisplayErrorContext(&e)));
+    output.queue_url().expect("a queue URL").to_string()
+}
+
+/// Sends `body` and returns the message id.
+pub async fn send(client: &Client, queue_url: &str, body: &str) -> String {
+    let output = client
+        .send_message()
+        .queue_url(queue_url)
+        .message_body(body)
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("SendMessage: {}", DisplayErrorContext(&e)));
+    output.message_id().expect("a message id").to_string()
+}
+
+/// Receives at most one message, waiting up to `wait_seconds`, leasing it for
+/// `visibility_seconds`.
+pub async fn receive_one(
+    client: &Client,
+    queue_url: &str,
+    wait_seconds: i32,
+    visibility_seconds: i32,
+) -> Option<Message> {
+    let output = client
+        .receive_message()
+        .queue_url(queue_url)
+        .wait_time_seconds(wait_seconds)
+        .visibility_timeout(visibility_seconds)
+        .message_system_attribute_names(MessageSystemAttributeName::All)
+        .message_attribute_names("All")
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("ReceiveMessage: {}", DisplayErrorContext(&e)));
+    output.messages.unwrap_or_default().into_iter().next()
+}
+
+/// The receive count of a received message.
+pub fn receive_count(message: &Message) -> u32 {
+    message
+        .attributes()
+        .and_then(|a| a.get(&MessageSystemAttributeName::ApproximateReceiveCount))
+        .and_then(|count| count.parse().ok())
+        .expect("ApproximateReceiveCount")
+}
+
+/// (visible, in flight) message counts of a queue.
+pub async fn counts(client: &Client, queue_url: &str) -> (u64, u64) {
+    let output = client
+        .get_queue_attributes()
+        .queue_url(queue_url)
+        .attribute_names(QueueAttributeName::All)
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("GetQueueAttributes: {}", DisplayErrorContext(&e)));
+    let attributes = output.attributes().cloned().unwrap_or_default();
+    let count = |name| {
+        attributes
+            .get(&name)
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(u64::MAX)
+    };
+    (
+        count(QueueAttributeName::ApproximateNumberOfMessages),
+        count(QueueAttributeName::ApproximateNumberOfMessagesNotVisible),
+    )
+}
+
+/// A worker configuration with short leases, for tests: 2 s leases extended 1 s before their
+/// deadline, counted lost 0.5 s before it, 1 s long polls.
+pub fn worker_config(queue_url: &str) -> WorkerConfig {
+    WorkerConfig {
+        wait_time: Duration::from_secs(1),
+        lease: LeaseConfig {
+            visibility_timeout: Duration::from_secs(2),
+            slack: Duration::from_secs(1),
+            expiry_margin: Duration::from_millis(500),
+            lease_total_max: Duration::from_secs(60),
+            progress_window: None,
+        },
+        shutdown_deadline: Duration::from_secs(2),
+        ..WorkerConfig::new(queue_url)
+    }
+}
+
+/// Polls `condition` every 20 ms until it holds; panics after [`PATIENCE`] with `what`.
+pub async fn wait_for<F, Fut>(what: &str, mut condition: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    let give_up_at = tokio::time::Instant::now() + PATIENCE;
+    while !condition().await {
+        assert!(
+            tokio::time::Instant::now() < give_up_at,
+            "gave up waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// A TCP proxy in front of a server, whose link can be cut: every connection through it is
+/// dropped and new ones are refused, as when the network between worker and queue fails.
+pub struct Proxy {
+    pub endpoint: String,
+    cut: tokio::sync::watch::Sender<bool>,
+}
+
+impl Proxy {
+    /// Starts forwarding a free loopback port to `server`.
+    pub async fn start(server: &Server) -> Proxy {
+        let upstream: std::net::SocketAddr = server
+            .endpoint
+            .trim_start_matches("http://")
+            .parse()
+            .unwrap();
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let endpoint = format!("http://{}", listener.local_addr().unwrap());
+        let (cut, cut_rx) = tokio::sync::watch::channel(false);
+        let mut accept_cut = cut_rx.clone();
+        tokio::spawn(async move {
+            loop {
+                let (mut downstream, _) = tokio::select! {
+                    accepted = listener.accept() => accepted.unwrap(),
+                    _ = accept_cut.wait_for(|cut| *cut) => return,
+                };
+                let mut link_cut = cut_rx.clone();
+                tokio::spawn(async move {
+                    let mut upstream = tokio::net::TcpStream::connect(upstream).await.unwrap();
+                    tokio::select! {
+                        _ = tokio::io::copy_bidirectional(&mut downstream, &mut upstream) => {}
+                        _ = link_cut.wait_for(|cut| *cut) => {}
+                    }
+                });
+            }
+        });
+        Proxy { endpoint, cut }
+    }
+
+    /// Cuts the link for good.
+    pub fn cut(&self) {
+        self.cut.send_replace(true);
+    }
+}
