@@ -90,3 +90,36 @@ def test_queue_life_through_the_aws_cli():
     assert "NonExistentQueue" in missing.stderr or "QueueDoesNotExist" in missing.stderr, (
         missing.stderr
     )
+
+
+def test_fifo_queue_through_the_aws_cli():
+    prefix = os.environ.get("LEASEQ_QUEUE_PREFIX", "py")
+    name = f"{prefix}-cli-{uuid.uuid4().hex[:8]}.fifo"
+    url = aws(
+        "create-queue",
+        "--queue-name",
+        name,
+        "--attributes",
+        "FifoQueue=true,ContentBasedDeduplication=true",
+    )["QueueUrl"]
+    try:
+        sent = [
+            aws("send-message", "--queue-url", url, "--message-body", body,
+                "--message-group-id", "g")
+            for body in ("first", "second")
+        ]
+        duplicate = aws("send-message", "--queue-url", url, "--message-body", "first",
+                        "--message-group-id", "g")
+        assert duplicate["MessageId"] == sent[0]["MessageId"]
+        assert int(sent[1]["SequenceNumber"]) > int(sent[0]["SequenceNumber"])
+        received = aws("receive-message", "--queue-url", url, "--max-number-of-messages", "10",
+                       "--attribute-names", "All")["Messages"]
+        assert [m["Body"] for m in received] == ["first", "second"]
+        assert received[0]["Attributes"]["MessageGroupId"] == "g"
+        assert received[0]["Attributes"]["SequenceNumber"] == sent[0]["SequenceNumber"]
+        attributes = aws("get-queue-attributes", "--queue-url", url, "--attribute-names",
+                         "All")["Attributes"]
+        assert attributes["FifoQueue"] == "true"
+        assert attributes["ContentBasedDeduplication"] == "true"
+    finally:
+        aws("delete-queue", "--queue-url", url)

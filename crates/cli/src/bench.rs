@@ -77,6 +77,10 @@ pub struct BenchArgs {
     /// WaitTimeSeconds of each ReceiveMessage (0 to 20; above 0 is a long poll).
     #[arg(long, default_value_t = 5)]
     pub wait_time_seconds: u32,
+    /// Drive a FIFO queue with this many message groups (sends spread round-robin over them,
+    /// each with a unique deduplication id) instead of a standard queue.
+    #[arg(long)]
+    pub groups: Option<u64>,
     /// Queue name [default: a new unique name].
     #[arg(long)]
     pub queue: Option<String>,
@@ -121,7 +125,7 @@ async fn bench(plan: Plan) -> anyhow::Result<BenchReport> {
         .await
         .with_context(|| format!("connecting to {}", plan.endpoint))?;
     let queue_url = admin
-        .create_queue(&plan.queue)
+        .create_queue(&plan.queue, plan.groups.is_some())
         .await
         .with_context(|| format!("creating queue {}", plan.queue))?;
     eprintln!("leaseq bench: {} on {queue_url}", plan.describe());

@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crate::config::{QueueConfig, RedriveAllowPolicy, RedrivePolicy};
+use crate::fifo::{AttemptLease, DeduplicationScope, FifoConfig, FifoMessage, FifoThroughputLimit};
 use crate::message::{AttributeValue, Location, MessageAttribute, MessageId, Payload, PayloadRef};
 use crate::queue::{Message, MessageState, QueueCounters};
 use crate::record::Record;
@@ -82,6 +83,26 @@ const TAG_RESTORE_ENGINE: u8 = 11;
 const TAG_RESTORE_QUEUE: u8 = 12;
 const TAG_RESTORE_MESSAGE: u8 = 13;
 const TAG_RELOCATE: u8 = 14;
+// FIFO queues. A record about a FIFO queue or message uses the FIFO twin of its tag: the same
+// fields, then the FIFO ones at the end. Standard queues' records keep their encoding, so logs
+// written before FIFO queues existed decode unchanged. The FIFO tags start at 32 to leave the
+// tags below free for other records.
+const TAG_CREATE_FIFO_QUEUE: u8 = 32;
+const TAG_SET_FIFO_CONFIG: u8 = 33;
+const TAG_SEND_FIFO: u8 = 34;
+const TAG_RESTORE_FIFO_QUEUE: u8 = 35;
+const TAG_RESTORE_FIFO_MESSAGE: u8 = 36;
+const TAG_RECEIVE_ATTEMPT: u8 = 37;
+const TAG_RESTORE_DEDUPLICATION: u8 = 38;
+
+/// The tag of a record about a queue with `config`: the standard one or its FIFO twin.
+fn config_tag(config: &QueueConfig, standard: u8, fifo: u8) -> u8 {
+    if config.fifo.is_some() {
+        fifo
+    } else {
+        standard
+    }
+}
 
 /// Appends the encoding of `record` to `out`.
 pub fn encode(record: &Record, out: &mut Vec<u8>) {
@@ -95,10 +116,12 @@ pub fn encode(record: &Record, out: &mut Vec<u8>) {
             config,
             tags,
         } => {
-            w.head(TAG_CREATE_QUEUE, *now_ms, *queue_id);
+            let tag = config_tag(config, TAG_CREATE_QUEUE, TAG_CREATE_FIFO_QUEUE);
+            w.head(tag, *now_ms, *queue_id);
             w.str(name);
             w.config(config);
             w.map(tags);
+            w.fifo_config(config);
         }
         Record::DeleteQueue { now_ms, queue_id } => w.head(TAG_DELETE_QUEUE, *now_ms, *queue_id),
         Record::SetConfig {
@@ -106,8 +129,10 @@ pub fn encode(record: &Record, out: &mut Vec<u8>) {
             queue_id,
             config,
         } => {
-            w.head(TAG_SET_CONFIG, *now_ms, *queue_id);
+            let tag = config_tag(config, TAG_SET_CONFIG, TAG_SET_FIFO_CONFIG);
+            w.head(tag, *now_ms, *queue_id);
             w.config(config);
+            w.fifo_config(config);
         }
         Record::SetTags {
             now_ms,
@@ -125,12 +150,19 @@ pub fn encode(record: &Record, out: &mut Vec<u8>) {
             message_id,
             visible_at_ms,
             payload,
+            fifo,
         } => {
-            w.head(TAG_SEND, *now_ms, *queue_id);
+            let tag = if fifo.is_some() {
+                TAG_SEND_FIFO
+            } else {
+                TAG_SEND
+            };
+            w.head(tag, *now_ms, *queue_id);
             w.u64(*seq);
             w.0.extend_from_slice(&message_id.0);
             w.u64(*visible_at_ms);
             w.payload(payload);
+            w.fifo_message(fifo.as_deref());
         }
         Record::Lease {
             now_ms,
@@ -190,7 +222,8 @@ pub fn encode(record: &Record, out: &mut Vec<u8>) {
             next_seq,
             counters,
         } => {
-            w.head(TAG_RESTORE_QUEUE, *now_ms, *queue_id);
+            let tag = config_tag(config, TAG_RESTORE_QUEUE, TAG_RESTORE_FIFO_QUEUE);
+            w.head(tag, *now_ms, *queue_id);
             w.str(name);
             w.config(config);
             w.map(tags);
@@ -199,6 +232,7 @@ pub fn encode(record: &Record, out: &mut Vec<u8>) {
             w.opt_u64(*last_purge_at_ms);
             w.u64(*next_seq);
             w.counters(counters);
+            w.fifo_config(config);
         }
         Record::Relocate {
             now_ms,
@@ -216,9 +250,48 @@ pub fn encode(record: &Record, out: &mut Vec<u8>) {
             seq,
             message,
         } => {
-            w.head(TAG_RESTORE_MESSAGE, *now_ms, *queue_id);
+            let tag = if message.fifo.is_some() {
+                TAG_RESTORE_FIFO_MESSAGE
+            } else {
+                TAG_RESTORE_MESSAGE
+            };
+            w.head(tag, *now_ms, *queue_id);
             w.u64(*seq);
             w.message(message);
+            w.fifo_message(message.fifo.as_deref());
+        }
+        Record::ReceiveAttempt {
+            now_ms,
+            queue_id,
+            attempt_id,
+            received_at_ms,
+            leases,
+        } => {
+            w.head(TAG_RECEIVE_ATTEMPT, *now_ms, *queue_id);
+            w.str(attempt_id);
+            w.u64(*received_at_ms);
+            w.u32(leases.len() as u32);
+            for lease in leases {
+                w.u64(lease.seq);
+                w.u32(lease.attempt);
+                w.u64(lease.visible_at_ms);
+            }
+        }
+        Record::RestoreDeduplication {
+            now_ms,
+            queue_id,
+            scope,
+            deduplication_id,
+            message_id,
+            seq,
+            expires_at_ms,
+        } => {
+            w.head(TAG_RESTORE_DEDUPLICATION, *now_ms, *queue_id);
+            w.str(scope);
+            w.str(deduplication_id);
+            w.0.extend_from_slice(&message_id.0);
+            w.u64(*seq);
+            w.u64(*expires_at_ms);
         }
     }
 }
@@ -237,6 +310,7 @@ pub fn decode(bytes: &[u8]) -> Result<Record, DecodeError> {
 pub struct Decoder {
     sender_id: Option<Arc<str>>,
     dead_letter_source: Option<Arc<str>>,
+    group_id: Option<Arc<str>>,
 }
 
 impl Decoder {
@@ -262,33 +336,48 @@ fn decode_with(bytes: &[u8], shared: &mut Decoder) -> Result<Record, DecodeError
     let tag = r.u8()?;
     let now_ms = r.u64()?;
     let queue_id = r.u64()?;
+    if version < 2 && tag >= TAG_CREATE_FIFO_QUEUE {
+        // FIFO records came with version 2.
+        return Err(r.invalid_at("record tag", tag.into(), tag_at));
+    }
     let record = match tag {
-        TAG_CREATE_QUEUE => Record::CreateQueue {
-            now_ms,
-            queue_id,
-            name: r.string()?,
-            config: r.config()?,
-            tags: r.map()?,
-        },
+        TAG_CREATE_QUEUE | TAG_CREATE_FIFO_QUEUE => {
+            let name = r.string()?;
+            let mut config = r.config()?;
+            let tags = r.map()?;
+            r.fifo_config(tag == TAG_CREATE_FIFO_QUEUE, &mut config)?;
+            Record::CreateQueue {
+                now_ms,
+                queue_id,
+                name,
+                config,
+                tags,
+            }
+        }
         TAG_DELETE_QUEUE => Record::DeleteQueue { now_ms, queue_id },
-        TAG_SET_CONFIG => Record::SetConfig {
-            now_ms,
-            queue_id,
-            config: r.config()?,
-        },
+        TAG_SET_CONFIG | TAG_SET_FIFO_CONFIG => {
+            let mut config = r.config()?;
+            r.fifo_config(tag == TAG_SET_FIFO_CONFIG, &mut config)?;
+            Record::SetConfig {
+                now_ms,
+                queue_id,
+                config,
+            }
+        }
         TAG_SET_TAGS => Record::SetTags {
             now_ms,
             queue_id,
             tags: r.map()?,
         },
         TAG_PURGE => Record::Purge { now_ms, queue_id },
-        TAG_SEND => Record::Send {
+        TAG_SEND | TAG_SEND_FIFO => Record::Send {
             now_ms,
             queue_id,
             seq: r.u64()?,
             message_id: MessageId(r.array()?),
             visible_at_ms: r.u64()?,
             payload: Arc::new(r.payload()?),
+            fifo: r.fifo_message(tag == TAG_SEND_FIFO)?,
         },
         TAG_LEASE => Record::Lease {
             now_ms,
@@ -319,29 +408,74 @@ fn decode_with(bytes: &[u8], shared: &mut Decoder) -> Result<Record, DecodeError
             now_ms,
             next_queue_id: queue_id,
         },
-        TAG_RESTORE_QUEUE => Record::RestoreQueue {
-            now_ms,
-            queue_id,
-            name: r.string()?,
-            config: r.config()?,
-            tags: r.map()?,
-            created_at_ms: r.u64()?,
-            last_modified_at_ms: r.u64()?,
-            last_purge_at_ms: r.opt_u64("purge time flag")?,
-            next_seq: r.u64()?,
-            counters: r.counters()?,
-        },
+        TAG_RESTORE_QUEUE | TAG_RESTORE_FIFO_QUEUE => {
+            let name = r.string()?;
+            let mut config = r.config()?;
+            let tags = r.map()?;
+            let created_at_ms = r.u64()?;
+            let last_modified_at_ms = r.u64()?;
+            let last_purge_at_ms = r.opt_u64("purge time flag")?;
+            let next_seq = r.u64()?;
+            let counters = r.counters()?;
+            r.fifo_config(tag == TAG_RESTORE_FIFO_QUEUE, &mut config)?;
+            Record::RestoreQueue {
+                now_ms,
+                queue_id,
+                name,
+                config,
+                tags,
+                created_at_ms,
+                last_modified_at_ms,
+                last_purge_at_ms,
+                next_seq,
+                counters,
+            }
+        }
+        TAG_RESTORE_MESSAGE | TAG_RESTORE_FIFO_MESSAGE => {
+            let seq = r.u64()?;
+            let mut message = r.message()?;
+            message.fifo = r.fifo_message(tag == TAG_RESTORE_FIFO_MESSAGE)?;
+            Record::RestoreMessage {
+                now_ms,
+                queue_id,
+                seq,
+                message,
+            }
+        }
+        TAG_RECEIVE_ATTEMPT => {
+            let attempt_id = r.string()?;
+            let received_at_ms = r.u64()?;
+            let count = r.count(20)?;
+            let mut leases = Vec::with_capacity(count);
+            for _ in 0..count {
+                leases.push(AttemptLease {
+                    seq: r.u64()?,
+                    attempt: r.u32()?,
+                    visible_at_ms: r.u64()?,
+                });
+            }
+            Record::ReceiveAttempt {
+                now_ms,
+                queue_id,
+                attempt_id,
+                received_at_ms,
+                leases,
+            }
+        }
         TAG_RELOCATE if version >= 2 => Record::Relocate {
             now_ms,
             queue_id,
             seq: r.u64()?,
             payload: Arc::new(r.payload()?),
         },
-        TAG_RESTORE_MESSAGE => Record::RestoreMessage {
+        TAG_RESTORE_DEDUPLICATION => Record::RestoreDeduplication {
             now_ms,
             queue_id,
+            scope: r.string()?,
+            deduplication_id: r.string()?,
+            message_id: MessageId(r.array()?),
             seq: r.u64()?,
-            message: r.message()?,
+            expires_at_ms: r.u64()?,
         },
         other => return Err(r.invalid_at("record tag", other.into(), tag_at)),
     };
@@ -460,6 +594,25 @@ impl Writer<'_> {
         }
         self.opt_str(c.policy.as_deref());
         self.map(&c.passthrough);
+    }
+    /// The FIFO settings, written only for a FIFO queue (its record has the FIFO tag).
+    fn fifo_config(&mut self, c: &QueueConfig) {
+        let Some(fifo) = &c.fifo else { return };
+        self.u8(u8::from(fifo.content_based_deduplication));
+        self.u8(match fifo.deduplication_scope {
+            DeduplicationScope::Queue => 0,
+            DeduplicationScope::MessageGroup => 1,
+        });
+        self.u8(match fifo.throughput_limit {
+            FifoThroughputLimit::PerQueue => 0,
+            FifoThroughputLimit::PerMessageGroupId => 1,
+        });
+    }
+    /// Group and deduplication id, written only for a FIFO message (FIFO tag).
+    fn fifo_message(&mut self, fifo: Option<&FifoMessage>) {
+        let Some(fifo) = fifo else { return };
+        self.str(&fifo.group_id);
+        self.str(&fifo.deduplication_id);
     }
     fn payload(&mut self, p: &Payload) {
         self.str(&p.body);
@@ -631,6 +784,7 @@ impl<'a> Reader<'a, '_> {
                 }
                 false => None,
             },
+            fifo: None,
         })
     }
     fn map(&mut self) -> Result<BTreeMap<String, String>, DecodeError> {
@@ -692,6 +846,43 @@ impl<'a> Reader<'a, '_> {
         c.passthrough = self.map()?;
         Ok(c)
     }
+    fn fifo_config(&mut self, present: bool, config: &mut QueueConfig) -> Result<(), DecodeError> {
+        if !present {
+            return Ok(());
+        }
+        let content_based_deduplication = self.flag("content-based deduplication flag")?;
+        let at = self.at;
+        let deduplication_scope = match self.u8()? {
+            0 => DeduplicationScope::Queue,
+            1 => DeduplicationScope::MessageGroup,
+            other => return Err(self.invalid_at("deduplication scope", other.into(), at)),
+        };
+        let at = self.at;
+        let throughput_limit = match self.u8()? {
+            0 => FifoThroughputLimit::PerQueue,
+            1 => FifoThroughputLimit::PerMessageGroupId,
+            other => return Err(self.invalid_at("FIFO throughput limit", other.into(), at)),
+        };
+        config.fifo = Some(FifoConfig {
+            content_based_deduplication,
+            deduplication_scope,
+            throughput_limit,
+        });
+        Ok(())
+    }
+    fn fifo_message(&mut self, present: bool) -> Result<Option<Box<FifoMessage>>, DecodeError> {
+        if !present {
+            return Ok(None);
+        }
+        let group_id = {
+            let text = self.str()?;
+            shared_str(&mut self.shared.group_id, text)
+        };
+        Ok(Some(Box::new(FifoMessage {
+            group_id,
+            deduplication_id: Arc::from(self.str()?),
+        })))
+    }
     fn payload(&mut self) -> Result<Payload, DecodeError> {
         let body = self.string()?;
         let count = self.count(13)?;
@@ -751,7 +942,7 @@ mod tests {
             policy: Some("{}".into()),
             ..QueueConfig::default()
         };
-        vec![
+        let mut records = vec![
             Record::CreateQueue {
                 now_ms: 1,
                 queue_id: 2,
@@ -776,6 +967,7 @@ mod tests {
                     trace_header: Some("Root=1".into()),
                     sender_id: Arc::from("AKID"),
                 }),
+                fifo: None,
             },
             Record::Lease {
                 now_ms: 5,
@@ -854,6 +1046,7 @@ mod tests {
                     receive_count: 2,
                     state: MessageState::InFlight,
                     dead_letter_source: Some(Arc::from("src")),
+                    fifo: None,
                 },
             },
             Record::RestoreMessage {
@@ -874,6 +1067,7 @@ mod tests {
                     receive_count: 0,
                     state: MessageState::Ready,
                     dead_letter_source: None,
+                    fifo: None,
                 },
             },
             Record::Relocate {
@@ -886,6 +1080,111 @@ mod tests {
                     trace_header: Some("Root=1".into()),
                     sender_id: Arc::from("me"),
                 }),
+            },
+        ];
+        records.extend(fifo_samples());
+        records
+    }
+
+    fn fifo_samples() -> Vec<Record> {
+        let config = QueueConfig {
+            fifo: Some(FifoConfig {
+                content_based_deduplication: true,
+                deduplication_scope: DeduplicationScope::MessageGroup,
+                throughput_limit: FifoThroughputLimit::PerMessageGroupId,
+            }),
+            ..QueueConfig::default()
+        };
+        let fifo = Some(Box::new(FifoMessage {
+            group_id: Arc::from("g"),
+            deduplication_id: Arc::from("d-1"),
+        }));
+        let payload = Arc::new(Payload {
+            body: "b".into(),
+            attributes: BTreeMap::new(),
+            trace_header: None,
+            sender_id: Arc::from(""),
+        });
+        vec![
+            Record::CreateQueue {
+                now_ms: 1,
+                queue_id: 5,
+                name: "q.fifo".into(),
+                config: config.clone(),
+                tags: BTreeMap::new(),
+            },
+            Record::SetConfig {
+                now_ms: 2,
+                queue_id: 5,
+                config: QueueConfig {
+                    fifo: Some(FifoConfig::default()),
+                    ..QueueConfig::default()
+                },
+            },
+            Record::Send {
+                now_ms: 3,
+                queue_id: 5,
+                seq: 1,
+                message_id: MessageId([1; 16]),
+                visible_at_ms: 3,
+                payload: payload.clone(),
+                fifo: fifo.clone(),
+            },
+            Record::ReceiveAttempt {
+                now_ms: 4,
+                queue_id: 5,
+                attempt_id: "try-1".into(),
+                received_at_ms: 4,
+                leases: vec![
+                    AttemptLease {
+                        seq: 1,
+                        attempt: 1,
+                        visible_at_ms: 30_004,
+                    },
+                    AttemptLease {
+                        seq: 2,
+                        attempt: 3,
+                        visible_at_ms: 30_004,
+                    },
+                ],
+            },
+            Record::RestoreQueue {
+                now_ms: 5,
+                queue_id: 5,
+                name: "q.fifo".into(),
+                config,
+                tags: BTreeMap::new(),
+                created_at_ms: 1,
+                last_modified_at_ms: 2,
+                last_purge_at_ms: None,
+                next_seq: 3,
+                counters: QueueCounters::default(),
+            },
+            Record::RestoreMessage {
+                now_ms: 5,
+                queue_id: 5,
+                seq: 1,
+                message: Message {
+                    id: MessageId([1; 16]),
+                    payload: PayloadRef::Inline(payload),
+                    sent_at_ms: 3,
+                    visible_at_ms: 3,
+                    leased_at_ms: 0,
+                    first_received_at_ms: None,
+                    receive_count: 0,
+                    state: MessageState::Ready,
+                    dead_letter_source: None,
+                    fifo,
+                },
+            },
+            Record::RestoreDeduplication {
+                now_ms: 5,
+                queue_id: 5,
+                scope: "g".into(),
+                deduplication_id: "d-1".into(),
+                message_id: MessageId([1; 16]),
+                seq: 1,
+                expires_at_ms: 300_003,
             },
         ]
     }
@@ -904,11 +1203,21 @@ mod tests {
         bytes.remove(tag_at);
         bytes[0] = 1;
         assert_eq!(decode(&bytes), Ok(record));
-        // A Relocate did not exist in version 1.
-        let mut relocate = Vec::new();
-        encode(samples().last().unwrap(), &mut relocate);
-        relocate[0] = 1;
-        assert!(decode(&relocate).is_err());
+        // A Relocate did not exist in version 1, nor did the FIFO records.
+        for record in samples().iter().filter(|r| {
+            matches!(r, Record::Relocate { .. }) || encoded_tag(r) >= TAG_CREATE_FIFO_QUEUE
+        }) {
+            let mut bytes = Vec::new();
+            encode(record, &mut bytes);
+            bytes[0] = 1;
+            assert!(decode(&bytes).is_err(), "{record:?} as version 1");
+        }
+    }
+
+    fn encoded_tag(record: &Record) -> u8 {
+        let mut bytes = Vec::new();
+        encode(record, &mut bytes);
+        bytes[1]
     }
 
     #[test]
@@ -943,7 +1252,7 @@ mod tests {
                 _ => {}
             }
         }
-        assert_eq!(senders.len(), 4);
+        assert_eq!(senders.len(), 8);
         assert_eq!(sources.len(), 2);
         assert!(Arc::ptr_eq(&sources[0], &sources[1]));
         let mut bytes = Vec::new();
@@ -1000,7 +1309,7 @@ mod tests {
         }
 
         #[test]
-        fn corrupted_records_never_panic(index in 0usize..15, flip in any::<usize>(), bit in 0u8..8) {
+        fn corrupted_records_never_panic(index in 0usize..22, flip in any::<usize>(), bit in 0u8..8) {
             let record = &samples()[index];
             let mut bytes = Vec::new();
             encode(record, &mut bytes);

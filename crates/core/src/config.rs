@@ -7,6 +7,7 @@
 use std::collections::BTreeMap;
 
 use crate::error::{Error, Field, Result};
+use crate::fifo::{DeduplicationScope, FifoConfig, FifoThroughputLimit};
 use crate::limits::Limits;
 
 /// Settings of one queue. `QueueConfig::default()` is a new SQS standard queue's.
@@ -31,6 +32,8 @@ pub struct QueueConfig {
     /// Settings the engine stores and returns but does not interpret (server-side encryption
     /// settings, for example), keyed by the wire layer's names.
     pub passthrough: BTreeMap<String, String>,
+    /// The FIFO settings; `Some` exactly for a FIFO queue (chosen at creation, never changed).
+    pub fifo: Option<FifoConfig>,
 }
 
 impl Default for QueueConfig {
@@ -45,6 +48,7 @@ impl Default for QueueConfig {
             redrive_allow_policy: None,
             policy: None,
             passthrough: BTreeMap::new(),
+            fifo: None,
         }
     }
 }
@@ -103,6 +107,29 @@ pub struct QueueConfigPatch {
     pub policy: Option<Option<String>>,
     /// See [`QueueConfig::passthrough`]; an empty value removes the key.
     pub passthrough: BTreeMap<String, String>,
+    /// `FifoQueue`: only a create may name it (see [`crate::Engine::create_queue`]).
+    pub fifo_queue: Option<bool>,
+    /// See [`FifoConfig::content_based_deduplication`] (FIFO queues only).
+    pub content_based_deduplication: Option<bool>,
+    /// See [`FifoConfig::deduplication_scope`] (FIFO queues only).
+    pub deduplication_scope: Option<DeduplicationScope>,
+    /// See [`FifoConfig::throughput_limit`] (FIFO queues only).
+    pub fifo_throughput_limit: Option<FifoThroughputLimit>,
+}
+
+impl QueueConfigPatch {
+    /// Whether the patch names a setting that only FIFO queues have (besides `FifoQueue`).
+    fn fifo_setting(&self) -> Option<&'static str> {
+        if self.content_based_deduplication.is_some() {
+            Some("ContentBasedDeduplication")
+        } else if self.deduplication_scope.is_some() {
+            Some("DeduplicationScope")
+        } else if self.fifo_throughput_limit.is_some() {
+            Some("FifoThroughputLimit")
+        } else {
+            None
+        }
+    }
 }
 
 fn check_range(field: Field, value: u32, min: u32, max: u32) -> Result<u32> {
@@ -188,6 +215,24 @@ impl QueueConfig {
                 next.passthrough.insert(key.clone(), value.clone());
             }
         }
+        match &mut next.fifo {
+            Some(fifo) => {
+                if let Some(v) = patch.content_based_deduplication {
+                    fifo.content_based_deduplication = v;
+                }
+                if let Some(v) = patch.deduplication_scope {
+                    fifo.deduplication_scope = v;
+                }
+                if let Some(v) = patch.fifo_throughput_limit {
+                    fifo.throughput_limit = v;
+                }
+            }
+            None => {
+                if let Some(name) = patch.fifo_setting() {
+                    return Err(Error::InvalidAttributeName(name.into()));
+                }
+            }
+        }
         Ok(next)
     }
 
@@ -221,7 +266,23 @@ impl QueueConfig {
                 .as_ref()
                 .and_then(|v| differs("Policy", *v == self.policy)),
         ];
-        checks.into_iter().flatten().next().or_else(|| {
+        let fifo = self.fifo.clone().unwrap_or_default();
+        let fifo_checks = [
+            p.fifo_queue
+                .and_then(|v| differs("FifoQueue", v == self.fifo.is_some())),
+            p.content_based_deduplication.and_then(|v| {
+                differs(
+                    "ContentBasedDeduplication",
+                    v == fifo.content_based_deduplication,
+                )
+            }),
+            p.deduplication_scope
+                .and_then(|v| differs("DeduplicationScope", v == fifo.deduplication_scope)),
+            p.fifo_throughput_limit
+                .and_then(|v| differs("FifoThroughputLimit", v == fifo.throughput_limit)),
+        ];
+        let first = checks.into_iter().chain(fifo_checks).flatten().next();
+        first.or_else(|| {
             p.passthrough
                 .iter()
                 .find(|(key, value)| self.passthrough.get(*key) != Some(*value))

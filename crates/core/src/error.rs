@@ -44,6 +44,12 @@ pub enum Field {
     Tags,
     /// Queue setting: the access policy document.
     Policy,
+    /// Send parameter: a FIFO message's group.
+    MessageGroupId,
+    /// Send parameter: a FIFO message's deduplication id.
+    MessageDeduplicationId,
+    /// Receive parameter: the id that makes a FIFO receive retryable.
+    ReceiveRequestAttemptId,
 }
 
 /// Why the engine refused a request.
@@ -99,6 +105,13 @@ pub enum Error {
         /// The maximum total lease.
         max_seconds: u32,
     },
+    /// A required request parameter is missing (for example `MessageGroupId` on a FIFO queue).
+    #[error("The request must contain the parameter {0}.")]
+    MissingParameter(&'static str),
+    /// A queue setting that does not exist for this kind of queue (a FIFO setting on a standard
+    /// queue, or `FifoQueue` after creation).
+    #[error("Unknown Attribute {0}.")]
+    InvalidAttributeName(String),
     /// The queue would carry more tags than allowed.
     #[error("Too many tags (limit {tags_max}).")]
     TooManyTags {

@@ -12,6 +12,7 @@ pub mod codec;
 pub mod config;
 pub mod engine;
 pub mod error;
+pub mod fifo;
 pub mod limits;
 pub mod message;
 pub mod queue;
@@ -25,6 +26,7 @@ pub use engine::{
     QueueInfo, ReceiveRequest, Sent,
 };
 pub use error::{Error, Field, Result};
+pub use fifo::{DeduplicationScope, FifoConfig, FifoMessage, FifoThroughputLimit};
 pub use limits::Limits;
 pub use message::{
     AttributeValue, BaseType, Location, MessageAttribute, MessageId, Payload, PayloadRef, SendInput,

@@ -166,6 +166,11 @@ pub struct SendInput {
     pub delay_seconds: Option<u32>,
     /// Who sends it.
     pub sender_id: Arc<str>,
+    /// `MessageGroupId`: required on FIFO queues; ignored on standard queues (where SQS uses it
+    /// for fair queues, which leaseq does not have yet).
+    pub group_id: Option<String>,
+    /// `MessageDeduplicationId`: FIFO queues only.
+    pub deduplication_id: Option<String>,
 }
 
 impl SendInput {
@@ -177,7 +182,15 @@ impl SendInput {
             trace_header: None,
             delay_seconds: None,
             sender_id: Arc::from(""),
+            group_id: None,
+            deduplication_id: None,
         }
+    }
+
+    /// This message in FIFO group `group_id`.
+    pub fn in_group(mut self, group_id: impl Into<String>) -> SendInput {
+        self.group_id = Some(group_id.into());
+        self
     }
 }
 

@@ -15,6 +15,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crate::config::QueueConfig;
+use crate::fifo::{AttemptLease, FifoMessage};
 use crate::message::{MessageId, Payload};
 use crate::queue::{Message, QueueCounters};
 
@@ -80,6 +81,9 @@ pub enum Record {
         visible_at_ms: u64,
         /// Body and attributes.
         payload: Arc<Payload>,
+        /// Group and deduplication id, for a FIFO queue (its deduplication window remembers
+        /// the id from this record on).
+        fifo: Option<Box<FifoMessage>>,
     },
     /// A ready message was received: a new attempt with its own lease began.
     Lease {
@@ -126,6 +130,38 @@ pub enum Record {
         dead_letter_queue_id: u64,
         /// The message's sequence number in the dead-letter queue.
         dead_letter_seq: u64,
+    },
+    /// A FIFO receive with a `ReceiveRequestAttemptId` granted these leases (written after
+    /// their `Lease` records); a retry with the same id within five minutes of
+    /// `received_at_ms` returns them again while they last. Snapshots repeat it.
+    ReceiveAttempt {
+        /// When (in a snapshot: the snapshot's time).
+        now_ms: u64,
+        /// Which queue.
+        queue_id: u64,
+        /// The `ReceiveRequestAttemptId`.
+        attempt_id: String,
+        /// When the receive happened.
+        received_at_ms: u64,
+        /// The leases, in delivery order.
+        leases: Vec<AttemptLease>,
+    },
+    /// Snapshot: an entry of a FIFO queue's deduplication window (its message may be gone).
+    RestoreDeduplication {
+        /// The engine's clock when the snapshot was taken.
+        now_ms: u64,
+        /// Which queue.
+        queue_id: u64,
+        /// The group id under `messageGroup` scope, "" under `queue` scope.
+        scope: String,
+        /// The deduplication id.
+        deduplication_id: String,
+        /// The message the id first enqueued.
+        message_id: MessageId,
+        /// Its sequence number.
+        seq: u64,
+        /// When the entry leaves the window.
+        expires_at_ms: u64,
     },
     /// A message's payload was written again, at the log's tail, so that the log segment that
     /// held it can go (compaction). Nothing else about the message changes.
@@ -218,6 +254,8 @@ impl Record {
             | Record::ChangeVisibility { now_ms, .. }
             | Record::Delete { now_ms, .. }
             | Record::DeadLetter { now_ms, .. }
+            | Record::ReceiveAttempt { now_ms, .. }
+            | Record::RestoreDeduplication { now_ms, .. }
             | Record::Relocate { now_ms, .. }
             | Record::RestoreEngine { now_ms, .. }
             | Record::RestoreQueue { now_ms, .. }

@@ -152,3 +152,121 @@ fn a_frozen_engine_keeps_the_moment_it_was_taken() {
     assert_eq!(describe(&mut rebuilt, 1), before);
     assert_ne!(describe(&mut engine, 6), before);
 }
+
+/// A FIFO queue's state comes back from a snapshot: settings, groups (a held group stays
+/// blocked), the deduplication window (also for a deleted message), remembered receive attempts
+/// (a retry returns the same receipts), and sequence numbers go on from where they were.
+#[test]
+fn a_snapshot_rebuilds_fifo_state() {
+    let mut engine = engine();
+    let mut journal = Journal::new();
+    let fifo = QueueConfigPatch {
+        fifo_queue: Some(true),
+        content_based_deduplication: Some(true),
+        deduplication_scope: Some(leaseq_core::DeduplicationScope::MessageGroup),
+        ..QueueConfigPatch::default()
+    };
+    engine
+        .create_queue(0, "q.fifo", &fifo, Default::default(), &mut journal)
+        .unwrap();
+    let mut send = |engine: &mut Engine, body: &str, group: &str, id: u8| {
+        let input = SendInput::body(body).in_group(group);
+        let id = MessageId::from_random([id; 16]);
+        engine
+            .send(1_000, "q.fifo", input, id, &mut journal)
+            .unwrap()
+    };
+    let a0 = send(&mut engine, "a0", "a", 1);
+    send(&mut engine, "a1", "a", 2);
+    let b0 = send(&mut engine, "b0", "b", 3);
+    let request = ReceiveRequest {
+        max_messages: 1,
+        visibility_timeout_seconds: Some(60),
+    };
+    let mut journal = Journal::new();
+    // b's only message is received and deleted: its id stays in the window.
+    let b = engine
+        .receive(2_000, "q.fifo", request, &mut journal)
+        .unwrap();
+    assert_eq!(b[0].message_id, a0.message_id, "oldest head first");
+    let held = engine
+        .receive_with_attempt(2_000, "q.fifo", request, Some("try-1"), &mut journal)
+        .unwrap();
+    assert_eq!(held[0].message_id, b0.message_id);
+    engine
+        .delete(2_500, "q.fifo", &held[0].receipt, &mut journal)
+        .unwrap();
+    let retry_before = engine
+        .receive_with_attempt(2_600, "q.fifo", request, Some("try-2"), &mut journal)
+        .unwrap();
+    assert!(retry_before.is_empty(), "a is held, b is empty");
+    let input = SendInput::body("d0").in_group("d");
+    engine
+        .send(
+            2_700,
+            "q.fifo",
+            input,
+            MessageId::from_random([4; 16]),
+            &mut journal,
+        )
+        .unwrap();
+    let d = engine
+        .receive_with_attempt(2_800, "q.fifo", request, Some("try-3"), &mut journal)
+        .unwrap();
+    assert_eq!(d[0].payload.inline().unwrap().body, "d0");
+
+    let mut rebuilt = rebuild(&engine);
+    // The remembered attempt answers a retry with the same receipt.
+    let retried = rebuilt
+        .receive_with_attempt(2_900, "q.fifo", request, Some("try-3"), &mut journal)
+        .unwrap();
+    assert_eq!(retried.len(), 1);
+    assert_eq!(retried[0].receipt, d[0].receipt);
+    assert_eq!(describe(&mut rebuilt, 3_000), describe(&mut engine, 3_000));
+    let info = rebuilt.queue_info(3_000, "q.fifo").unwrap();
+    assert_eq!(
+        info.config.fifo,
+        engine.queue("q.fifo").unwrap().config.fifo
+    );
+    // The window outlived the delete and the snapshot: same body, same group → duplicate.
+    let input = SendInput::body("b0").in_group("b");
+    let again = rebuilt
+        .send(
+            3_000,
+            "q.fifo",
+            input,
+            MessageId::from_random([9; 16]),
+            &mut journal,
+        )
+        .unwrap();
+    assert!(again.duplicate);
+    assert_eq!(again.message_id, b0.message_id);
+    // a is still held.
+    let nothing = rebuilt
+        .receive(3_000, "q.fifo", request, &mut journal)
+        .unwrap();
+    assert!(nothing.is_empty());
+    // Sequence numbers go on increasing.
+    let input = SendInput::body("c0").in_group("c");
+    let c0 = rebuilt
+        .send(
+            3_000,
+            "q.fifo",
+            input,
+            MessageId::from_random([10; 16]),
+            &mut journal,
+        )
+        .unwrap();
+    let number = |sent: &leaseq_core::Sent| -> u128 {
+        sent.sequence_number.as_deref().unwrap().parse().unwrap()
+    };
+    assert!(number(&c0) > number(&b0));
+    // The held receipt from before the snapshot still deletes; then a's next message comes.
+    rebuilt
+        .delete(3_100, "q.fifo", &b[0].receipt, &mut journal)
+        .unwrap();
+    let next = rebuilt
+        .receive(3_100, "q.fifo", request, &mut journal)
+        .unwrap();
+    assert_eq!(next[0].payload.inline().unwrap().body, "a1");
+}

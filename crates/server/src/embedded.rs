@@ -7,7 +7,8 @@
 //!
 //! After each operation, the records it journaled tell which queues got a message that is ready
 //! now; their long-poll waiters are woken. Messages that become ready later (a delay or a lease
-//! ends) are found by waiters themselves: they sleep no longer than the queue's next deadline.
+//! ends) are found by waiters themselves: they sleep no longer than the queue's next deadline,
+//! and a changed lease wakes one of them to recompute it.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -250,10 +251,17 @@ impl Embedded {
                     visible_at_ms,
                     ..
                 } if visible_at_ms <= now_ms => self.waiters.wake(*queue_id, 1),
+                // A lease that now ends at another time may end before the deadline a waiting
+                // receive computed when it last looked: wake one to look again (it sleeps until
+                // the new deadline if nothing is ready yet).
+                Record::ChangeVisibility { queue_id, .. } => self.waiters.wake(*queue_id, 1),
                 Record::DeadLetter {
                     dead_letter_queue_id,
                     ..
                 } => self.waiters.wake(*dead_letter_queue_id, 1),
+                // On a FIFO queue a delete may unblock the message's group. (On a standard queue
+                // the woken receive finds nothing new and waits again: one wasted look.)
+                Record::Delete { queue_id, .. } => self.waiters.wake(*queue_id, 1),
                 Record::DeleteQueue { queue_id, .. } => self.waiters.close(*queue_id),
                 _ => {}
             }
@@ -281,9 +289,12 @@ impl Embedded {
         name: &str,
         request: ReceiveRequest,
         wait_time_seconds: Option<u32>,
+        attempt_id: Option<&str>,
     ) -> Result<ReceiveProbe, SqsError> {
         self.run(|engine, journal| {
-            let deliveries = match engine.receive(self.now_ms(), name, request, journal) {
+            let now_ms = self.now_ms();
+            let received = engine.receive_with_attempt(now_ms, name, request, attempt_id, journal);
+            let deliveries = match received {
                 Err(Error::OverLimit { .. })
                     if wait_time_seconds.map_or_else(
                         || {
@@ -316,8 +327,11 @@ impl Embedded {
         name: &str,
         request: ReceiveRequest,
         wait_time_seconds: Option<u32>,
+        attempt_id: Option<&str>,
     ) -> Result<Vec<Delivery>, SqsError> {
-        let deliveries = self.lease(name, request, wait_time_seconds).await?;
+        let deliveries = self
+            .lease(name, request, wait_time_seconds, attempt_id)
+            .await?;
         payloads::resolve(self.log.as_deref(), deliveries)
     }
 
@@ -327,9 +341,12 @@ impl Embedded {
         name: &str,
         request: ReceiveRequest,
         wait_time_seconds: Option<u32>,
+        attempt_id: Option<&str>,
     ) -> Result<Vec<Delivery<PayloadRef>>, SqsError> {
         let started = Instant::now();
-        let mut probe = self.try_receive(name, request, wait_time_seconds).await?;
+        let mut probe = self
+            .try_receive(name, request, wait_time_seconds, attempt_id)
+            .await?;
         let wait_seconds = wait_time_seconds.unwrap_or(probe.queue_wait_seconds);
         if !probe.deliveries.is_empty() || wait_seconds == 0 {
             return Ok(probe.deliveries);
@@ -346,7 +363,9 @@ impl Embedded {
             tokio::pin!(notified);
             // Register before looking, so a message sent between the look and the sleep wakes us.
             notified.as_mut().enable();
-            probe = self.try_receive(name, request, wait_time_seconds).await?;
+            probe = self
+                .try_receive(name, request, wait_time_seconds, attempt_id)
+                .await?;
             if !probe.deliveries.is_empty() {
                 return Ok(probe.deliveries);
             }
@@ -559,10 +578,11 @@ impl Backend for Embedded {
                 wait_time_seconds,
                 attribute_names,
                 message_attribute_names,
-                receive_request_attempt_id: _,
+                receive_request_attempt_id,
             } => {
+                let attempt_id = receive_request_attempt_id.as_deref();
                 let deliveries = self
-                    .receive(&queue.name, request, wait_time_seconds)
+                    .receive(&queue.name, request, wait_time_seconds, attempt_id)
                     .await?;
                 if deliveries.is_empty() {
                     self.observe_empty_receive(&queue.name);

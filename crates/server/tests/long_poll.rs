@@ -139,6 +139,28 @@ async fn a_lease_running_out_wakes_a_waiting_receive() {
     assert!(elapsed < Duration::from_secs(5), "{elapsed:?}");
 }
 
+/// A waiting receive sleeps until the queue's next deadline as it was when it looked; a lease
+/// shortened after that must wake it to look again, or the message would wait for the poll's
+/// whole wait time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shortened_lease_wakes_a_waiting_receive_in_time() {
+    let server = start().await;
+    create_queue(&server).await;
+    send(&server, "sooner", 0).await;
+    let answer = receive(&server, 0, 30).await.unwrap();
+    assert_eq!(bodies(&answer), ["sooner"]);
+    let receipt = answer["Messages"][0]["ReceiptHandle"].clone();
+    let started = Instant::now();
+    let waiting = receive(&server, 10, 30);
+    until_waiting(&server, 1).await;
+    let change = json!({"QueueUrl": URL, "ReceiptHandle": receipt, "VisibilityTimeout": 1});
+    call(server.address, "ChangeMessageVisibility", change).await;
+    let answer = waiting.await.unwrap();
+    assert_eq!(bodies(&answer), ["sooner"]);
+    let elapsed = started.elapsed();
+    assert!(elapsed < Duration::from_secs(5), "{elapsed:?}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_delay_ending_wakes_a_waiting_receive() {
     let server = start().await;

@@ -6,14 +6,18 @@
 
 use std::collections::BTreeMap;
 
-use leaseq_core::{QueueConfigPatch, QueueInfo, RedriveAllowPolicy, RedrivePolicy};
+use leaseq_core::{
+    DeduplicationScope, FifoThroughputLimit, QueueConfigPatch, QueueInfo, RedriveAllowPolicy,
+    RedrivePolicy,
+};
 use serde_json::{json, Value};
 
 use crate::error::{ErrorCode, SqsError};
 use crate::outcome::Context;
 
-/// Attributes `CreateQueue` and `SetQueueAttributes` accept on a standard queue.
-pub const SETTABLE: [&str; 11] = [
+/// Attributes `CreateQueue` and `SetQueueAttributes` accept (the FIFO ones only on FIFO queues,
+/// and `FifoQueue` only on `CreateQueue`: the engine checks both).
+pub const SETTABLE: [&str; 15] = [
     "DelaySeconds",
     "MaximumMessageSize",
     "MessageRetentionPeriod",
@@ -25,10 +29,15 @@ pub const SETTABLE: [&str; 11] = [
     "KmsMasterKeyId",
     "KmsDataKeyReusePeriodSeconds",
     "SqsManagedSseEnabled",
+    "FifoQueue",
+    "ContentBasedDeduplication",
+    "DeduplicationScope",
+    "FifoThroughputLimit",
 ];
 
-/// Attributes `GetQueueAttributes` returns for a standard queue, in SQS's order for `All`.
-pub const READABLE: [&str; 18] = [
+/// Attributes `GetQueueAttributes` returns, in SQS's order for `All` (the FIFO ones only for
+/// FIFO queues).
+pub const READABLE: [&str; 22] = [
     "Policy",
     "VisibilityTimeout",
     "MaximumMessageSize",
@@ -46,31 +55,28 @@ pub const READABLE: [&str; 18] = [
     "KmsMasterKeyId",
     "KmsDataKeyReusePeriodSeconds",
     "SqsManagedSseEnabled",
-    "All",
-];
-
-/// Attributes of FIFO queues, which leaseq does not serve yet.
-const FIFO_ONLY: [&str; 4] = [
     "FifoQueue",
     "ContentBasedDeduplication",
     "DeduplicationScope",
     "FifoThroughputLimit",
+    "All",
 ];
 
 /// The `byQueue` list of a redrive-allow policy holds at most this many ARNs.
 const SOURCE_QUEUE_ARNS_MAX: usize = 10;
 
 fn unknown_attribute(name: &str) -> SqsError {
-    if FIFO_ONLY.contains(&name) {
-        SqsError::new(
-            ErrorCode::InvalidAttributeName,
-            format!("Unknown Attribute {name}. FIFO queues are not supported yet by this server."),
-        )
-    } else {
-        SqsError::new(
-            ErrorCode::InvalidAttributeName,
-            format!("Unknown Attribute {name}."),
-        )
+    SqsError::new(
+        ErrorCode::InvalidAttributeName,
+        format!("Unknown Attribute {name}."),
+    )
+}
+
+fn boolean(name: &str, value: &str) -> Result<bool, SqsError> {
+    match value.trim().to_ascii_lowercase().as_str() {
+        "true" => Ok(true),
+        "false" => Ok(false),
+        _ => Err(invalid_attribute_value(name)),
     }
 }
 
@@ -130,6 +136,24 @@ pub fn parse_settings(attributes: &BTreeMap<String, String>) -> Result<QueueConf
                     _ => return Err(invalid_attribute_value(name)),
                 };
                 patch.passthrough.insert(name.clone(), enabled.into());
+            }
+            "FifoQueue" => patch.fifo_queue = Some(boolean(name, value)?),
+            "ContentBasedDeduplication" => {
+                patch.content_based_deduplication = Some(boolean(name, value)?)
+            }
+            "DeduplicationScope" => {
+                patch.deduplication_scope = Some(match value.as_str() {
+                    "queue" => DeduplicationScope::Queue,
+                    "messageGroup" => DeduplicationScope::MessageGroup,
+                    _ => return Err(invalid_attribute_value(name)),
+                })
+            }
+            "FifoThroughputLimit" => {
+                patch.fifo_throughput_limit = Some(match value.as_str() {
+                    "perQueue" => FifoThroughputLimit::PerQueue,
+                    "perMessageGroupId" => FifoThroughputLimit::PerMessageGroupId,
+                    _ => return Err(invalid_attribute_value(name)),
+                })
             }
             other => return Err(unknown_attribute(other)),
         }
@@ -322,6 +346,23 @@ fn attribute_value(name: &str, info: &QueueInfo, ctx: &Context) -> Option<String
                 "true".into()
             }
         }),
+        "FifoQueue" => {
+            config.fifo.as_ref()?;
+            "true".into()
+        }
+        "ContentBasedDeduplication" => config
+            .fifo
+            .as_ref()?
+            .content_based_deduplication
+            .to_string(),
+        "DeduplicationScope" => match config.fifo.as_ref()?.deduplication_scope {
+            DeduplicationScope::Queue => "queue".into(),
+            DeduplicationScope::MessageGroup => "messageGroup".into(),
+        },
+        "FifoThroughputLimit" => match config.fifo.as_ref()?.throughput_limit {
+            FifoThroughputLimit::PerQueue => "perQueue".into(),
+            FifoThroughputLimit::PerMessageGroupId => "perMessageGroupId".into(),
+        },
         _ => return None,
     })
 }
@@ -366,9 +407,35 @@ mod tests {
         let error = settings(&[("Colour", "blue")]).unwrap_err();
         assert_eq!(error.code, ErrorCode::InvalidAttributeName);
         assert_eq!(error.message, "Unknown Attribute Colour.");
-        for fifo in FIFO_ONLY {
-            let error = settings(&[(fifo, "false")]).unwrap_err();
-            assert_eq!(error.code, ErrorCode::InvalidAttributeName, "{fifo}");
+    }
+
+    #[test]
+    fn fifo_settings() {
+        let patch = settings(&[
+            ("FifoQueue", "true"),
+            ("ContentBasedDeduplication", "TRUE"),
+            ("DeduplicationScope", "messageGroup"),
+            ("FifoThroughputLimit", "perMessageGroupId"),
+        ])
+        .unwrap();
+        assert_eq!(patch.fifo_queue, Some(true));
+        assert_eq!(patch.content_based_deduplication, Some(true));
+        assert_eq!(
+            patch.deduplication_scope,
+            Some(DeduplicationScope::MessageGroup)
+        );
+        assert_eq!(
+            patch.fifo_throughput_limit,
+            Some(FifoThroughputLimit::PerMessageGroupId)
+        );
+        for (name, bad) in [
+            ("FifoQueue", "yes"),
+            ("ContentBasedDeduplication", "1"),
+            ("DeduplicationScope", "group"),
+            ("FifoThroughputLimit", "perGroup"),
+        ] {
+            let error = settings(&[(name, bad)]).unwrap_err();
+            assert_eq!(error.code, ErrorCode::InvalidAttributeValue, "{name}");
         }
     }
 
@@ -458,8 +525,9 @@ mod tests {
     #[test]
     fn readable_names() {
         assert!(check_readable(&["All".into(), "QueueArn".into()]).is_ok());
-        let error = check_readable(&["FifoQueue".into()]).unwrap_err();
+        // Readable by name on any queue; only FIFO queues return them.
+        assert!(check_readable(&["FifoQueue".into(), "DeduplicationScope".into()]).is_ok());
+        let error = check_readable(&["Nope".into()]).unwrap_err();
         assert_eq!(error.code, ErrorCode::InvalidAttributeName);
-        assert!(check_readable(&["Nope".into()]).is_err());
     }
 }

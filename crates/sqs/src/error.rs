@@ -458,6 +458,9 @@ fn field_name(field: leaseq_core::Field) -> &'static str {
         QueueName => "QueueName",
         Tags => "Tags",
         Policy => "Policy",
+        MessageGroupId => "MessageGroupId",
+        MessageDeduplicationId => "MessageDeduplicationId",
+        ReceiveRequestAttemptId => "ReceiveRequestAttemptId",
     }
 }
 
@@ -493,6 +496,11 @@ fn invalid_value(field: leaseq_core::Field, reason: String) -> SqsError {
         ReceiptHandle => SqsError::new(ErrorCode::ReceiptHandleIsInvalid, reason),
         QueueName => SqsError::invalid_parameter_value(reason),
         MessageBody => SqsError::new(ErrorCode::InvalidMessageContents, reason),
+        // "The queue should either have ContentBasedDeduplication enabled or
+        // MessageDeduplicationId provided explicitly", as SQS words it.
+        MessageDeduplicationId if !reason.starts_with("Value ") => {
+            SqsError::invalid_parameter_value(reason)
+        }
         LeaseVisibilityTimeout
         | MessageDelaySeconds
         | RedrivePolicy
@@ -501,6 +509,9 @@ fn invalid_value(field: leaseq_core::Field, reason: String) -> SqsError {
         | WaitTimeSeconds
         | MessageAttributes
         | MessageSystemAttributes
+        | MessageGroupId
+        | MessageDeduplicationId
+        | ReceiveRequestAttemptId
         | Tags => parameter(),
     }
 }
@@ -533,6 +544,10 @@ impl From<leaseq_core::Error> for SqsError {
                 "Value for parameter VisibilityTimeout is invalid. Reason: {message}."
             )),
             Error::TooManyTags { .. } => SqsError::invalid_parameter_value(message),
+            Error::MissingParameter(name) => SqsError::missing_parameter(name),
+            Error::InvalidAttributeName(_) => {
+                SqsError::new(ErrorCode::InvalidAttributeName, message)
+            }
         }
     }
 }
@@ -627,6 +642,10 @@ mod tests {
             (Error::invalid(Field::RedrivePolicy, "Dead letter target does not exist"), ErrorCode::InvalidParameterValue),
             (Error::invalid(Field::QueueName, "Can only include alphanumeric characters"), ErrorCode::InvalidParameterValue),
             (Error::invalid(Field::MessageAttributes, "bad"), ErrorCode::InvalidParameterValue),
+            (Error::MissingParameter("MessageGroupId"), ErrorCode::MissingParameter),
+            (Error::InvalidAttributeName("FifoQueue".into()), ErrorCode::InvalidAttributeName),
+            (Error::invalid(Field::MessageGroupId, "Value a b for parameter MessageGroupId is invalid. Reason: x"), ErrorCode::InvalidParameterValue),
+            (Error::invalid(Field::ReceiveRequestAttemptId, "Value a b for parameter ReceiveRequestAttemptId is invalid. Reason: x"), ErrorCode::InvalidParameterValue),
         ];
         for (error, code) in cases {
             let mapped = SqsError::from(error.clone());
@@ -637,6 +656,18 @@ mod tests {
         assert!(expired
             .message
             .ends_with("Reason: The receipt handle has expired."));
+        let no_dedup = SqsError::from(Error::invalid(
+            Field::MessageDeduplicationId,
+            "The queue should either have ContentBasedDeduplication enabled or MessageDeduplicationId provided explicitly",
+        ));
+        assert_eq!(
+            (no_dedup.code, no_dedup.message.as_str()),
+            (ErrorCode::InvalidParameterValue, "The queue should either have ContentBasedDeduplication enabled or MessageDeduplicationId provided explicitly")
+        );
+        assert_eq!(
+            SqsError::from(Error::MissingParameter("MessageGroupId")).message,
+            "The request must contain the parameter MessageGroupId."
+        );
         let with_value = SqsError::for_receipt(Error::ReceiptSuperseded, "abc");
         assert_eq!(
             with_value.message,

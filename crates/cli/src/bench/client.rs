@@ -200,18 +200,29 @@ impl Connection {
         })
     }
 
-    pub async fn create_queue(&mut self, name: &str) -> Result<String, CallError> {
+    pub async fn create_queue(&mut self, name: &str, fifo: bool) -> Result<String, CallError> {
         #[derive(Serialize)]
         #[serde(rename_all = "PascalCase")]
         struct CreateQueue<'a> {
             queue_name: &'a str,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            attributes: Option<FifoAttributes>,
+        }
+        #[derive(Serialize)]
+        #[serde(rename_all = "PascalCase")]
+        struct FifoAttributes {
+            fifo_queue: &'static str,
         }
         #[derive(Deserialize)]
         #[serde(rename_all = "PascalCase")]
         struct Created {
             queue_url: String,
         }
-        let body = encode(&CreateQueue { queue_name: name });
+        let attributes = fifo.then_some(FifoAttributes { fifo_queue: "true" });
+        let body = encode(&CreateQueue {
+            queue_name: name,
+            attributes,
+        });
         let created: Created = decode(&self.call(Action::CreateQueue, body).await?)?;
         Ok(created.queue_url)
     }
@@ -242,6 +253,16 @@ struct ErrorBody {
 pub struct SendMessage<'a> {
     pub queue_url: &'a str,
     pub message_body: &'a str,
+    #[serde(flatten)]
+    pub fifo: Option<FifoFields>,
+}
+
+/// Group and deduplication id of a message to a FIFO queue.
+#[derive(Serialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct FifoFields {
+    pub message_group_id: String,
+    pub message_deduplication_id: String,
 }
 
 #[derive(Serialize)]
@@ -256,6 +277,8 @@ pub struct SendMessageBatch<'a> {
 pub struct SendEntry<'a> {
     pub id: &'static str,
     pub message_body: &'a str,
+    #[serde(flatten)]
+    pub fifo: Option<FifoFields>,
 }
 
 #[derive(Serialize)]

@@ -73,6 +73,8 @@ pub struct Plan {
     pub wait_time_seconds: u32,
     pub server_pid: Option<u32>,
     pub threads: usize,
+    /// Message groups of a FIFO queue; `None` drives a standard queue.
+    pub groups: Option<u64>,
 }
 
 /// One phase of a run: who works, and when the phase is complete.
@@ -130,7 +132,13 @@ impl Plan {
             workload,
             endpoint: args.endpoint.clone(),
             region: args.region.clone(),
-            queue: args.queue.clone().unwrap_or_else(unique_queue_name),
+            queue: {
+                let name = args.queue.clone().unwrap_or_else(unique_queue_name);
+                match args.groups {
+                    Some(_) if !name.ends_with(".fifo") => format!("{name}.fifo"),
+                    _ => name,
+                }
+            },
             keep: args.keep,
             producers: args.producers.unwrap_or(producers_default),
             consumers: args.consumers.unwrap_or(consumers_default),
@@ -145,6 +153,7 @@ impl Plan {
             wait_time_seconds: args.wait_time_seconds,
             server_pid: args.server_pid,
             threads: args.threads.unwrap_or_else(available_cpus),
+            groups: args.groups,
         };
         plan.check()?;
         Ok(plan)
@@ -192,6 +201,7 @@ impl Plan {
         );
         ensure!(self.messages_max != Some(0), "--messages must be above 0");
         ensure!(self.threads > 0, "--threads must be above 0");
+        ensure!(self.groups != Some(0), "--groups must be at least 1");
         if self.producers == 0 && self.backlog == 0 {
             bail!("consumers without producers need a backlog to consume (--backlog N)");
         }
@@ -215,7 +225,9 @@ impl Plan {
             self.messages_max
                 .map_or(String::new(), |m| format!(" or {m} messages")),
             self.threads,
-        )
+        ) + &self.groups.map_or(String::new(), |groups| {
+            format!(", FIFO with {groups} groups")
+        })
     }
 
     /// Filling the backlog: batches of 10, as fast as the server takes them.
@@ -320,6 +332,21 @@ mod tests {
         assert!(plan(&["--producers", "0"]).is_err());
         assert!(plan(&["--producers", "0", "--consumers", "4"]).is_err());
         assert!(plan(&["--messages", "0"]).is_err());
+    }
+
+    #[test]
+    fn groups_make_a_fifo_queue() {
+        let fifo = plan(&["--workload", "w4", "--groups", "10"]).unwrap();
+        assert_eq!(fifo.groups, Some(10));
+        assert!(fifo.queue.ends_with(".fifo"), "{}", fifo.queue);
+        assert!(fifo.describe().ends_with("FIFO with 10 groups"));
+        let named = plan(&["--groups", "1", "--queue", "mine.fifo"]).unwrap();
+        assert_eq!(named.queue, "mine.fifo");
+        assert!(plan(&["--groups", "0"]).is_err());
+        assert!(!plan(&["--workload", "w4"])
+            .unwrap()
+            .queue
+            .ends_with(".fifo"));
     }
 
     #[test]

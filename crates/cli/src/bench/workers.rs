@@ -17,9 +17,14 @@ use tokio::sync::{watch, Notify};
 
 use super::client::{
     decode, encode, Action, BatchResult, CallError, Connection, DeleteEntry, DeleteMessageBatch,
-    Endpoint, ReceiveMessage, Received, SendEntry, SendMessage, SendMessageBatch, ENTRY_IDS,
+    Endpoint, FifoFields, ReceiveMessage, Received, SendEntry, SendMessage, SendMessageBatch,
+    ENTRY_IDS,
 };
 use super::plan::{Phase, Plan};
+
+/// FIFO messages this generator has sent, across phases: the source of unique deduplication ids
+/// and of the round-robin group choice.
+static FIFO_MESSAGES: AtomicU64 = AtomicU64::new(0);
 use super::stats::{Progress, Recorder};
 
 /// How long a worker waits before trying again after its connection could not be opened.
@@ -40,6 +45,8 @@ pub struct Shared {
     consumers: usize,
     record_end_to_end: bool,
     message_size_bytes: usize,
+    /// FIFO groups to spread sends over (`None`: a standard queue).
+    groups: Option<u64>,
     /// Messages handed out to producers so far (may pass `send_limit` by less than a batch).
     send_claimed: AtomicU64,
     producers_running: AtomicUsize,
@@ -60,6 +67,7 @@ impl Shared {
             consumers: phase.consumers,
             record_end_to_end: phase.record_end_to_end,
             message_size_bytes: plan.message_size_bytes,
+            groups: plan.groups,
             send_claimed: AtomicU64::new(0),
             producers_running: AtomicUsize::new(phase.producers),
         }
@@ -114,6 +122,17 @@ impl Shared {
         body
     }
 
+    /// The group and a unique deduplication id of the next FIFO message (round-robin over the
+    /// groups), or `None` for a standard queue.
+    fn fifo_fields(&self) -> Option<FifoFields> {
+        let groups = self.groups?;
+        let n = FIFO_MESSAGES.fetch_add(1, Relaxed);
+        Some(FifoFields {
+            message_group_id: format!("g{}", n % groups),
+            message_deduplication_id: format!("{}-{n}", std::process::id()),
+        })
+    }
+
     fn send_request(&self, count: usize) -> (Action, Vec<u8>) {
         let queue_url = &self.queue_url;
         if self.batch_size == 1 {
@@ -123,6 +142,7 @@ impl Shared {
                 encode(&SendMessage {
                     queue_url,
                     message_body: &body,
+                    fifo: self.fifo_fields(),
                 }),
             );
         }
@@ -132,6 +152,7 @@ impl Shared {
             .map(|(id, body)| SendEntry {
                 id,
                 message_body: body,
+                fifo: self.fifo_fields(),
             })
             .collect();
         (

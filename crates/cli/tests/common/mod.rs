@@ -50,37 +50,92 @@ impl Server {
     /// Starts a server and waits until it answers `GET /health`.
     pub async fn start() -> Server {
         let scratch_dir = unique_scratch_dir();
-        let mut last_log = String::new();
-        for attempt in 0..START_ATTEMPTS_MAX {
-            let addr = free_loopback_addr();
-            let log_path = scratch_dir.join(format!("server-{attempt}.log"));
-            let mut child = spawn_server(addr, &scratch_dir.join("data"), &log_path);
-            match wait_for_health(addr, &mut child).await {
-                Ok(()) => {
-                    let endpoint = format!("http://{addr}");
-                    let client = sdk_client(&endpoint);
-                    return Server {
-                        child,
-                        addr,
-                        endpoint,
-                        client,
-                        scratch_dir,
-                    };
-                }
-                Err(reason) => {
-                    let _ = child.kill();
-                    let _ = child.wait();
-                    last_log = std::fs::read_to_string(&log_path).unwrap_or_default();
-                    // Only a lost race for the port is worth another try.
-                    if !last_log.contains("in use") {
-                        panic!("leaseq did not start ({reason}); its log:\n{last_log}");
-                    }
+        let (child, addr) = start_in(&scratch_dir, "server").await;
+        let endpoint = format!("http://{addr}");
+        let client = sdk_client(&endpoint);
+        Server {
+            child,
+            addr,
+            endpoint,
+            client,
+            scratch_dir,
+        }
+    }
+
+    /// Kills the server (SIGKILL: nothing is flushed on the way out) and starts it again on the
+    /// same data directory, on a new port; `endpoint` and `client` follow.
+    #[allow(dead_code)] // Not every test binary restarts its server.
+    pub async fn restart(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        self.start_again().await;
+    }
+
+    /// Stops the server with SIGTERM (a graceful stop writes a checkpoint, so the next start
+    /// recovers from a snapshot rather than by replaying the log) and starts it again on the same
+    /// data directory, on a new port.
+    #[allow(dead_code)] // Not every test binary restarts its server.
+    pub async fn restart_gracefully(&mut self) {
+        let status = Command::new("kill")
+            .arg("-TERM")
+            .arg(self.child.id().to_string())
+            .status()
+            .expect("running kill");
+        assert!(status.success());
+        let deadline = Instant::now() + Duration::from_secs(15);
+        while self
+            .child
+            .try_wait()
+            .expect("waiting for the server")
+            .is_none()
+        {
+            assert!(
+                Instant::now() < deadline,
+                "no exit after SIGTERM: {}",
+                self.log()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        self.start_again().await;
+    }
+
+    async fn start_again(&mut self) {
+        let restarts = std::fs::read_dir(&self.scratch_dir)
+            .map(|entries| entries.count())
+            .unwrap_or(0);
+        let (child, addr) = start_in(&self.scratch_dir, &format!("restart-{restarts}")).await;
+        self.child = child;
+        self.addr = addr;
+        self.endpoint = format!("http://{addr}");
+        self.client = sdk_client(&self.endpoint);
+    }
+}
+
+/// Spawns a server on the data directory under `scratch_dir`, retrying on lost port races, and
+/// waits until it is healthy.
+async fn start_in(scratch_dir: &std::path::Path, log_name: &str) -> (Child, SocketAddr) {
+    let mut last_log = String::new();
+    for attempt in 0..START_ATTEMPTS_MAX {
+        let addr = free_loopback_addr();
+        let log_path = scratch_dir.join(format!("{log_name}-{attempt}.log"));
+        let mut child = spawn_server(addr, &scratch_dir.join("data"), &log_path);
+        match wait_for_health(addr, &mut child).await {
+            Ok(()) => return (child, addr),
+            Err(reason) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                last_log = std::fs::read_to_string(&log_path).unwrap_or_default();
+                // Only a lost race for the port is worth another try.
+                if !last_log.contains("in use") {
+                    panic!("leaseq did not start ({reason}); its log:\n{last_log}");
                 }
             }
         }
-        panic!("leaseq did not start after {START_ATTEMPTS_MAX} ports; last log:\n{last_log}");
     }
+    panic!("leaseq did not start after {START_ATTEMPTS_MAX} ports; last log:\n{last_log}");
+}
 
+impl Server {
     /// The server's log so far (stdout and stderr), for failure messages.
     pub fn log(&self) -> String {
         let mut text = String::new();

@@ -1,6 +1,11 @@
 //! `apply`: the one function through which the engine's state changes, and the snapshot that
 //! describes the whole state as records `apply` can rebuild it from.
 
+use std::sync::Arc;
+
+use crate::fifo::{
+    Deduplicated, DeduplicationScope, FifoMessage, ReceiveAttempt, DEDUPLICATION_WINDOW_MS,
+};
 use crate::message::{Location, PayloadRef};
 use crate::queue::{Message, MessageState, Queue};
 use crate::record::Record;
@@ -50,6 +55,10 @@ impl Engine {
                 let queue = self.advance(*queue_id, now_ms);
                 queue.counters.purged += queue.clear() as u64;
                 queue.last_purge_at_ms = Some(now_ms);
+                // SQS forgets deduplication ids on a purge (and only then).
+                if let Some(fifo) = queue.fifo_mut() {
+                    fifo.forget();
+                }
             }
             Record::Send {
                 queue_id,
@@ -57,6 +66,7 @@ impl Engine {
                 message_id,
                 visible_at_ms,
                 payload,
+                fifo,
                 ..
             } => {
                 let state = if *visible_at_ms > now_ms {
@@ -74,10 +84,14 @@ impl Engine {
                     receive_count: 0,
                     state,
                     dead_letter_source: None,
+                    fifo: fifo.clone(),
                 };
                 let queue = self.advance(*queue_id, now_ms);
                 queue.insert(*seq, message);
                 queue.counters.sent += 1;
+                if let Some(fifo) = fifo {
+                    remember_send(queue, *seq, *message_id, fifo, now_ms);
+                }
             }
             Record::Lease {
                 queue_id,
@@ -135,8 +149,60 @@ impl Engine {
                 message.dead_letter_source = Some(source.name.clone());
                 message.state = MessageState::Ready;
                 message.visible_at_ms = now_ms;
-                self.advance(*dead_letter_queue_id, now_ms)
-                    .insert(*dead_letter_seq, message);
+                let target = self.advance(*dead_letter_queue_id, now_ms);
+                // As SQS does: a message moved to a FIFO dead-letter queue keeps its group, and
+                // its message id becomes its deduplication id. (Only queues of the same kind
+                // are dead-letter targets: see `Engine::dead_letter_target`.)
+                message.fifo = match (message.fifo.take(), target.fifo().is_some()) {
+                    (Some(fifo), true) => Some(Box::new(FifoMessage {
+                        group_id: fifo.group_id,
+                        deduplication_id: Arc::from(message.id.to_string()),
+                    })),
+                    (fifo, is_fifo) => {
+                        assert!(fifo.is_none() && !is_fifo, "dead letter across queue kinds");
+                        None
+                    }
+                };
+                target.insert(*dead_letter_seq, message);
+            }
+            Record::ReceiveAttempt {
+                queue_id,
+                attempt_id,
+                received_at_ms,
+                leases,
+                ..
+            } => {
+                let attempt = ReceiveAttempt {
+                    received_at_ms: *received_at_ms,
+                    leases: leases.clone(),
+                };
+                self.advance(*queue_id, now_ms)
+                    .fifo_mut()
+                    .expect("receive attempt on a FIFO queue")
+                    .remember_attempt(attempt_id, attempt);
+            }
+            Record::RestoreDeduplication {
+                queue_id,
+                scope,
+                deduplication_id,
+                message_id,
+                seq,
+                expires_at_ms,
+                ..
+            } => {
+                let entry = Deduplicated {
+                    message_id: *message_id,
+                    seq: *seq,
+                    expires_at_ms: *expires_at_ms,
+                };
+                self.queue_mut(*queue_id)
+                    .fifo_mut()
+                    .expect("deduplication entry of a FIFO queue")
+                    .remember(
+                        Arc::from(scope.as_str()),
+                        Arc::from(deduplication_id.as_str()),
+                        entry,
+                    );
             }
             Record::Relocate {
                 queue_id,
@@ -219,6 +285,7 @@ impl Engine {
                     queue_id: *queue_id,
                     record,
                     messages: queue.frozen_messages(),
+                    fifo_records: fifo_records(queue, now_ms),
                 }
             })
             .collect();
@@ -273,6 +340,61 @@ struct FrozenQueue {
     /// Its `RestoreQueue` record.
     record: Record,
     messages: Frozen<Message>,
+    /// A FIFO queue's deduplication window and receive attempts (copied when frozen: they are
+    /// bounded by five minutes of traffic).
+    fifo_records: Vec<Record>,
+}
+
+/// Enters the deduplication id of a FIFO send into its queue's window.
+fn remember_send(
+    queue: &mut Queue,
+    seq: u64,
+    message_id: crate::MessageId,
+    fifo: &FifoMessage,
+    now_ms: u64,
+) {
+    let scope = match queue.config.fifo.as_ref().map(|f| f.deduplication_scope) {
+        Some(DeduplicationScope::MessageGroup) => fifo.group_id.clone(),
+        _ => Arc::from(""),
+    };
+    let entry = Deduplicated {
+        message_id,
+        seq,
+        expires_at_ms: now_ms + DEDUPLICATION_WINDOW_MS,
+    };
+    queue
+        .fifo_mut()
+        .expect("FIFO send to a FIFO queue")
+        .remember(scope, fifo.deduplication_id.clone(), entry);
+}
+
+/// The records that rebuild a FIFO queue's window and attempts (none for a standard queue).
+fn fifo_records(queue: &Queue, now_ms: u64) -> Vec<Record> {
+    let Some(fifo) = queue.fifo() else {
+        return Vec::new();
+    };
+    let window =
+        fifo.window().map(
+            |(scope, deduplication_id, entry)| Record::RestoreDeduplication {
+                now_ms,
+                queue_id: queue.id,
+                scope: scope.to_string(),
+                deduplication_id: deduplication_id.to_string(),
+                message_id: entry.message_id,
+                seq: entry.seq,
+                expires_at_ms: entry.expires_at_ms,
+            },
+        );
+    let attempts = fifo
+        .attempts()
+        .map(|(attempt_id, attempt)| Record::ReceiveAttempt {
+            now_ms,
+            queue_id: queue.id,
+            attempt_id: attempt_id.to_string(),
+            received_at_ms: attempt.received_at_ms,
+            leases: attempt.leases.clone(),
+        });
+    window.chain(attempts).collect()
 }
 
 impl FrozenEngine {
@@ -309,6 +431,9 @@ impl FrozenEngine {
                     seq,
                     message: message.clone(),
                 });
+            }
+            for record in &queue.fifo_records {
+                emit(record.clone());
             }
         }
     }

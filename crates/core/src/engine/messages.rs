@@ -3,8 +3,9 @@
 use std::sync::Arc;
 
 use crate::error::{Error, Field, Result};
+use crate::fifo::sequence_number;
 use crate::message::{validate_send, Location, MessageId, Payload, PayloadRef, SendInput};
-use crate::queue::Queue;
+use crate::queue::{MessageState, Queue};
 use crate::receipt::Receipt;
 use crate::record::Record;
 
@@ -22,14 +23,27 @@ impl Engine {
     ) -> Result<Sent> {
         let (now_ms, queue_id) = self.advanced(now_ms, name)?;
         let queue = &self.queues[&queue_id];
+        let fifo = super::fifo::fifo_fields(queue, &input)?;
         let delay_seconds = input.delay_seconds.unwrap_or(queue.config.delay_seconds);
         let payload = validate_send(
             input,
             queue.config.maximum_message_size_bytes,
             &self.config.limits,
         )?;
-        let seq = queue.next_seq();
         let payload = Arc::new(payload);
+        if let Some(fifo) = &fifo {
+            if let Some(first) = super::fifo::duplicate_of(queue, fifo) {
+                return Ok(Sent {
+                    message_id: first.message_id,
+                    seq: first.seq,
+                    payload,
+                    sequence_number: Some(sequence_number(first.seq)),
+                    duplicate: true,
+                });
+            }
+        }
+        let seq = queue.next_seq();
+        let sequence_number = fifo.as_ref().map(|_| sequence_number(seq));
         let record = Record::Send {
             now_ms,
             queue_id,
@@ -37,22 +51,41 @@ impl Engine {
             message_id,
             visible_at_ms: now_ms + u64::from(delay_seconds) * 1000,
             payload: payload.clone(),
+            fifo,
         };
         self.commit(record, journal);
         Ok(Sent {
             message_id,
             seq,
             payload,
+            sequence_number,
+            duplicate: false,
         })
     }
 
     /// Leases up to `max_messages` ready messages, oldest first. A message that already had
     /// `maxReceiveCount` receives moves to the dead-letter queue instead (when it exists).
+    /// On a FIFO queue, see [`Engine::receive_with_attempt`].
     pub fn receive(
         &mut self,
         now_ms: u64,
         name: &str,
         request: ReceiveRequest,
+        journal: &mut Journal,
+    ) -> Result<Vec<Delivery<PayloadRef>>> {
+        self.receive_with_attempt(now_ms, name, request, None, journal)
+    }
+
+    /// [`Engine::receive`] with a `ReceiveRequestAttemptId`. On a FIFO queue, messages come
+    /// group by group (see [`crate::fifo`]), and a retry with the same attempt id within five
+    /// minutes returns the same messages and receipts while their leases are unchanged. On a
+    /// standard queue the attempt id is ignored, as SQS does.
+    pub fn receive_with_attempt(
+        &mut self,
+        now_ms: u64,
+        name: &str,
+        request: ReceiveRequest,
+        attempt_id: Option<&str>,
         journal: &mut Journal,
     ) -> Result<Vec<Delivery<PayloadRef>>> {
         let limits = &self.config.limits;
@@ -83,6 +116,16 @@ impl Engine {
                 .unwrap_or(queue.config.visibility_timeout_seconds),
         ) * 1000;
         let dead_letter = self.dead_letter_target(queue);
+        if queue.fifo().is_some() {
+            let receive = super::fifo::FifoReceive {
+                now_ms,
+                queue_id,
+                wanted,
+                visibility_ms,
+                dead_letter,
+            };
+            return self.receive_fifo(receive, attempt_id, journal);
+        }
         let mut deliveries = Vec::with_capacity(wanted);
         // A lease of 0 seconds leaves the message ready at its old place in receive order, so
         // the walk goes on after the last message it took instead of from the front: one receive
@@ -124,13 +167,17 @@ impl Engine {
     }
 
     /// The dead-letter queue's id and the receive limit, if the policy's target exists.
-    fn dead_letter_target(&self, queue: &Queue) -> Option<(u64, u32)> {
+    /// Only a queue of the same kind (FIFO or standard) is a target: a policy is checked when
+    /// it is set, but its target may since have been deleted and created again as the other
+    /// kind; then messages stay where they are, as when the target does not exist.
+    pub(super) fn dead_letter_target(&self, queue: &Queue) -> Option<(u64, u32)> {
         let policy = queue.config.redrive_policy.as_ref()?;
         let target = *self.names.get(policy.dead_letter_queue.as_str())?;
-        (target != queue.id).then_some((target, policy.max_receive_count))
+        let same_kind = self.queues[&target].fifo().is_some() == queue.fifo().is_some();
+        (target != queue.id && same_kind).then_some((target, policy.max_receive_count))
     }
 
-    fn delivery(&self, queue_id: u64, seq: u64) -> Delivery<PayloadRef> {
+    pub(super) fn delivery(&self, queue_id: u64, seq: u64) -> Delivery<PayloadRef> {
         let message = self.queues[&queue_id].message(seq).expect("just leased");
         Delivery {
             message_id: message.id,
@@ -145,6 +192,8 @@ impl Engine {
             first_received_at_ms: message.first_received_at_ms.unwrap_or(message.leased_at_ms),
             visible_at_ms: message.visible_at_ms,
             dead_letter_source: message.dead_letter_source.clone(),
+            fifo: message.fifo.clone(),
+            sequence_number: message.fifo.as_ref().map(|_| sequence_number(seq)),
         }
     }
 
@@ -176,13 +225,21 @@ impl Engine {
         if receipt.attempt > message.receive_count {
             return Err(Error::ReceiptHandleIsInvalid);
         }
+        let is_fifo = queue.fifo().is_some();
+        let expired_fifo = is_fifo && message.state != MessageState::InFlight;
         if receipt.attempt < message.receive_count {
             queue.stale_receipts_seen += 1;
-            return if self.config.reject_stale_deletes {
+            // On a FIFO queue a receipt is valid only while its lease lasts (as in SQS): a
+            // late delete would otherwise remove a message the next consumer of its group
+            // is working on, or let the group run ahead of it.
+            return if self.config.reject_stale_deletes || is_fifo {
                 Err(Error::ReceiptSuperseded)
             } else {
                 Ok(DeleteOutcome::IgnoredStale)
             };
+        }
+        if expired_fifo {
+            return Err(Error::ReceiptSuperseded);
         }
         let record = Record::Delete {
             now_ms,
@@ -218,6 +275,10 @@ impl Engine {
         }
         if receipt.attempt < message.receive_count {
             queue.stale_receipts_seen += 1;
+            return Err(Error::ReceiptSuperseded);
+        }
+        if queue.fifo().is_some() && message.state != MessageState::InFlight {
+            // A FIFO receipt dies with its lease (see `delete`).
             return Err(Error::ReceiptSuperseded);
         }
         let visible_at_ms = now_ms + u64::from(visibility_timeout_seconds) * 1000;

@@ -16,6 +16,7 @@ use rustc_hash::FxHashMap;
 
 use crate::config::QueueConfig;
 use crate::error::{Error, Field, Result};
+use crate::fifo::FifoMessage;
 use crate::limits::Limits;
 use crate::message::{MessageId, Payload};
 use crate::queue::{Queue, QueueCounters};
@@ -25,6 +26,7 @@ use crate::record::Record;
 mod apply;
 
 pub use apply::FrozenEngine;
+mod fifo;
 mod messages;
 mod observe;
 mod queues;
@@ -74,6 +76,10 @@ pub struct Delivery<P = Arc<Payload>> {
     pub visible_at_ms: u64,
     /// The queue it was dead-lettered from, if it was.
     pub dead_letter_source: Option<Arc<str>>,
+    /// Group and deduplication id (FIFO queues).
+    pub fifo: Option<Box<FifoMessage>>,
+    /// `SequenceNumber` (FIFO queues).
+    pub sequence_number: Option<String>,
 }
 
 impl<P> Delivery<P> {
@@ -88,6 +94,8 @@ impl<P> Delivery<P> {
             first_received_at_ms: self.first_received_at_ms,
             visible_at_ms: self.visible_at_ms,
             dead_letter_source: self.dead_letter_source,
+            fifo: self.fifo,
+            sequence_number: self.sequence_number,
         }
     }
 }
@@ -99,8 +107,14 @@ pub struct Sent {
     pub message_id: MessageId,
     /// Its sequence number in the queue.
     pub seq: u64,
-    /// What was stored (for the checksums the client verifies).
+    /// What was stored (for the checksums the client verifies). For a duplicate, what this
+    /// send carried (the client checks the checksums of what it sent).
     pub payload: Arc<Payload>,
+    /// `SequenceNumber` (FIFO queues).
+    pub sequence_number: Option<String>,
+    /// A FIFO send whose deduplication id was in the window: accepted, not enqueued again;
+    /// `message_id` and `seq` are the first message's.
+    pub duplicate: bool,
 }
 
 /// What a delete did. All three are successes for the client.
@@ -237,17 +251,13 @@ pub(crate) fn check_visibility(seconds: u32, limits: &Limits) -> Result<()> {
     Ok(())
 }
 
-/// SQS queue names: 1 to 80 characters from A-Z, a-z, 0-9, `-` and `_`.
+/// SQS queue names: 1 to 80 characters from A-Z, a-z, 0-9, `-` and `_`; a FIFO queue's name
+/// ends in `.fifo` (counted in the 80).
 pub fn validate_queue_name(name: &str, limits: &Limits) -> Result<()> {
-    if name.ends_with(".fifo") {
-        return Err(Error::invalid(
-            Field::QueueName,
-            "FIFO queues are not supported yet by this server.",
-        ));
-    }
-    let valid = !name.is_empty()
+    let base = name.strip_suffix(".fifo").unwrap_or(name);
+    let valid = !base.is_empty()
         && name.len() <= limits.queue_name_length_max
-        && name
+        && base
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
     if !valid {

@@ -2,8 +2,9 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use crate::config::{QueueConfig, QueueConfigPatch, RedrivePolicy};
+use crate::config::{QueueConfig, QueueConfigPatch};
 use crate::error::{Error, Field, Result};
+use crate::fifo::FifoConfig;
 use crate::queue::Queue;
 use crate::record::Record;
 
@@ -31,8 +32,22 @@ impl Engine {
                 }),
             };
         }
-        let config = QueueConfig::default().patched(patch, &self.config.limits)?;
-        self.check_redrive_policy(name, config.redrive_policy.as_ref())?;
+        let fifo = patch.fifo_queue == Some(true);
+        if fifo != name.ends_with(".fifo") {
+            return Err(Error::invalid(
+                Field::QueueName,
+                format!(
+                    "The name of a FIFO queue can only include alphanumeric characters, hyphens, or underscores, must end with .fifo suffix and be 1 to {} in length.",
+                    self.config.limits.queue_name_length_max
+                ),
+            ));
+        }
+        let base = QueueConfig {
+            fifo: fifo.then(FifoConfig::default),
+            ..QueueConfig::default()
+        };
+        let config = base.patched(patch, &self.config.limits)?;
+        self.check_redrive_policy(name, &config)?;
         self.check_tag_count(tags.len())?;
         let queue_id = self.next_queue_id;
         let record = Record::CreateQueue {
@@ -49,11 +64,24 @@ impl Engine {
         })
     }
 
-    fn check_redrive_policy(&self, source: &str, policy: Option<&RedrivePolicy>) -> Result<()> {
-        let Some(policy) = policy else { return Ok(()) };
+    fn check_redrive_policy(&self, source: &str, config: &QueueConfig) -> Result<()> {
+        let Some(policy) = config.redrive_policy.as_ref() else {
+            return Ok(());
+        };
         let target = self.queue(&policy.dead_letter_queue).ok_or_else(|| {
             Error::invalid(Field::RedrivePolicy, "Dead letter target does not exist")
         })?;
+        if target.config.fifo.is_some() != config.fifo.is_some() {
+            let kind = if config.fifo.is_some() {
+                "a FIFO"
+            } else {
+                "a standard"
+            };
+            return Err(Error::invalid(
+                Field::RedrivePolicy,
+                format!("The dead-letter queue of {kind} queue must also be {kind} queue."),
+            ));
+        }
         if &*target.name == source {
             return Err(Error::invalid(
                 Field::RedrivePolicy,
@@ -104,11 +132,15 @@ impl Engine {
         journal: &mut Journal,
     ) -> Result<()> {
         let (now_ms, queue_id) = self.advanced(now_ms, name)?;
+        if patch.fifo_queue.is_some() {
+            // Whether a queue is FIFO is decided when it is created.
+            return Err(Error::InvalidAttributeName("FifoQueue".into()));
+        }
         let config = self.queues[&queue_id]
             .config
             .patched(patch, &self.config.limits)?;
         if patch.redrive_policy.is_some() {
-            self.check_redrive_policy(name, config.redrive_policy.as_ref())?;
+            self.check_redrive_policy(name, &config)?;
         }
         let record = Record::SetConfig {
             now_ms,

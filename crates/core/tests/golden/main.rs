@@ -42,8 +42,12 @@
 //!   either `=none` removes the policy.
 //! - `send NAME body=TEXT|body_len=N [delay=TIME] [attr.NAME=TYPE:VALUE]... [trace=TEXT]
 //!   [sender=TEXT]` [`mN`]
-//! - `receive NAME [max=N] [visibility=TIME] [verbose]` [`mN attempt=A receipt=rN` per message,
-//!   `verbose` adds body, timestamps, lease end and dead-letter source; `(none)` if nothing]
+//! - `receive NAME [max=N] [visibility=TIME] [attempt_id=TEXT] [verbose]` [`mN attempt=A
+//!   receipt=rN` per message (on FIFO queues also `group=G`), `verbose` adds body, timestamps,
+//!   lease end, dead-letter source, deduplication id and sequence number; `(none)` if nothing]
+//!
+//!   FIFO sends take `group=G` and `dedup=D`; a duplicate renders as `duplicate of mN`. A
+//!   receive that returns an earlier receive's receipts again names them as before (`r1`).
 //! - `delete NAME RECEIPT` [`deleted` | `already-gone` | `ignored-stale`]
 //! - `change-visibility NAME RECEIPT TIME` [`visible_at=TIME`]
 //! - `counts NAME` [`ready=R in_flight=F delayed=D` and `oldest_ready_age=TIME` if R > 0]
@@ -63,8 +67,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use leaseq_core::{
-    AttributeValue, DeleteOutcome, Delivery, Engine, EngineConfig, Error, Journal, MessageId,
-    PayloadRef, QueueConfig, ReceiptKey, ReceiveRequest, RedriveAllowPolicy, SendInput,
+    AttributeValue, DeduplicationScope, DeleteOutcome, Delivery, Engine, EngineConfig, Error,
+    FifoThroughputLimit, Journal, MessageId, PayloadRef, QueueConfig, ReceiptKey, ReceiveRequest,
+    RedriveAllowPolicy, SendInput,
 };
 
 use parse::{
@@ -392,6 +397,8 @@ impl Harness {
             trace_header: args.named("trace"),
             delay_seconds,
             sender_id: Arc::from(args.named("sender").unwrap_or_default()),
+            group_id: args.named("group"),
+            deduplication_id: args.named("dedup"),
         };
         self.ids_drawn += 1;
         let mut random = [0u8; 16];
@@ -400,6 +407,12 @@ impl Harness {
         let now_ms = self.now_ms;
         let result = self.with_journal(|e, j| e.send(now_ms, &name, input, message_id, j));
         Ok(outcome(result, |sent| {
+            if sent.duplicate {
+                return vec![format!(
+                    "duplicate of {}",
+                    self.message_name(sent.message_id)
+                )];
+            }
             let label = format!("m{}", self.message_names.len() + 1);
             self.message_names.insert(sent.message_id, label.clone());
             vec![label]
@@ -417,12 +430,15 @@ impl Harness {
             .map(|v| parse_seconds(&v))
             .transpose()?;
         let verbose = args.flag("verbose");
+        let attempt_id = args.named("attempt_id");
         let request = ReceiveRequest {
             max_messages,
             visibility_timeout_seconds,
         };
         let now_ms = self.now_ms;
-        let result = self.with_journal(|e, j| e.receive(now_ms, &name, request, j));
+        let result = self.with_journal(|e, j| {
+            e.receive_with_attempt(now_ms, &name, request, attempt_id.as_deref(), j)
+        });
         Ok(outcome(result, |deliveries| {
             if deliveries.is_empty() {
                 return vec!["(none)".into()];
@@ -435,15 +451,35 @@ impl Harness {
     }
 
     fn render_delivery(&mut self, delivery: Delivery<PayloadRef>, verbose: bool) -> String {
-        let label = format!("r{}", self.receipts.len() + 1);
-        self.receipts
-            .insert(label.clone(), delivery.receipt.clone());
+        // A receipt handed out again (a retried receive attempt) keeps its name.
+        let known = self
+            .receipts
+            .iter()
+            .find(|(_, receipt)| **receipt == delivery.receipt)
+            .map(|(label, _)| label.clone());
+        let label = known.unwrap_or_else(|| {
+            let label = format!("r{}", self.receipts.len() + 1);
+            self.receipts
+                .insert(label.clone(), delivery.receipt.clone());
+            label
+        });
         let mut line = format!(
             "{} attempt={} receipt={label}",
             self.message_name(delivery.message_id),
             delivery.receive_count
         );
+        if let Some(fifo) = &delivery.fifo {
+            write!(line, " group={}", fifo.group_id).unwrap();
+        }
         if verbose {
+            if let (Some(fifo), Some(sequence)) = (&delivery.fifo, &delivery.sequence_number) {
+                write!(
+                    line,
+                    " dedup={} sequence={sequence}",
+                    quote(&fifo.deduplication_id)
+                )
+                .unwrap();
+            }
             // Scripts run without a log, so every payload is in memory.
             let payload = delivery.payload.inline().expect("payload in memory");
             write!(
@@ -590,6 +626,15 @@ impl Harness {
                 if let Some(source) = &message.dead_letter_source {
                     write!(line, " source={source}").unwrap();
                 }
+                if let Some(fifo) = &message.fifo {
+                    write!(
+                        line,
+                        " group={} dedup={}",
+                        fifo.group_id,
+                        quote(&fifo.deduplication_id)
+                    )
+                    .unwrap();
+                }
                 line
             })
             .collect();
@@ -669,8 +714,17 @@ fn snapshot(engine: &mut Engine, now_ms: u64, name: &str) -> String {
         info.config,
         info.tags,
     );
-    for (seq, message) in engine.queue(name).expect("queue exists").messages() {
+    let queue = engine.queue(name).expect("queue exists");
+    for (seq, message) in queue.messages() {
         writeln!(text, "{seq}: {message:?}").unwrap();
+    }
+    if let Some(fifo) = queue.fifo() {
+        for entry in fifo.window() {
+            writeln!(text, "window: {entry:?}").unwrap();
+        }
+        for (id, attempt) in fifo.attempts() {
+            writeln!(text, "attempt {id}: {attempt:?}").unwrap();
+        }
     }
     text
 }
@@ -706,6 +760,8 @@ fn render_error(error: &Error) -> String {
             format!("error: LeaseTooLong max_seconds={max_seconds}")
         }
         Error::TooManyTags { tags_max } => format!("error: TooManyTags tags_max={tags_max}"),
+        Error::MissingParameter(name) => format!("error: MissingParameter {name}"),
+        Error::InvalidAttributeName(name) => format!("error: InvalidAttributeName {name}"),
         Error::QueueDoesNotExist
         | Error::PurgeInProgress
         | Error::ReceiptHandleIsInvalid
@@ -744,6 +800,27 @@ fn config_lines(config: &QueueConfig) -> Vec<String> {
     }
     for (key, value) in &config.passthrough {
         lines.push(format!("{key}={}", quote(value)));
+    }
+    if let Some(fifo) = &config.fifo {
+        lines.push("FifoQueue=true".into());
+        lines.push(format!(
+            "ContentBasedDeduplication={}",
+            fifo.content_based_deduplication
+        ));
+        lines.push(format!(
+            "DeduplicationScope={}",
+            match fifo.deduplication_scope {
+                DeduplicationScope::Queue => "queue",
+                DeduplicationScope::MessageGroup => "messageGroup",
+            }
+        ));
+        lines.push(format!(
+            "FifoThroughputLimit={}",
+            match fifo.throughput_limit {
+                FifoThroughputLimit::PerQueue => "perQueue",
+                FifoThroughputLimit::PerMessageGroupId => "perMessageGroupId",
+            }
+        ));
     }
     lines
 }

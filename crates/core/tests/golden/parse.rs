@@ -4,7 +4,8 @@
 use std::fmt::Write as _;
 
 use leaseq_core::{
-    AttributeValue, Limits, MessageAttribute, QueueConfigPatch, RedriveAllowPolicy, RedrivePolicy,
+    AttributeValue, DeduplicationScope, FifoThroughputLimit, Limits, MessageAttribute,
+    QueueConfigPatch, RedriveAllowPolicy, RedrivePolicy,
 };
 
 /// What a harness error is: a script that does not parse. Engine errors are output, not this.
@@ -290,6 +291,24 @@ pub fn parse_patch(attributes: Vec<(String, String)>) -> Result<QueueConfigPatch
                 patch.redrive_allow_policy = Some(parse_redrive_allow_policy(&value)?)
             }
             "Policy" => patch.policy = Some((value != "none").then_some(value)),
+            "FifoQueue" => patch.fifo_queue = Some(parse_number::<bool>(&key, &value)?),
+            "ContentBasedDeduplication" => {
+                patch.content_based_deduplication = Some(parse_number::<bool>(&key, &value)?)
+            }
+            "DeduplicationScope" => {
+                patch.deduplication_scope = Some(match value.as_str() {
+                    "queue" => DeduplicationScope::Queue,
+                    "messageGroup" => DeduplicationScope::MessageGroup,
+                    _ => return Err(format!("DeduplicationScope {value:?}: unknown")),
+                })
+            }
+            "FifoThroughputLimit" => {
+                patch.fifo_throughput_limit = Some(match value.as_str() {
+                    "perQueue" => FifoThroughputLimit::PerQueue,
+                    "perMessageGroupId" => FifoThroughputLimit::PerMessageGroupId,
+                    _ => return Err(format!("FifoThroughputLimit {value:?}: unknown")),
+                })
+            }
             key if PASSTHROUGH_ATTRIBUTES.contains(&key) => {
                 patch.passthrough.insert(key.to_string(), value);
             }

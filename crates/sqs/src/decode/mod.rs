@@ -392,14 +392,10 @@ fn send_input(input: &Input) -> Result<SendInput, SqsError> {
             )
         })
         .transpose()?;
-    if let Some(id) = input.string("MessageDeduplicationId", "MessageDeduplicationId")? {
-        return Err(SqsError::invalid_parameter(
-            "MessageDeduplicationId",
-            id,
-            "The request include parameter that is not valid for this queue type.",
-        ));
-    }
-    // MessageGroupId is allowed on standard queues (fair queues) and does not change delivery.
+    // Whether these are required or allowed depends on the queue's kind, which only the engine
+    // knows: a FIFO queue requires a group id, a standard queue refuses a deduplication id.
+    let group_id = input.string("MessageGroupId", "MessageGroupId")?;
+    let deduplication_id = input.string("MessageDeduplicationId", "MessageDeduplicationId")?;
     let attributes = input.map(
         "MessageAttributes",
         "MessageAttribute",
@@ -413,6 +409,8 @@ fn send_input(input: &Input) -> Result<SendInput, SqsError> {
         trace_header: trace_header(input)?,
         delay_seconds,
         sender_id: "".into(),
+        group_id,
+        deduplication_id,
     })
 }
 

@@ -227,6 +227,9 @@ fn sent_members(sent: &Sent) -> Vec<(&'static str, Node)> {
     if let Some(md5) = md5_of_system_attributes(payload.trace_header.as_deref()) {
         members.push(("MD5OfMessageSystemAttributes", text(md5)));
     }
+    if let Some(sequence_number) = &sent.sequence_number {
+        members.push(("SequenceNumber", text(sequence_number)));
+    }
     members
 }
 
@@ -265,14 +268,18 @@ fn batch_members<T>(
     ]
 }
 
-/// The system attributes SQS can return for a standard queue, in the order we return them.
-const SYSTEM_ATTRIBUTES: [&str; 6] = [
+/// The system attributes SQS can return, in the order we return them (the last three only for
+/// messages of FIFO queues).
+const SYSTEM_ATTRIBUTES: [&str; 9] = [
     "SenderId",
     "SentTimestamp",
     "ApproximateReceiveCount",
     "ApproximateFirstReceiveTimestamp",
     "AWSTraceHeader",
     "DeadLetterQueueSourceArn",
+    "MessageGroupId",
+    "MessageDeduplicationId",
+    "SequenceNumber",
 ];
 
 fn system_attribute(name: &str, delivery: &Delivery, ctx: &Context) -> Option<String> {
@@ -285,6 +292,9 @@ fn system_attribute(name: &str, delivery: &Delivery, ctx: &Context) -> Option<St
         "DeadLetterQueueSourceArn" => {
             crate::queue_arn(ctx, delivery.dead_letter_source.as_deref()?)
         }
+        "MessageGroupId" => delivery.fifo.as_ref()?.group_id.to_string(),
+        "MessageDeduplicationId" => delivery.fifo.as_ref()?.deduplication_id.to_string(),
+        "SequenceNumber" => delivery.sequence_number.clone()?,
         _ => return None,
     })
 }

@@ -121,6 +121,8 @@ fn delivery(body: &str) -> Delivery {
         first_received_at_ms: 1_700_000_001_000,
         visible_at_ms: 0,
         dead_letter_source: Some(Arc::from("source")),
+        fifo: None,
+        sequence_number: None,
     }
 }
 
@@ -144,6 +146,8 @@ fn send_message_json_and_xml() {
         message_id: MessageId([1; 16]),
         seq: 1,
         payload: payload("hello"),
+        sequence_number: None,
+        duplicate: false,
     };
     let outcome = Outcome::Sent(sent.clone());
     let body = json_body(&encode(Protocol::Json, "SendMessage", &outcome, &ctx()));
@@ -185,10 +189,103 @@ fn send_message_json_and_xml() {
             trace_header: None,
             sender_id: Arc::from(""),
         }),
+        sequence_number: None,
+        duplicate: false,
     });
     let body = json_body(&encode(Protocol::Json, "SendMessage", &plain, &ctx()));
     assert!(body.get("MD5OfMessageAttributes").is_none());
     assert!(body.get("MD5OfMessageSystemAttributes").is_none());
+    assert!(body.get("SequenceNumber").is_none());
+}
+
+#[test]
+fn fifo_send_results_carry_the_sequence_number() {
+    let sent = Sent {
+        message_id: MessageId([1; 16]),
+        seq: 5,
+        payload: payload("hello"),
+        sequence_number: Some("18000000000000000005".into()),
+        duplicate: false,
+    };
+    let outcome = Outcome::Sent(sent.clone());
+    let body = json_body(&encode(Protocol::Json, "SendMessage", &outcome, &ctx()));
+    assert_eq!(body["SequenceNumber"], "18000000000000000005");
+    let response = encode(Protocol::Query, "SendMessage", &outcome, &ctx());
+    let texts = xml_texts(&response);
+    assert_eq!(
+        xml_text(&texts, "SendMessageResult/SequenceNumber"),
+        ["18000000000000000005"]
+    );
+    let batch = Outcome::SentBatch(vec![("a".into(), Ok(sent))]);
+    let body = json_body(&encode(Protocol::Json, "SendMessageBatch", &batch, &ctx()));
+    assert_eq!(
+        body["Successful"][0]["SequenceNumber"],
+        "18000000000000000005"
+    );
+    let response = encode(Protocol::Query, "SendMessageBatch", &batch, &ctx());
+    let texts = xml_texts(&response);
+    assert_eq!(
+        xml_text(
+            &texts,
+            "SendMessageBatchResult/SendMessageBatchResultEntry/SequenceNumber"
+        ),
+        ["18000000000000000005"]
+    );
+}
+
+#[test]
+fn fifo_deliveries_carry_group_deduplication_id_and_sequence_number() {
+    let mut fifo = delivery("x");
+    fifo.fifo = Some(Box::new(leaseq_core::FifoMessage {
+        group_id: Arc::from("g-1"),
+        deduplication_id: Arc::from("d-1"),
+    }));
+    fifo.sequence_number = Some("18000000000000000009".into());
+    let outcome = |names: &[&str], delivery: Delivery| Outcome::Received {
+        deliveries: vec![delivery],
+        attribute_names: names.iter().map(|s| s.to_string()).collect(),
+        message_attribute_names: Vec::new(),
+        queue_name: Arc::from("jobs.fifo"),
+    };
+    let body = json_body(&encode(
+        Protocol::Json,
+        "ReceiveMessage",
+        &outcome(&["All"], fifo.clone()),
+        &ctx(),
+    ));
+    let attributes = &body["Messages"][0]["Attributes"];
+    assert_eq!(attributes["MessageGroupId"], "g-1");
+    assert_eq!(attributes["MessageDeduplicationId"], "d-1");
+    assert_eq!(attributes["SequenceNumber"], "18000000000000000009");
+    // Only what was asked for.
+    let body = json_body(&encode(
+        Protocol::Json,
+        "ReceiveMessage",
+        &outcome(&["MessageGroupId"], fifo.clone()),
+        &ctx(),
+    ));
+    let attributes = body["Messages"][0]["Attributes"].as_object().unwrap();
+    assert_eq!(attributes.len(), 1);
+    assert_eq!(attributes["MessageGroupId"], "g-1");
+    let response = encode(
+        Protocol::Query,
+        "ReceiveMessage",
+        &outcome(&["SequenceNumber", "MessageDeduplicationId"], fifo),
+        &ctx(),
+    );
+    let text = std::str::from_utf8(&response.body).unwrap();
+    assert!(text.contains("<Name>SequenceNumber</Name><Value>18000000000000000009</Value>"));
+    assert!(text.contains("<Name>MessageDeduplicationId</Name><Value>d-1</Value>"));
+    // A standard queue's message has none of them.
+    let body = json_body(&encode(
+        Protocol::Json,
+        "ReceiveMessage",
+        &outcome(&["All"], delivery("x")),
+        &ctx(),
+    ));
+    assert!(body["Messages"][0]["Attributes"]
+        .get("MessageGroupId")
+        .is_none());
 }
 
 #[test]
@@ -431,6 +528,8 @@ fn batches() {
         message_id: MessageId([1; 16]),
         seq: 1,
         payload: payload("hello"),
+        sequence_number: None,
+        duplicate: false,
     };
     let failure = SqsError::invalid_parameter_value("bad <entry>");
     let outcome = Outcome::SentBatch(vec![

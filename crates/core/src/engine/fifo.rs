@@ -1,0 +1,241 @@
+//! The FIFO side of send and receive: the checks of a FIFO send, the deduplication window
+//! lookup, group-by-group delivery and receive-attempt retries. The state they read is in
+//! [`crate::fifo`]; they change it only through records, like every operation.
+
+use std::sync::Arc;
+
+use crate::error::{Error, Field, Result};
+use crate::fifo::{
+    check_token, content_deduplication_id, AttemptLease, Deduplicated, DeduplicationScope,
+    FifoMessage,
+};
+use crate::message::{PayloadRef, SendInput};
+use crate::queue::{MessageState, Queue};
+use crate::record::Record;
+
+use super::{Delivery, Engine, Journal};
+
+/// The group and deduplication id of a send to `queue`, checked as SQS checks them; `None` for
+/// a standard queue (which takes no deduplication id and ignores a group id).
+pub(super) fn fifo_fields(queue: &Queue, input: &SendInput) -> Result<Option<Box<FifoMessage>>> {
+    let Some(config) = &queue.config.fifo else {
+        if let Some(id) = &input.deduplication_id {
+            return Err(Error::invalid(
+                Field::MessageDeduplicationId,
+                format!(
+                    "Value {id} for parameter MessageDeduplicationId is invalid. Reason: The request include parameter that is not valid for this queue type."
+                ),
+            ));
+        }
+        return Ok(None);
+    };
+    let Some(group_id) = &input.group_id else {
+        return Err(Error::MissingParameter("MessageGroupId"));
+    };
+    check_token(Field::MessageGroupId, "MessageGroupId", group_id)?;
+    if let Some(delay) = input.delay_seconds.filter(|&delay| delay > 0) {
+        return Err(Error::invalid(
+            Field::MessageDelaySeconds,
+            format!(
+                "Value {delay} for parameter DelaySeconds is invalid. Reason: The request include parameter that is not valid for this queue type."
+            ),
+        ));
+    }
+    let deduplication_id = match &input.deduplication_id {
+        Some(id) => {
+            check_token(Field::MessageDeduplicationId, "MessageDeduplicationId", id)?;
+            id.clone()
+        }
+        None if config.content_based_deduplication => content_deduplication_id(&input.body),
+        None => {
+            return Err(Error::invalid(
+                Field::MessageDeduplicationId,
+                "The queue should either have ContentBasedDeduplication enabled or MessageDeduplicationId provided explicitly",
+            ))
+        }
+    };
+    Ok(Some(Box::new(FifoMessage {
+        group_id: Arc::from(group_id.as_str()),
+        deduplication_id: Arc::from(deduplication_id),
+    })))
+}
+
+/// The message a FIFO send duplicates, if its deduplication id is in the window.
+pub(super) fn duplicate_of(queue: &Queue, fifo: &FifoMessage) -> Option<Deduplicated> {
+    let config = queue.config.fifo.as_ref()?;
+    let scope = match config.deduplication_scope {
+        DeduplicationScope::Queue => "",
+        DeduplicationScope::MessageGroup => &fifo.group_id,
+    };
+    queue.fifo()?.deduplicated(scope, &fifo.deduplication_id)
+}
+
+/// A FIFO receive, after the checks every receive makes.
+#[derive(Clone, Copy)]
+pub(super) struct FifoReceive {
+    pub now_ms: u64,
+    pub queue_id: u64,
+    pub wanted: usize,
+    pub visibility_ms: u64,
+    pub dead_letter: Option<(u64, u32)>,
+}
+
+impl Engine {
+    /// Serves the available groups oldest head first; from each, the ready messages at its
+    /// head, in order, until the batch is full or the group has no ready message next. Every
+    /// message taken is in flight afterwards, so the group is blocked until all of them are
+    /// deleted or their leases end.
+    pub(super) fn receive_fifo(
+        &mut self,
+        receive: FifoReceive,
+        attempt_id: Option<&str>,
+        journal: &mut Journal,
+    ) -> Result<Vec<Delivery<PayloadRef>>> {
+        let FifoReceive {
+            now_ms,
+            queue_id,
+            wanted,
+            ..
+        } = receive;
+        if let Some(attempt_id) = attempt_id {
+            check_token(
+                Field::ReceiveRequestAttemptId,
+                "ReceiveRequestAttemptId",
+                attempt_id,
+            )?;
+            if let Some(deliveries) = self.retried_attempt(queue_id, attempt_id) {
+                return Ok(deliveries);
+            }
+        }
+        let mut deliveries = Vec::with_capacity(wanted);
+        let mut leases = Vec::new();
+        // Groups are visited in head order, each at most once per receive: a group served with
+        // a lease of 0 seconds stays available at the same head, and the cursor moves past it;
+        // a group whose head was dead-lettered may be available again at a later head, and
+        // `served` skips it there (it holds at most one group per delivery, so at most 10).
+        let mut cursor = None;
+        let mut served: Vec<Arc<str>> = Vec::new();
+        while deliveries.len() < wanted {
+            let queue = &self.queues[&queue_id];
+            let fifo = queue.fifo().expect("FIFO queue");
+            let Some(head) = fifo.next_available(cursor) else {
+                break;
+            };
+            cursor = Some(head);
+            let message = queue.message(head).expect("group head exists");
+            let group_id = &message.fifo.as_ref().expect("FIFO message").group_id;
+            if served.contains(group_id) {
+                continue;
+            }
+            served.push(group_id.clone());
+            let taken = self.serve_group(&receive, head, &mut deliveries, journal);
+            leases.extend(taken);
+        }
+        if let (Some(attempt_id), false) = (attempt_id, leases.is_empty()) {
+            let record = Record::ReceiveAttempt {
+                now_ms,
+                queue_id,
+                attempt_id: attempt_id.to_string(),
+                received_at_ms: now_ms,
+                leases,
+            };
+            self.commit(record, journal);
+        }
+        Ok(deliveries)
+    }
+
+    /// Leases the ready messages at the head of the group whose head is `head`, in order, until
+    /// `deliveries` holds `receive.wanted` or the group has no ready message next; heads that
+    /// used up their receives move to the dead-letter queue on the way. Returns the leases.
+    fn serve_group(
+        &mut self,
+        receive: &FifoReceive,
+        head: u64,
+        deliveries: &mut Vec<Delivery<PayloadRef>>,
+        journal: &mut Journal,
+    ) -> Vec<AttemptLease> {
+        let FifoReceive {
+            now_ms,
+            queue_id,
+            wanted,
+            visibility_ms,
+            dead_letter,
+        } = *receive;
+        let mut leases = Vec::new();
+        let mut next = Some(head);
+        while let Some(seq) = next {
+            let queue = &self.queues[&queue_id];
+            let message = queue.message(seq).expect("group member exists");
+            if message.state != MessageState::Ready {
+                break;
+            }
+            let group_id = &message.fifo.as_ref().expect("FIFO message").group_id;
+            next = queue
+                .fifo()
+                .expect("FIFO queue")
+                .next_in_group(group_id, seq);
+            if let Some((dead_letter_queue_id, max_receive_count)) = dead_letter {
+                if message.receive_count >= max_receive_count {
+                    let dead_letter_seq = self.queues[&dead_letter_queue_id].next_seq();
+                    let record = Record::DeadLetter {
+                        now_ms,
+                        queue_id,
+                        seq,
+                        dead_letter_queue_id,
+                        dead_letter_seq,
+                    };
+                    // The move unblocks the group: its next message is the head now.
+                    self.commit(record, journal);
+                    continue;
+                }
+            }
+            let attempt = message.receive_count + 1;
+            let visible_at_ms = now_ms + visibility_ms;
+            let record = Record::Lease {
+                now_ms,
+                queue_id,
+                seq,
+                attempt,
+                visible_at_ms,
+            };
+            self.commit(record, journal);
+            deliveries.push(self.delivery(queue_id, seq));
+            leases.push(AttemptLease {
+                seq,
+                attempt,
+                visible_at_ms,
+            });
+            // Released at once (visibility 0), the message is the group's head again: taking
+            // the next one would deliver the group out of order.
+            if deliveries.len() == wanted || visibility_ms == 0 {
+                break;
+            }
+        }
+        leases
+    }
+
+    /// The deliveries of an earlier receive with this attempt id, if every lease it granted is
+    /// still its message's current lease, unchanged and running.
+    fn retried_attempt(
+        &self,
+        queue_id: u64,
+        attempt_id: &str,
+    ) -> Option<Vec<Delivery<PayloadRef>>> {
+        let queue = &self.queues[&queue_id];
+        let attempt = queue.fifo()?.attempt(attempt_id)?;
+        let unchanged = attempt.leases.iter().all(|lease| {
+            queue.message(lease.seq).is_some_and(|message| {
+                message.state == MessageState::InFlight
+                    && message.receive_count == lease.attempt
+                    && message.visible_at_ms == lease.visible_at_ms
+            })
+        });
+        unchanged.then(|| {
+            attempt
+                .leases
+                .iter()
+                .map(|lease| self.delivery(queue_id, lease.seq))
+                .collect()
+        })
+    }
+}

@@ -1,0 +1,441 @@
+//! FIFO queues: message groups, the deduplication window and receive-attempt ids.
+//!
+//! A FIFO queue keeps the standard indexes of [`crate::Queue`] (so counts, retention and lease
+//! timers work as for any queue) plus a [`FifoState`]:
+//!
+//! - **Groups.** Every message of a FIFO queue belongs to one group (`MessageGroupId`). A group
+//!   is the set of its messages' sequence numbers, in send order, and the number of them in
+//!   flight. Invariant: a group may deliver only while none of its messages is in flight, and
+//!   only from its head (its oldest message), and only when that head is ready.
+//! - **Available groups.** The groups that may deliver now, keyed by their head's sequence
+//!   number: a receive serves the group whose head is oldest first, so a busy group cannot
+//!   starve the others (every group's head gets its turn in send order). Kept up to date on
+//!   every state change of a message in O(log n), never by scanning the backlog.
+//! - **The deduplication window.** (scope, deduplication id) → the message the id first
+//!   enqueued, for five minutes from its send, whatever happens to the message after (SQS keeps
+//!   tracking the id after a delete; only a purge forgets it). Derived from `Send` records;
+//!   snapshots carry it as `RestoreDeduplication` records.
+//! - **Receive attempts.** `ReceiveRequestAttemptId` → the leases a receive granted, for five
+//!   minutes: a retry with the same id returns the same messages and receipts while every one of
+//!   those leases is still the current, unchanged lease of its message.
+//!
+//! Expiry of window entries and attempts is time-driven like every other timer: pruned in
+//! `Queue::advance(now_ms)`, so it needs no records and replay agrees with live traffic.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use rustc_hash::FxHashMap;
+
+use crate::error::{Error, Field, Result};
+use crate::message::MessageId;
+
+/// How long a deduplication id is remembered after its send (SQS: 5 minutes).
+pub const DEDUPLICATION_WINDOW_MS: u64 = 5 * 60 * 1000;
+/// How long a receive-attempt id is remembered after its receive (SQS: 5 minutes).
+pub const RECEIVE_ATTEMPT_WINDOW_MS: u64 = 5 * 60 * 1000;
+/// Characters in a group id, deduplication id or receive-attempt id.
+pub const TOKEN_LENGTH_MAX: usize = 128;
+
+/// The settings only FIFO queues have.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FifoConfig {
+    /// Sends without a deduplication id use the SHA-256 of the body.
+    pub content_based_deduplication: bool,
+    /// Whether deduplication ids are unique per queue or per message group.
+    pub deduplication_scope: DeduplicationScope,
+    /// Stored and returned: leaseq has no throughput quota to apply it to.
+    pub throughput_limit: FifoThroughputLimit,
+}
+
+/// `DeduplicationScope`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum DeduplicationScope {
+    /// `queue`: one deduplication id space per queue.
+    #[default]
+    Queue,
+    /// `messageGroup`: one space per message group.
+    MessageGroup,
+}
+
+/// `FifoThroughputLimit`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum FifoThroughputLimit {
+    /// `perQueue`.
+    #[default]
+    PerQueue,
+    /// `perMessageGroupId`.
+    PerMessageGroupId,
+}
+
+/// What a message of a FIFO queue carries besides a standard message.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FifoMessage {
+    /// `MessageGroupId`.
+    pub group_id: Arc<str>,
+    /// `MessageDeduplicationId` (given, derived from the body, or, after a dead-letter move,
+    /// the message id).
+    pub deduplication_id: Arc<str>,
+}
+
+/// One lease a receive with a `ReceiveRequestAttemptId` granted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AttemptLease {
+    /// The message.
+    pub seq: u64,
+    /// The attempt the lease began.
+    pub attempt: u32,
+    /// When the lease ran out as granted (a changed lease no longer matches).
+    pub visible_at_ms: u64,
+}
+
+/// The SQS `SequenceNumber` of the message with sequence number `seq`: a large number (20
+/// digits), strictly increasing with `seq`, so per queue and across restarts (`seq` is durable).
+pub fn sequence_number(seq: u64) -> String {
+    (18_000_000_000_000_000_000u128 + u128::from(seq)).to_string()
+}
+
+/// The deduplication id of content-based deduplication: the hex SHA-256 of the body.
+pub fn content_deduplication_id(body: &str) -> String {
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(body.as_bytes());
+    digest.iter().map(|byte| format!("{byte:02x}")).collect()
+}
+
+/// Checks a group id, deduplication id or attempt id: 1 to 128 characters, each alphanumeric
+/// or ASCII punctuation, as SQS checks them.
+pub fn check_token(field: Field, name: &str, value: &str) -> Result<()> {
+    let valid = !value.is_empty()
+        && value.len() <= TOKEN_LENGTH_MAX
+        && value
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b.is_ascii_punctuation());
+    if valid {
+        return Ok(());
+    }
+    Err(Error::invalid(
+        field,
+        format!(
+            "Value {value} for parameter {name} is invalid. Reason: {name} can only include alphanumeric and punctuation characters. 1 to {TOKEN_LENGTH_MAX} in length."
+        ),
+    ))
+}
+
+/// A deduplication window entry: the message an id first enqueued.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Deduplicated {
+    /// The first message's id (a duplicate send answers with it).
+    pub message_id: MessageId,
+    /// The first message's sequence number.
+    pub seq: u64,
+    /// When the entry leaves the window.
+    pub expires_at_ms: u64,
+}
+
+/// A remembered receive attempt.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReceiveAttempt {
+    /// When the receive happened (the entry lasts five minutes from here).
+    pub received_at_ms: u64,
+    /// The leases it granted, in delivery order.
+    pub leases: Vec<AttemptLease>,
+}
+
+/// One message group.
+#[derive(Clone, Debug, Default)]
+struct Group {
+    /// Its messages' sequence numbers, in send order.
+    messages: BTreeSet<u64>,
+    /// How many of them are in flight.
+    in_flight: usize,
+    /// The key under which it is in `available`, if it is.
+    available_at: Option<u64>,
+}
+
+/// The FIFO state of one queue (see the module documentation).
+#[derive(Clone, Debug, Default)]
+pub struct FifoState {
+    groups: FxHashMap<Arc<str>, Group>,
+    /// Head sequence numbers of the groups that may deliver now.
+    available: BTreeSet<u64>,
+    /// scope → deduplication id → entry; the scope is the group id or "" for the whole queue.
+    /// (Nested so a lookup borrows the request's strings instead of building a key.)
+    window: FxHashMap<Arc<str>, FxHashMap<Arc<str>, Deduplicated>>,
+    /// Entries in `window`.
+    window_len: usize,
+    /// (expires_at_ms, seq) → the window key, for pruning in time order.
+    window_expiry: BTreeMap<(u64, u64), (Arc<str>, Arc<str>)>,
+    attempts: FxHashMap<Arc<str>, ReceiveAttempt>,
+    /// (expires_at_ms, attempt id).
+    attempt_expiry: BTreeSet<(u64, Arc<str>)>,
+}
+
+/// How a message's state changed, for the group bookkeeping.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Transition {
+    /// It was in flight before.
+    pub was_in_flight: bool,
+    /// It is in flight now.
+    pub is_in_flight: bool,
+}
+
+impl FifoState {
+    /// Drops window entries and attempts whose five minutes ended by `now_ms`.
+    pub(crate) fn advance(&mut self, now_ms: u64) {
+        while let Some((&(at, seq), _)) = self.window_expiry.first_key_value() {
+            if at > now_ms {
+                break;
+            }
+            let (scope, id) = self
+                .window_expiry
+                .remove(&(at, seq))
+                .expect("first entry exists");
+            let ids = self
+                .window
+                .get_mut(&scope)
+                .expect("scope of a window entry");
+            let removed = ids.remove(&id);
+            assert!(
+                removed.is_some_and(|entry| entry.seq == seq),
+                "window entry of message {seq} missing"
+            );
+            if ids.is_empty() {
+                self.window.remove(&scope);
+            }
+            self.window_len -= 1;
+        }
+        while let Some((at, _)) = self.attempt_expiry.first() {
+            if *at > now_ms {
+                break;
+            }
+            let (_, id) = self.attempt_expiry.pop_first().expect("first entry exists");
+            self.attempts.remove(&id);
+        }
+    }
+
+    /// The window entry of a deduplication id in a scope, if the id is in the window.
+    pub fn deduplicated(&self, scope: &str, deduplication_id: &str) -> Option<Deduplicated> {
+        self.window.get(scope)?.get(deduplication_id).copied()
+    }
+
+    /// Enters a deduplication id into the window (the id must not be in it).
+    pub(crate) fn remember(
+        &mut self,
+        scope: Arc<str>,
+        deduplication_id: Arc<str>,
+        entry: Deduplicated,
+    ) {
+        self.window_expiry.insert(
+            (entry.expires_at_ms, entry.seq),
+            (scope.clone(), deduplication_id.clone()),
+        );
+        let previous = self
+            .window
+            .entry(scope)
+            .or_default()
+            .insert(deduplication_id, entry);
+        assert!(previous.is_none(), "deduplication id entered twice");
+        self.window_len += 1;
+    }
+
+    /// Every window entry: (scope, deduplication id, entry), in expiry order.
+    pub fn window(&self) -> impl Iterator<Item = (&str, &str, Deduplicated)> + '_ {
+        self.window_expiry.values().map(|(scope, id)| {
+            let entry = self.window[scope][id];
+            (&**scope, &**id, entry)
+        })
+    }
+
+    /// Entries in the deduplication window.
+    pub fn window_len(&self) -> usize {
+        self.window_len
+    }
+
+    /// The remembered receive with this attempt id, if it is less than five minutes old.
+    pub fn attempt(&self, attempt_id: &str) -> Option<&ReceiveAttempt> {
+        self.attempts.get(attempt_id)
+    }
+
+    /// Remembers a receive under its attempt id, replacing an older one of the same id.
+    pub(crate) fn remember_attempt(&mut self, attempt_id: &str, attempt: ReceiveAttempt) {
+        let id: Arc<str> = Arc::from(attempt_id);
+        if let Some(old) = self.attempts.remove(&id) {
+            self.attempt_expiry
+                .remove(&(old.received_at_ms + RECEIVE_ATTEMPT_WINDOW_MS, id.clone()));
+        }
+        self.attempt_expiry.insert((
+            attempt.received_at_ms + RECEIVE_ATTEMPT_WINDOW_MS,
+            id.clone(),
+        ));
+        self.attempts.insert(id, attempt);
+    }
+
+    /// Every remembered attempt, in expiry order.
+    pub fn attempts(&self) -> impl Iterator<Item = (&str, &ReceiveAttempt)> + '_ {
+        self.attempt_expiry
+            .iter()
+            .map(|(_, id)| (&**id, &self.attempts[id]))
+    }
+
+    /// Forgets the window and the attempts (a purge).
+    pub(crate) fn forget(&mut self) {
+        self.window.clear();
+        self.window_len = 0;
+        self.window_expiry.clear();
+        self.attempts.clear();
+        self.attempt_expiry.clear();
+    }
+
+    /// Forgets every group (all messages were removed).
+    pub(crate) fn clear_groups(&mut self) {
+        self.groups.clear();
+        self.available.clear();
+    }
+
+    /// The head sequence number of the first available group after `after` (head order).
+    pub fn next_available(&self, after: Option<u64>) -> Option<u64> {
+        match after {
+            None => self.available.first().copied(),
+            Some(after) => self.available.range(after + 1..).next().copied(),
+        }
+    }
+
+    /// The message after `seq` in its group, if any.
+    pub fn next_in_group(&self, group_id: &str, seq: u64) -> Option<u64> {
+        self.groups
+            .get(group_id)?
+            .messages
+            .range(seq + 1..)
+            .next()
+            .copied()
+    }
+
+    /// Groups with at least one message.
+    pub fn group_count(&self) -> usize {
+        self.groups.len()
+    }
+
+    /// Messages in flight in a group.
+    pub fn group_in_flight(&self, group_id: &str) -> usize {
+        self.groups.get(group_id).map_or(0, |group| group.in_flight)
+    }
+
+    /// Records that message `seq` of `group_id` entered (`Some`) or left the queue or changed
+    /// state, then re-decides whether the group is available. `head_ready` answers whether a
+    /// message is ready (the queue owns the messages).
+    pub(crate) fn update(
+        &mut self,
+        group_id: &Arc<str>,
+        seq: u64,
+        present: bool,
+        transition: Transition,
+        head_ready: impl Fn(u64) -> bool,
+    ) {
+        let group = self.groups.entry(group_id.clone()).or_default();
+        if present {
+            group.messages.insert(seq);
+        } else {
+            group.messages.remove(&seq);
+        }
+        match (transition.was_in_flight, transition.is_in_flight) {
+            (false, true) => group.in_flight += 1,
+            (true, false) => group.in_flight -= 1,
+            _ => {}
+        }
+        if let Some(at) = group.available_at.take() {
+            self.available.remove(&at);
+        }
+        let Some(&head) = group.messages.first() else {
+            assert_eq!(group.in_flight, 0, "empty group {group_id} in flight");
+            self.groups.remove(group_id);
+            return;
+        };
+        if group.in_flight == 0 && head_ready(head) {
+            group.available_at = Some(head);
+            self.available.insert(head);
+        }
+    }
+
+    /// Panics unless the groups agree with `messages` (seq, group id, ready, in flight) and the
+    /// window with its expiry index. O(n): tests only.
+    pub(crate) fn check_invariants<'a>(
+        &self,
+        messages: impl Iterator<Item = (u64, &'a str, bool, bool)>,
+    ) {
+        let mut expected: FxHashMap<&str, (BTreeSet<u64>, usize, BTreeSet<u64>)> =
+            FxHashMap::default();
+        for (seq, group_id, ready, in_flight) in messages {
+            let entry = expected.entry(group_id).or_default();
+            entry.0.insert(seq);
+            entry.1 += usize::from(in_flight);
+            if ready {
+                entry.2.insert(seq);
+            }
+        }
+        assert_eq!(expected.len(), self.groups.len(), "group count");
+        let mut available = BTreeSet::new();
+        for (group_id, (seqs, in_flight, ready)) in &expected {
+            let group = &self.groups[*group_id];
+            assert_eq!(&group.messages, seqs, "messages of group {group_id}");
+            assert_eq!(group.in_flight, *in_flight, "in flight in group {group_id}");
+            let head = *seqs.first().expect("a group has a message");
+            let should = (*in_flight == 0 && ready.contains(&head)).then_some(head);
+            assert_eq!(
+                group.available_at, should,
+                "availability of group {group_id}"
+            );
+            available.extend(should);
+        }
+        assert_eq!(available, self.available, "available groups");
+        let entries: usize = self.window.values().map(|ids| ids.len()).sum();
+        assert_eq!(entries, self.window_len);
+        assert_eq!(self.window_len, self.window_expiry.len());
+        assert!(self.window.values().all(|ids| !ids.is_empty()));
+        for ((at, seq), (scope, id)) in &self.window_expiry {
+            let entry = self.window[scope][id];
+            assert_eq!((entry.expires_at_ms, entry.seq), (*at, *seq));
+        }
+        assert_eq!(self.attempts.len(), self.attempt_expiry.len());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sequence_numbers_are_large_and_increasing() {
+        assert_eq!(sequence_number(1), "18000000000000000001");
+        assert!(sequence_number(9) < sequence_number(10));
+        assert_eq!(sequence_number(u64::MAX).len(), 20);
+    }
+
+    #[test]
+    fn content_deduplication_is_the_sha256_of_the_body() {
+        assert_eq!(
+            content_deduplication_id("abc"),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+    }
+
+    #[test]
+    fn tokens_follow_sqs_rules() {
+        for ok in [
+            "a",
+            "A-1_b.c",
+            "!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~",
+            &"x".repeat(128),
+        ] {
+            assert!(
+                check_token(Field::MessageGroupId, "MessageGroupId", ok).is_ok(),
+                "{ok}"
+            );
+        }
+        for bad in ["", " ", "a b", "é", &"x".repeat(129)] {
+            assert!(
+                check_token(Field::MessageGroupId, "MessageGroupId", bad).is_err(),
+                "{bad}"
+            );
+        }
+    }
+}
