@@ -172,6 +172,46 @@ async fn metrics_page_shows_counts_lease_histograms_requests_and_the_log() {
     assert!(sample(&page, "leaseq_log_fsync_duration_seconds_count") >= 1.0);
     assert!(sample(&page, "leaseq_log_fsync_batch_records_sum") >= 5.0);
 
+    // A FIFO queue with two groups, one message of each leased: both groups are blocked.
+    let fifo = format!("{name}.fifo");
+    let fifo_url = call(
+        &server,
+        "CreateQueue",
+        json!({ "QueueName": fifo, "Attributes": { "FifoQueue": "true" } }),
+    )
+    .await["QueueUrl"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    for (i, group) in ["a", "a", "b"].iter().enumerate() {
+        let message = json!({
+            "QueueUrl": fifo_url, "MessageBody": format!("job-{i}"),
+            "MessageGroupId": group, "MessageDeduplicationId": format!("d{i}"),
+        });
+        call(&server, "SendMessage", message).await;
+    }
+    for _ in 0..2 {
+        let receive = json!({ "QueueUrl": fifo_url, "MaxNumberOfMessages": 1 });
+        call(&server, "ReceiveMessage", receive).await;
+    }
+    let page = get(server.addr, "/metrics").await;
+    let fq = format!("queue=\"{fifo}\"");
+    assert_eq!(
+        sample(&page, &format!("leaseq_fifo_groups_in_flight{{{fq}}}")),
+        2.0
+    );
+    assert_eq!(
+        sample(
+            &page,
+            &format!("leaseq_fifo_groups_blocked{{{fq},over_seconds=\"60\"}}")
+        ),
+        0.0
+    );
+    assert!(
+        !page.contains(&format!("leaseq_fifo_groups_in_flight{{{q}}}")),
+        "standard queue"
+    );
+
     let api: Value = serde_json::from_str(&get(server.addr, "/api/queues").await).unwrap();
     let queue = api["queues"]
         .as_array()

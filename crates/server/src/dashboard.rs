@@ -47,12 +47,14 @@ pub fn routes(backend: Arc<Embedded>) -> Router {
 
 async fn metrics(State(backend): State<Arc<Embedded>>) -> Response {
     let (now_ms, queues) = backend.observe_queues();
+    let fifo_groups = backend.fifo_group_pressure();
     let empty = Metrics::default();
     let page = render(&Scrape {
         now_ms,
         queues: &queues,
         metrics: backend.metrics().map_or(&empty, |m| &**m),
         log: backend.log_stats(),
+        fifo_groups: &fifo_groups,
     });
     (
         [(CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")],
@@ -64,6 +66,7 @@ async fn metrics(State(backend): State<Arc<Embedded>>) -> Response {
 async fn queues(State(backend): State<Arc<Embedded>>) -> Response {
     let (now_ms, queues) = backend.observe_queues();
     let mut leases = backend.leases_ending_first(LEASES_SHOWN);
+    let fifo_groups = backend.fifo_group_pressure();
     let dead_letter_queues: BTreeSet<&str> = queues
         .iter()
         .filter_map(|(info, _)| info.config.redrive_policy.as_ref())
@@ -115,6 +118,10 @@ async fn queues(State(backend): State<Arc<Embedded>>) -> Response {
                     "ack_failures_invalid": load(|s| s.invalid_receipts.load(std::sync::atomic::Ordering::Relaxed)),
                 },
                 "leases_ending_first": leases,
+                "fifo_groups": fifo_groups.get(&info.queue_id).map(|groups| json!({
+                    "in_flight": groups.in_flight,
+                    "blocked_long": groups.blocked_long,
+                })),
                 "processing_ms": advice.processing_ms.map(|p| json!({
                     "p50": p.p50, "p95": p.p95, "p99": p.p99, "max": p.max,
                 })),

@@ -32,7 +32,7 @@ use crate::payloads;
 use crate::waiters::Waiters;
 
 mod observe;
-pub use observe::LeaseRow;
+pub use observe::{GroupPressure, LeaseRow, FIFO_GROUP_BLOCKED_MS};
 
 /// Settings of the embedded backend.
 #[derive(Clone, Debug)]

@@ -23,6 +23,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use leaseq_core::{LeaseView, QueueInfo};
+
+use crate::embedded::{GroupPressure, FIFO_GROUP_BLOCKED_MS};
 use leaseq_wal::{Histogram, HistogramSnapshot};
 use parking_lot::RwLock;
 use rustc_hash::FxHashMap;
@@ -191,12 +193,15 @@ pub struct Scrape<'a> {
     pub metrics: &'a Metrics,
     /// The log's measurements (`None` in memory).
     pub log: Option<LogStats>,
+    /// FIFO queues' groups under lease, by queue id.
+    pub fifo_groups: &'a FxHashMap<u64, GroupPressure>,
 }
 
 /// The Prometheus text exposition (format 0.0.4) of a scrape.
 pub fn render(scrape: &Scrape) -> String {
     let mut page = Page::default();
     render_queue_gauges(&mut page, scrape);
+    render_fifo_groups(&mut page, scrape);
     render_queue_counters(&mut page, scrape);
     render_queue_histograms(&mut page, scrape);
     render_requests(&mut page, scrape.metrics);
@@ -285,6 +290,39 @@ fn render_queue_gauges(page: &mut Page, scrape: &Scrape) {
             "leaseq_queue_visibility_timeout_seconds",
             &[("queue", &info.name)],
             info.config.visibility_timeout_seconds,
+        );
+    }
+}
+
+fn render_fifo_groups(page: &mut Page, scrape: &Scrape) {
+    let fifo: Vec<(&QueueInfo, &GroupPressure)> = scrape
+        .queues
+        .iter()
+        .filter_map(|(info, _)| Some((info, scrape.fifo_groups.get(&info.queue_id)?)))
+        .collect();
+    page.family(
+        "leaseq_fifo_groups_in_flight",
+        "gauge",
+        "FIFO message groups with a message in flight (blocked for other consumers).",
+    );
+    for (info, groups) in &fifo {
+        page.sample(
+            "leaseq_fifo_groups_in_flight",
+            &[("queue", &info.name)],
+            groups.in_flight,
+        );
+    }
+    page.family(
+        "leaseq_fifo_groups_blocked",
+        "gauge",
+        "FIFO message groups blocked by a lease that began more than over_seconds ago.",
+    );
+    let over = (FIFO_GROUP_BLOCKED_MS / 1000).to_string();
+    for (info, groups) in &fifo {
+        page.sample(
+            "leaseq_fifo_groups_blocked",
+            &[("queue", &info.name), ("over_seconds", &over)],
+            groups.blocked_long,
         );
     }
 }
@@ -647,6 +685,15 @@ mod tests {
             queues: &queues,
             metrics: &metrics,
             log: None,
+            fifo_groups: &[(
+                1,
+                GroupPressure {
+                    in_flight: 2,
+                    blocked_long: 1,
+                },
+            )]
+            .into_iter()
+            .collect(),
         });
         check_format(&page);
         for expected in [
@@ -655,6 +702,8 @@ mod tests {
             "leaseq_queue_messages{queue=\"jobs\",state=\"delayed\"} 1",
             "leaseq_queue_oldest_message_age_seconds{queue=\"jobs\"} 3",
             "leaseq_queue_visibility_recommended_seconds{queue=\"jobs\"} 30",
+            "leaseq_fifo_groups_in_flight{queue=\"jobs\"} 2",
+            "leaseq_fifo_groups_blocked{queue=\"jobs\",over_seconds=\"60\"} 1",
             "leaseq_messages_sent_total{queue=\"jobs\"} 6",
             "leaseq_leases_expired_total{queue=\"jobs\"} 1",
             "leaseq_receives_empty_total{queue=\"jobs\"} 5",
@@ -690,6 +739,7 @@ mod tests {
                 fsync_micros: fsync.snapshot(),
                 batch_records: batch.snapshot(),
             }),
+            fifo_groups: &FxHashMap::default(),
         });
         check_format(&page);
         assert!(page.contains("leaseq_log_fsync_duration_seconds_bucket{le=\"0.001\"} 1"));

@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use leaseq_core::{DeleteOutcome, Delivery, Engine, Error, Journal, QueueInfo};
+use leaseq_core::{DeleteOutcome, Delivery, Engine, Error, Journal, Queue, QueueInfo};
 use leaseq_sqs::error::SqsError;
 use leaseq_sqs::VisibilityAdvice;
 
@@ -19,6 +19,46 @@ use crate::metrics::{LogStats, Metrics, ObservedQueue};
 /// Timer entries an observer's look at a queue's leases walks at most (delayed messages share
 /// the index with leases): bounds the time the engine lock is held for it.
 const LEASE_SCAN_MAX: usize = 1_000;
+
+/// How long a FIFO group may stay blocked (a message of it in flight) before it counts in
+/// `leaseq_fifo_groups_blocked`.
+pub const FIFO_GROUP_BLOCKED_MS: u64 = 60_000;
+
+/// Timer entries an observer's look at a FIFO queue's groups walks at most (the in-flight limit
+/// is 120 000, delayed messages share the index).
+const FIFO_SCAN_MAX: usize = 250_000;
+
+/// A FIFO queue's groups under lease.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct GroupPressure {
+    /// Groups with a message in flight: blocked for every other consumer.
+    pub in_flight: usize,
+    /// Of those, groups whose oldest lease began more than [`FIFO_GROUP_BLOCKED_MS`] ago.
+    pub blocked_long: usize,
+}
+
+/// The groups of a FIFO queue that are blocked by leases, as of the queue's last advance;
+/// `None` for a standard queue.
+pub fn group_pressure(queue: &Queue, now_ms: u64) -> Option<GroupPressure> {
+    queue.fifo()?;
+    let mut oldest_lease: FxHashMap<&str, u64> = FxHashMap::default();
+    for message in queue.leases_ending_first(usize::MAX, FIFO_SCAN_MAX) {
+        if let Some(fifo) = &message.fifo {
+            let at = oldest_lease
+                .entry(&fifo.group_id)
+                .or_insert(message.leased_at_ms);
+            *at = (*at).min(message.leased_at_ms);
+        }
+    }
+    let blocked_long = oldest_lease
+        .values()
+        .filter(|&&at| now_ms.saturating_sub(at) > FIFO_GROUP_BLOCKED_MS)
+        .count();
+    Some(GroupPressure {
+        in_flight: oldest_lease.len(),
+        blocked_long,
+    })
+}
 
 /// One in-flight lease, for the dashboard.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -185,6 +225,19 @@ impl Embedded {
             .collect()
     }
 
+    /// For each FIFO queue (by id), its groups blocked by leases (call after
+    /// [`Embedded::observe_queues`], which brings every queue up to now).
+    pub fn fifo_group_pressure(&self) -> FxHashMap<u64, GroupPressure> {
+        let engine = self.engine.lock();
+        let now_ms = engine.clock_ms();
+        engine
+            .list_queues("")
+            .iter()
+            .filter_map(|name| engine.queue(name))
+            .filter_map(|queue| Some((queue.id, group_pressure(queue, now_ms)?)))
+            .collect()
+    }
+
     /// The log's fsync latency and batch sizes (`None` in memory).
     pub fn log_stats(&self) -> Option<LogStats> {
         self.log.as_ref().map(|log| LogStats {
@@ -203,5 +256,68 @@ impl Embedded {
             .as_ref()
             .and_then(|metrics| metrics.queue_if_seen(info.queue_id));
         Ok(advice_for(&info, stats.as_deref()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use leaseq_core::{
+        Engine, EngineConfig, Journal, MessageId, QueueConfigPatch, ReceiptKey, ReceiveRequest,
+        SendInput,
+    };
+
+    use super::*;
+
+    #[test]
+    fn fifo_groups_in_flight_and_blocked_long() {
+        let mut engine = Engine::new(EngineConfig::default(), ReceiptKey::new([3; 16]));
+        let mut journal = Journal::new();
+        let patch = QueueConfigPatch {
+            fifo_queue: Some(true),
+            ..QueueConfigPatch::default()
+        };
+        engine
+            .create_queue(0, "jobs.fifo", &patch, Default::default(), &mut journal)
+            .unwrap();
+        for (i, group) in ["a", "a", "b", "c"].into_iter().enumerate() {
+            let mut input = SendInput::body(format!("job-{i}"));
+            input.group_id = Some(group.into());
+            input.deduplication_id = Some(format!("d{i}"));
+            let id = MessageId::from_random([i as u8; 16]);
+            engine
+                .send(0, "jobs.fifo", input, id, &mut journal)
+                .unwrap();
+        }
+        let request = |max_messages| ReceiveRequest {
+            max_messages,
+            visibility_timeout_seconds: Some(600),
+        };
+        // Group a's first message at 1 s, then (a is blocked) b at 70 s; c stays ready.
+        let first = engine.receive(1_000, "jobs.fifo", request(1), &mut journal);
+        assert_eq!(first.unwrap().len(), 1);
+        let second = engine.receive(70_000, "jobs.fifo", request(1), &mut journal);
+        assert_eq!(second.unwrap().len(), 1);
+        let queue = engine.queue("jobs.fifo").unwrap();
+        assert_eq!(
+            group_pressure(queue, 80_000),
+            Some(GroupPressure {
+                in_flight: 2,
+                blocked_long: 1
+            })
+        );
+        assert_eq!(
+            group_pressure(queue, 30_000).map(|p| p.blocked_long),
+            Some(0)
+        );
+        engine
+            .create_queue(
+                0,
+                "standard",
+                &QueueConfigPatch::default(),
+                Default::default(),
+                &mut journal,
+            )
+            .unwrap();
+        assert_eq!(group_pressure(engine.queue("standard").unwrap(), 0), None);
     }
 }
