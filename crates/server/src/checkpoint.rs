@@ -35,7 +35,7 @@ use std::time::Instant;
 
 use leaseq_core::{codec, Engine, FrozenEngine, Journal, Location, Record};
 use leaseq_wal::{Lsn, SegmentInfo, Wal, WalError};
-use parking_lot::Mutex;
+use parking_lot::{Mutex, RwLock, RwLockReadGuard};
 
 use crate::payloads;
 
@@ -58,6 +58,10 @@ pub struct Checkpoints {
     /// LSN of the newest snapshot on disk: the log is kept from here on, so the next checkpoint
     /// may remove what is older than it.
     newest_lsn: Mutex<Lsn>,
+    /// Held (shared) by receives from before they lease messages until they have read their
+    /// payloads, and (exclusive) by segment removal: a payload location handed out is always
+    /// readable. Never held across an `.await`.
+    payload_reads: RwLock<()>,
 }
 
 impl Checkpoints {
@@ -71,7 +75,13 @@ impl Checkpoints {
             running: AtomicBool::new(false),
             serial: Mutex::new(()),
             newest_lsn: Mutex::new(newest_lsn),
+            payload_reads: RwLock::new(()),
         }
+    }
+
+    /// Keeps log segments from being removed while the guard lives (see `payload_reads`).
+    pub(crate) fn payload_reads(&self) -> RwLockReadGuard<'_, ()> {
+        self.payload_reads.read()
     }
 
     /// Records the size of the newest snapshot on disk (the one recovery loaded): the next
@@ -138,7 +148,10 @@ impl Checkpoints {
         log.sync()?;
         let snapshot_bytes = writer.finish()?;
         let previous = std::mem::replace(&mut *self.newest_lsn.lock(), lsn);
-        let removed = log.remove_segments(previous + 1, |segment| live.contains_key(&segment))?;
+        let removed = {
+            let _no_reads = self.payload_reads.write();
+            log.remove_segments(previous + 1, |segment| live.contains_key(&segment))?
+        };
         self.last_snapshot_bytes
             .store(snapshot_bytes, Ordering::Relaxed);
         let relocated = self.relocate(engine, log, &moves)?;

@@ -20,7 +20,7 @@ use leaseq_core::{
 };
 use leaseq_sqs::error::SqsError;
 use leaseq_sqs::{Action, BatchEntry, Context, Outcome};
-use leaseq_wal::{Wal, WalError};
+use leaseq_wal::{Lsn, Wal, WalError};
 use parking_lot::{Mutex, MutexGuard};
 use tokio::sync::watch;
 
@@ -88,8 +88,8 @@ impl Drop for WaitingGuard<'_> {
 }
 
 /// What a receive learned besides its deliveries: enough to wait well.
-struct ReceiveProbe {
-    deliveries: Vec<Delivery<PayloadRef>>,
+struct ReceiveProbe<P = Delivery> {
+    deliveries: Vec<P>,
     queue_id: u64,
     queue_wait_seconds: u32,
     next_deadline_ms: Option<u64>,
@@ -201,6 +201,17 @@ impl Embedded {
     where
         SqsError: From<E>,
     {
+        let (result, tail_lsn) = self.apply_now(operation)?;
+        self.durable(tail_lsn).await?;
+        Ok(result?)
+    }
+
+    /// The first half of [`Embedded::run`]: the operation applied and its records appended,
+    /// with the log tail the reply must wait for.
+    fn apply_now<T, E>(
+        &self,
+        operation: impl FnOnce(&mut Engine, &mut Journal) -> Result<T, E>,
+    ) -> Result<(Result<T, E>, Option<Lsn>), SqsError> {
         let mut journal = Journal::new();
         let (result, tail_lsn) = {
             let mut engine = self.engine.lock();
@@ -230,10 +241,15 @@ impl Embedded {
         if !journal.is_empty() {
             self.checkpoint_if_due();
         }
+        Ok((result, tail_lsn))
+    }
+
+    /// The second half of [`Embedded::run`]: waits until the log is durable up to `tail_lsn`.
+    async fn durable(&self, tail_lsn: Option<Lsn>) -> Result<(), SqsError> {
         if let (Some(log), Some(lsn)) = (&self.log, tail_lsn) {
             log.wait_durable(lsn).await.map_err(log_failed)?;
         }
-        Ok(result?)
+        Ok(())
     }
 
     fn wake_for(&self, journal: &Journal) {
@@ -284,6 +300,12 @@ impl Embedded {
 
     /// One receive attempt. With long polling (`wait_time_seconds` not 0), a queue at its
     /// in-flight limit answers empty instead of `OverLimit` and the receive waits, as SQS does.
+    ///
+    /// The payloads of the leased messages are read from the log after the engine lock is
+    /// released and before waiting for durability, under a read guard taken before the lease:
+    /// a checkpoint removes segments only under the write guard, so no segment a delivery
+    /// refers to can go between the lease and the read (even if the message is purged or
+    /// relocated meanwhile).
     async fn try_receive(
         &self,
         name: &str,
@@ -291,7 +313,8 @@ impl Embedded {
         wait_time_seconds: Option<u32>,
         attempt_id: Option<&str>,
     ) -> Result<ReceiveProbe, SqsError> {
-        self.run(|engine, journal| {
+        let reads = self.checkpoints.payload_reads();
+        let (probe, tail_lsn) = self.apply_now(|engine, journal| {
             let now_ms = self.now_ms();
             let received = engine.receive_with_attempt(now_ms, name, request, attempt_id, journal);
             let deliveries = match received {
@@ -316,12 +339,21 @@ impl Embedded {
                 queue_wait_seconds: queue.config.receive_wait_time_seconds,
                 next_deadline_ms: queue.next_deadline_ms(),
             })
-        })
-        .await
+        })?;
+        let probe = probe.map_err(SqsError::from).and_then(|probe| {
+            Ok(ReceiveProbe {
+                deliveries: payloads::resolve(self.log.as_deref(), probe.deliveries)?,
+                queue_id: probe.queue_id,
+                queue_wait_seconds: probe.queue_wait_seconds,
+                next_deadline_ms: probe.next_deadline_ms,
+            })
+        });
+        drop(reads);
+        self.durable(tail_lsn).await?;
+        probe
     }
 
-    /// A receive that waits up to its wait time for a message (long polling), with the
-    /// payloads read from the log (after the engine lock is released).
+    /// A receive that waits up to its wait time for a message (long polling).
     async fn receive(
         &self,
         name: &str,
@@ -329,20 +361,6 @@ impl Embedded {
         wait_time_seconds: Option<u32>,
         attempt_id: Option<&str>,
     ) -> Result<Vec<Delivery>, SqsError> {
-        let deliveries = self
-            .lease(name, request, wait_time_seconds, attempt_id)
-            .await?;
-        payloads::resolve(self.log.as_deref(), deliveries)
-    }
-
-    /// The leasing half of [`Embedded::receive`].
-    async fn lease(
-        &self,
-        name: &str,
-        request: ReceiveRequest,
-        wait_time_seconds: Option<u32>,
-        attempt_id: Option<&str>,
-    ) -> Result<Vec<Delivery<PayloadRef>>, SqsError> {
         let started = Instant::now();
         let mut probe = self
             .try_receive(name, request, wait_time_seconds, attempt_id)

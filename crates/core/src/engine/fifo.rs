@@ -174,22 +174,13 @@ impl Engine {
                 .fifo()
                 .expect("FIFO queue")
                 .next_in_group(group_id, seq);
-            if let Some((dead_letter_queue_id, max_receive_count)) = dead_letter {
-                if message.receive_count >= max_receive_count {
-                    let dead_letter_seq = self.queues[&dead_letter_queue_id].next_seq();
-                    let record = Record::DeadLetter {
-                        now_ms,
-                        queue_id,
-                        seq,
-                        dead_letter_queue_id,
-                        dead_letter_seq,
-                    };
-                    // The move unblocks the group: its next message is the head now.
-                    self.commit(record, journal);
-                    continue;
-                }
+            let receive_count = message.receive_count;
+            // A move unblocks the group: its next message is the head now.
+            if self.dead_letter_if_spent(now_ms, queue_id, seq, receive_count, dead_letter, journal)
+            {
+                continue;
             }
-            let attempt = message.receive_count + 1;
+            let attempt = receive_count + 1;
             let visible_at_ms = now_ms + visibility_ms;
             let record = Record::Lease {
                 now_ms,

@@ -138,21 +138,12 @@ impl Engine {
             };
             taken_through = Some((sent_at_ms, seq));
             let message = queue.message(seq).expect("ready message exists");
-            if let Some((dead_letter_queue_id, max_receive_count)) = dead_letter {
-                if message.receive_count >= max_receive_count {
-                    let dead_letter_seq = self.queues[&dead_letter_queue_id].next_seq();
-                    let record = Record::DeadLetter {
-                        now_ms,
-                        queue_id,
-                        seq,
-                        dead_letter_queue_id,
-                        dead_letter_seq,
-                    };
-                    self.commit(record, journal);
-                    continue;
-                }
+            let receive_count = message.receive_count;
+            if self.dead_letter_if_spent(now_ms, queue_id, seq, receive_count, dead_letter, journal)
+            {
+                continue;
             }
-            let attempt = message.receive_count + 1;
+            let attempt = receive_count + 1;
             let record = Record::Lease {
                 now_ms,
                 queue_id,
@@ -164,6 +155,36 @@ impl Engine {
             deliveries.push(self.delivery(queue_id, seq));
         }
         Ok(deliveries)
+    }
+
+    /// Moves message `seq` to the dead-letter queue if it already had `maxReceiveCount` receives
+    /// (`dead_letter`: the target and the limit, if the policy's target exists). Returns whether
+    /// it moved.
+    pub(super) fn dead_letter_if_spent(
+        &mut self,
+        now_ms: u64,
+        queue_id: u64,
+        seq: u64,
+        receive_count: u32,
+        dead_letter: Option<(u64, u32)>,
+        journal: &mut Journal,
+    ) -> bool {
+        let Some((dead_letter_queue_id, max_receive_count)) = dead_letter else {
+            return false;
+        };
+        if receive_count < max_receive_count {
+            return false;
+        }
+        let dead_letter_seq = self.queues[&dead_letter_queue_id].next_seq();
+        let record = Record::DeadLetter {
+            now_ms,
+            queue_id,
+            seq,
+            dead_letter_queue_id,
+            dead_letter_seq,
+        };
+        self.commit(record, journal);
+        true
     }
 
     /// The dead-letter queue's id and the receive limit, if the policy's target exists.
