@@ -17,6 +17,7 @@ use std::sync::Arc;
 use crate::config::QueueConfig;
 use crate::fifo::{AttemptLease, FifoMessage};
 use crate::message::{MessageId, Payload};
+use crate::moves::{MoveTask, MovedMessage};
 use crate::queue::{Message, QueueCounters};
 
 /// One state change of the engine.
@@ -175,6 +176,26 @@ pub enum Record {
         /// Its body and attributes, unchanged.
         payload: Arc<Payload>,
     },
+    /// A move task started or changed (paused, resumed, rate or limit changed, cancelled,
+    /// completed, failed): its whole new state. Snapshots repeat it for every task kept.
+    SetMoveTask {
+        /// When.
+        now_ms: u64,
+        /// The task, complete.
+        task: MoveTask,
+    },
+    /// A batch of a move task, moved atomically: each message left its source and entered its
+    /// destination as a new message (a new id, no receives, retention from `now_ms`).
+    MoveMessages {
+        /// When.
+        now_ms: u64,
+        /// Which task.
+        task_id: u64,
+        /// The source queue.
+        source_queue_id: u64,
+        /// The messages, in the order they moved.
+        moves: Vec<MovedMessage>,
+    },
     /// Snapshot: the engine-wide state that no queue holds.
     RestoreEngine {
         /// The engine's clock when the snapshot was taken.
@@ -257,6 +278,8 @@ impl Record {
             | Record::ReceiveAttempt { now_ms, .. }
             | Record::RestoreDeduplication { now_ms, .. }
             | Record::Relocate { now_ms, .. }
+            | Record::SetMoveTask { now_ms, .. }
+            | Record::MoveMessages { now_ms, .. }
             | Record::RestoreEngine { now_ms, .. }
             | Record::RestoreQueue { now_ms, .. }
             | Record::RestoreMessage { now_ms, .. } => *now_ms,

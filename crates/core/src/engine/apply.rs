@@ -40,6 +40,7 @@ impl Engine {
             Record::DeleteQueue { queue_id, .. } => {
                 let queue = self.queues.remove(queue_id).expect("deleted queue exists");
                 self.names.remove(&queue.name);
+                self.fail_tasks_of_deleted(*queue_id);
             }
             Record::SetConfig {
                 queue_id, config, ..
@@ -214,6 +215,13 @@ impl Engine {
                 let message = queue.message_mut(*seq).expect("relocated message exists");
                 message.payload = PayloadRef::Inline(payload.clone());
             }
+            Record::SetMoveTask { task, .. } => self.apply_set_move_task(task),
+            Record::MoveMessages {
+                task_id,
+                source_queue_id,
+                moves,
+                ..
+            } => self.apply_move_messages(now_ms, *task_id, *source_queue_id, moves),
             Record::RestoreEngine { next_queue_id, .. } => {
                 self.next_queue_id = self.next_queue_id.max(*next_queue_id);
             }
@@ -289,10 +297,19 @@ impl Engine {
                 }
             })
             .collect();
+        let move_tasks = self
+            .moves
+            .values()
+            .map(|task| Record::SetMoveTask {
+                now_ms,
+                task: task.clone(),
+            })
+            .collect();
         FrozenEngine {
             now_ms,
             next_queue_id: self.next_queue_id,
             queues,
+            move_tasks,
         }
     }
 
@@ -310,7 +327,7 @@ impl Engine {
         self.next_queue_id = self.next_queue_id.max(queue_id + 1);
     }
 
-    fn advance(&mut self, queue_id: u64, now_ms: u64) -> &mut Queue {
+    pub(super) fn advance(&mut self, queue_id: u64, now_ms: u64) -> &mut Queue {
         let queue = self.queue_mut(queue_id);
         queue.advance(now_ms);
         queue
@@ -333,6 +350,8 @@ pub struct FrozenEngine {
     next_queue_id: u64,
     /// In name order.
     queues: Vec<FrozenQueue>,
+    /// A `SetMoveTask` per task kept (after the queues: a task names them).
+    move_tasks: Vec<Record>,
 }
 
 struct FrozenQueue {
@@ -435,6 +454,9 @@ impl FrozenEngine {
             for record in &queue.fifo_records {
                 emit(record.clone());
             }
+        }
+        for record in &self.move_tasks {
+            emit(record.clone());
         }
     }
 }
