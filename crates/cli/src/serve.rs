@@ -217,6 +217,8 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
         (Some(dir), backend)
     };
     let backend = Arc::new(backend);
+    // Move tasks that were running when the server stopped resume here.
+    tokio::spawn(backend.clone().drive_moves());
     for queue in &settings.queues {
         create_queue(&backend, queue)
             .await

@@ -30,6 +30,10 @@ use crate::clock::{now_ms, Clock};
 use crate::payloads;
 use crate::waiters::Waiters;
 
+mod moves;
+
+pub use moves::AUTOMATIC_RATE_PER_SECOND;
+
 /// Settings of the embedded backend.
 #[derive(Clone, Debug)]
 pub struct EmbeddedConfig {
@@ -256,6 +260,11 @@ impl Embedded {
                 // the woken receive finds nothing new and waits again: one wasted look.)
                 Record::Delete { queue_id, .. } => self.waiters.wake(*queue_id, 1),
                 Record::DeleteQueue { queue_id, .. } => self.waiters.close(*queue_id),
+                Record::MoveMessages { moves, .. } => {
+                    for moved in moves {
+                        self.waiters.wake(moved.destination_queue_id, 1);
+                    }
+                }
                 _ => {}
             }
         }
@@ -628,6 +637,29 @@ impl Backend for Embedded {
                 })
                 .await
             }
+            Action::StartMessageMoveTask {
+                source,
+                destination,
+                rate_per_second,
+                limit,
+            } => {
+                self.start_move_task(source, destination, rate_per_second, limit)
+                    .await
+            }
+            Action::ListMessageMoveTasks {
+                source,
+                max_results,
+            } => self.list_move_tasks(source, max_results).await,
+            Action::CancelMessageMoveTask { task } => self.cancel_move_task(task).await,
+            Action::LeaseqChangeMessageMoveTask { task, changes, .. } => {
+                let info = self.change_move_task(task, changes).await?;
+                Ok(Outcome::MoveTask(Box::new(info)))
+            }
+            Action::LeaseqPeekMessages {
+                queue,
+                after_seq,
+                max_messages,
+            } => self.peek(queue.name, after_seq, max_messages).await,
         }
     }
 

@@ -6,6 +6,7 @@
 //! sees is well formed; ranges that depend on the configured `Limits` are the engine's.
 
 mod input;
+mod moves;
 #[cfg(test)]
 mod tests;
 
@@ -199,12 +200,15 @@ fn decode_action(name: &str, input: &Input, path: &str) -> Result<Action, SqsErr
             queue: queue()?,
             label: input.required_string("Label", "Label")?,
         },
-        "StartMessageMoveTask" | "CancelMessageMoveTask" | "ListMessageMoveTasks" => {
-            return Err(SqsError::new(
-                ErrorCode::UnsupportedOperation,
-                format!("{name} is not supported yet by this server."),
-            ))
-        }
+        "StartMessageMoveTask" => moves::start(input)?,
+        "ListMessageMoveTasks" => moves::list(input)?,
+        "CancelMessageMoveTask" => Action::CancelMessageMoveTask {
+            task: moves::task_handle(input)?,
+        },
+        "LeaseqPauseMessageMoveTask"
+        | "LeaseqResumeMessageMoveTask"
+        | "LeaseqUpdateMessageMoveTask" => moves::change(name, input)?,
+        "LeaseqPeekMessages" => moves::peek(queue()?, input)?,
         other => {
             return Err(SqsError::new(
                 ErrorCode::InvalidAction,
@@ -579,6 +583,11 @@ impl Action {
             Action::ListDeadLetterSourceQueues { .. } => "ListDeadLetterSourceQueues",
             Action::AddPermission { .. } => "AddPermission",
             Action::RemovePermission { .. } => "RemovePermission",
+            Action::StartMessageMoveTask { .. } => "StartMessageMoveTask",
+            Action::ListMessageMoveTasks { .. } => "ListMessageMoveTasks",
+            Action::CancelMessageMoveTask { .. } => "CancelMessageMoveTask",
+            Action::LeaseqChangeMessageMoveTask { action, .. } => action,
+            Action::LeaseqPeekMessages { .. } => "LeaseqPeekMessages",
         }
     }
 }
