@@ -1,6 +1,7 @@
 //! The `leaseq` binary: `leaseq serve` runs the server; other subcommands talk to one.
 
 mod bench;
+mod redrive;
 mod serve;
 
 use clap::{Parser, Subcommand};
@@ -27,6 +28,11 @@ enum Command {
     /// Drive an SQS endpoint (leaseq or any other) with producers and consumers and report
     /// throughput, latency percentiles and CPU time.
     Bench(bench::BenchArgs),
+    /// Look inside a dead-letter queue (peek) without leasing its messages.
+    Dlq(redrive::DlqArgs),
+    /// Move a dead-letter queue's messages home: start (with a canary limit), pause, resume,
+    /// change the rate, cancel, and watch progress.
+    Redrive(redrive::RedriveArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -34,5 +40,7 @@ fn main() -> anyhow::Result<()> {
     match cli.command {
         Command::Serve(args) => serve::run(args),
         Command::Bench(args) => bench::run(args),
+        Command::Dlq(args) => redrive::run_dlq(args),
+        Command::Redrive(args) => redrive::run_redrive(args),
     }
 }
