@@ -241,11 +241,12 @@ async fn peek(
                 arn.rsplit(':').next().unwrap_or(arn).to_string()
             });
         println!(
-            "#{} {} {} receives={} sent_ms={} source={} body={}",
+            "#{} {} {} receives={} redrives={} sent_ms={} source={} body={}",
             message["LeaseqSequence"],
             message["MessageId"].as_str().unwrap_or_default(),
             message["LeaseqState"].as_str().unwrap_or_default(),
             text("ApproximateReceiveCount"),
+            message["LeaseqRedriveGeneration"],
             text("SentTimestamp"),
             source,
             serde_json::to_string(&message["Body"])?,
@@ -313,6 +314,11 @@ fn describe(task: &Value) -> String {
         line.push_str(&format!(
             " to={}",
             destination.rsplit(':').next().unwrap_or(destination)
+        ));
+    }
+    if let Some(held) = task["LeaseqMessagesHeldBack"].as_u64() {
+        line.push_str(&format!(
+            " held_back={held} (redriven too often: left in place)"
         ));
     }
     if let Some(reason) = task["FailureReason"].as_str() {

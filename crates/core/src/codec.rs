@@ -306,6 +306,7 @@ pub fn encode(record: &Record, out: &mut Vec<u8>) {
             w.u64(task.cutoff_seq);
             w.u64(task.to_move);
             w.u64(task.moved);
+            w.u64(task.held_back);
             w.u64(task.started_at_ms);
             w.u8(task.status.code());
             w.opt_str(task.failure_reason.as_deref());
@@ -524,6 +525,7 @@ fn decode_with(bytes: &[u8], shared: &mut Decoder) -> Result<Record, DecodeError
             let cutoff_seq = r.u64()?;
             let to_move = r.u64()?;
             let moved = r.u64()?;
+            let held_back = r.u64()?;
             let started_at_ms = r.u64()?;
             let status_at = r.at;
             let code = r.u8()?;
@@ -541,6 +543,7 @@ fn decode_with(bytes: &[u8], shared: &mut Decoder) -> Result<Record, DecodeError
                     cutoff_seq,
                     to_move,
                     moved,
+                    held_back,
                     started_at_ms,
                     status,
                     failure_reason,
@@ -647,6 +650,8 @@ impl Writer<'_> {
             MessageState::InFlight => 2,
         });
         self.opt_str(m.dead_letter_source.as_deref());
+        // Format version 3 on.
+        self.u32(m.redrive_generation.into());
     }
     fn map(&mut self, map: &BTreeMap<String, String>) {
         self.u32(map.len() as u32);
@@ -872,6 +877,14 @@ impl<'a> Reader<'a, '_> {
                     Some(shared_str(&mut self.shared.dead_letter_source, text))
                 }
                 false => None,
+            },
+            redrive_generation: if self.version >= 3 {
+                let at = self.at;
+                let generation = self.u32()?;
+                u16::try_from(generation)
+                    .map_err(|_| self.invalid_at("redrive generation", generation.into(), at))?
+            } else {
+                0
             },
             fifo: None,
         })
@@ -1135,6 +1148,7 @@ mod tests {
                     receive_count: 2,
                     state: MessageState::InFlight,
                     dead_letter_source: Some(Arc::from("src")),
+                    redrive_generation: 0,
                     fifo: None,
                 },
             },
@@ -1156,6 +1170,7 @@ mod tests {
                     receive_count: 0,
                     state: MessageState::Ready,
                     dead_letter_source: None,
+                    redrive_generation: 2,
                     fifo: None,
                 },
             },
@@ -1186,6 +1201,7 @@ mod tests {
             cutoff_seq: 9,
             to_move: 8,
             moved: 0,
+            held_back: 0,
             started_at_ms: 5,
             status: MoveStatus::Running,
             failure_reason: None,
@@ -1202,6 +1218,7 @@ mod tests {
                     rate_per_second: Some(500),
                     limit: Some(3),
                     moved: 3,
+                    held_back: 2,
                     status: MoveStatus::Failed,
                     failure_reason: Some("gone".into()),
                     ..task
@@ -1328,6 +1345,7 @@ mod tests {
                     receive_count: 0,
                     state: MessageState::Ready,
                     dead_letter_source: None,
+                    redrive_generation: 0,
                     fifo,
                 },
             },
@@ -1355,6 +1373,8 @@ mod tests {
         let tag_at = 1 + 1 + 8 + 8 + 8 + 16;
         assert_eq!(bytes[tag_at], 0, "inline payload tag");
         bytes.remove(tag_at);
+        // Nor a redrive generation (version 3): the message's last four bytes.
+        bytes.truncate(bytes.len() - 4);
         bytes[0] = 1;
         assert_eq!(decode(&bytes), Ok(record));
         // A Relocate did not exist in version 1, nor did the FIFO records.

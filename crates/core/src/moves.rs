@@ -82,6 +82,9 @@ pub struct MoveTask {
     pub to_move: u64,
     /// Messages moved so far.
     pub moved: u64,
+    /// Messages left in the source because they were redriven too often already (see
+    /// [`crate::Limits::redrive_generations_max`]), as of the task's last batch.
+    pub held_back: u64,
     /// When it started.
     pub started_at_ms: u64,
     /// Where it is.

@@ -61,6 +61,11 @@ pub struct Message {
     pub receive_count: u32,
     /// Where it is.
     pub state: MessageState,
+    /// How many move tasks (redrives) made it, counting from its first send: a message that
+    /// keeps coming back to a dead-letter queue is a loop that redrive stops (see
+    /// [`crate::Limits::redrive_generations_max`]). Kept across a dead-letter move. (A `u16`
+    /// fits in the padding after `state`: it costs no memory per message.)
+    pub redrive_generation: u16,
     /// Name of the queue it was dead-lettered from, if it was.
     pub dead_letter_source: Option<Arc<str>>,
     /// Group and deduplication id: `Some` exactly for the messages of a FIFO queue.

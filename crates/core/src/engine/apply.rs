@@ -85,6 +85,7 @@ impl Engine {
                     receive_count: 0,
                     state,
                     dead_letter_source: None,
+                    redrive_generation: 0,
                     fifo: fifo.clone(),
                 };
                 let queue = self.advance(*queue_id, now_ms);

@@ -103,6 +103,7 @@ impl Engine {
             cutoff_seq: queue.next_seq(),
             to_move: queue.len() as u64,
             moved: 0,
+            held_back: 0,
             started_at_ms: now_ms,
             status: MoveStatus::Running,
             failure_reason: None,
@@ -142,22 +143,47 @@ impl Engine {
             limit.saturating_sub(task.moved) as usize
         });
         let max = ids.len().min(room);
+        let generations_max = self.config.limits.redrive_generations_max;
         let mut moves: Vec<MovedMessage> = Vec::new();
         let mut failure = None;
+        // Messages of the task left where they are: redriven too often (or behind one that was,
+        // in its FIFO group), and waiting for a lease or delay to end (or behind one).
+        let (mut held, mut waiting) = (0u64, 0u64);
+        // Whether the batch filled up before the scan saw every message of the task.
+        let mut full = false;
         {
             let source = &self.queues[&source_id];
-            // A FIFO group whose earlier message could not move waits whole (keeps its order).
-            let mut blocked_groups: BTreeSet<Arc<str>> = BTreeSet::new();
+            // A FIFO group whose earlier message cannot move now waits whole (keeps its order);
+            // one whose earlier message is held back stays whole.
+            let mut waiting_groups: BTreeSet<Arc<str>> = BTreeSet::new();
+            let mut held_groups: BTreeSet<Arc<str>> = BTreeSet::new();
             for (seq, message) in source.messages() {
-                if seq >= task.cutoff_seq || moves.len() >= max {
+                if seq >= task.cutoff_seq {
+                    break;
+                }
+                if moves.len() >= max {
+                    full = true;
                     break;
                 }
                 let group = message.fifo.as_ref().map(|fifo| fifo.group_id.clone());
-                if group.as_ref().is_some_and(|g| blocked_groups.contains(g)) {
+                if let Some(group) = &group {
+                    if held_groups.contains(group) {
+                        held += 1;
+                        continue;
+                    }
+                    if waiting_groups.contains(group) {
+                        waiting += 1;
+                        continue;
+                    }
+                }
+                if message.redrive_generation >= generations_max {
+                    held += 1;
+                    held_groups.extend(group);
                     continue;
                 }
                 if message.state != MessageState::Ready {
-                    blocked_groups.extend(group);
+                    waiting += 1;
+                    waiting_groups.extend(group);
                     continue;
                 }
                 let destination_id = match task.destination_queue_id {
@@ -206,14 +232,12 @@ impl Engine {
             self.commit(record, journal);
         }
         let mut task = self.task(task_id)?.clone();
-        let remaining = self.queues[&source_id]
-            .messages()
-            .next()
-            .is_some_and(|(seq, _)| seq < task.cutoff_seq);
         let next = if let Some(reason) = failure {
             task.failure_reason = Some(reason);
             Some(MoveStatus::Failed)
-        } else if !remaining {
+        } else if !full && waiting == 0 {
+            // Every message of the task has moved or left, but those held back.
+            task.held_back = held;
             Some(MoveStatus::Completed)
         } else if task.limit.is_some_and(|limit| task.moved >= limit) {
             Some(MoveStatus::Paused)
@@ -387,6 +411,7 @@ impl Engine {
                 receive_count: 0,
                 state: MessageState::Ready,
                 dead_letter_source: None,
+                redrive_generation: old.redrive_generation.saturating_add(1),
                 fifo,
             };
             let destination = self.advance(moved.destination_queue_id, now_ms);

@@ -624,6 +624,9 @@ impl Harness {
                 if let Some(source) = &message.dead_letter_source {
                     write!(line, " source={source}").unwrap();
                 }
+                if message.redrive_generation > 0 {
+                    write!(line, " generation={}", message.redrive_generation).unwrap();
+                }
                 if let Some(fifo) = &message.fifo {
                     write!(
                         line,
@@ -754,6 +757,9 @@ impl Harness {
                         if let Some(source) = &message.dead_letter_source {
                             write!(line, " source={source}").unwrap();
                         }
+                        if message.redrive_generation > 0 {
+                            write!(line, " generation={}", message.redrive_generation).unwrap();
+                        }
                         line
                     })
                     .collect()
@@ -879,6 +885,9 @@ fn render_task(info: &MoveTaskInfo) -> String {
     }
     if let Some(limit) = task.limit {
         write!(line, " limit={limit}").unwrap();
+    }
+    if task.held_back > 0 {
+        write!(line, " held_back={}", task.held_back).unwrap();
     }
     if let Some(reason) = &task.failure_reason {
         write!(line, " reason: {reason}").unwrap();

@@ -234,6 +234,9 @@ fn move_task(info: &leaseq_core::engine::MoveTaskInfo, ctx: &Context) -> Node {
     if let Some(limit) = task.limit {
         members.push(("LeaseqMessageLimit", Node::Number(limit)));
     }
+    if task.held_back > 0 {
+        members.push(("LeaseqMessagesHeldBack", Node::Number(task.held_back)));
+    }
     Node::Struct(members)
 }
 
@@ -278,6 +281,10 @@ fn peeked(entry: &crate::outcome::PeekedEntry, ctx: &Context) -> Node {
         ),
         ("LeaseqState", text(state)),
         ("LeaseqSequence", Node::Number(entry.seq)),
+        (
+            "LeaseqRedriveGeneration",
+            Node::Number(message.redrive_generation.into()),
+        ),
     ];
     if !payload.attributes.is_empty() {
         let entries = payload
