@@ -251,6 +251,9 @@ async fn peek(
             source,
             serde_json::to_string(&message["Body"])?,
         );
+        if let Some(reason) = message["LeaseqFailureReason"].as_str() {
+            println!("    failed: {reason}");
+        }
         if let Some(attributes) = message["MessageAttributes"].as_object() {
             for (name, value) in attributes {
                 println!("    {name} = {value}");

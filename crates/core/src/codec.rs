@@ -98,6 +98,9 @@ const TAG_RESTORE_DEDUPLICATION: u8 = 38;
 // Move tasks (redrive), format version 3.
 const TAG_SET_MOVE_TASK: u8 = 48;
 const TAG_MOVE_MESSAGES: u8 = 49;
+// Fail-now, format version 3.
+const TAG_FAIL_MESSAGE: u8 = 50;
+const TAG_RESTORE_FAILURE_REASON: u8 = 51;
 
 /// The tag of a record about a queue with `config`: the standard one or its FIFO twin.
 fn config_tag(config: &QueueConfig, standard: u8, fifo: u8) -> u8 {
@@ -310,6 +313,30 @@ pub fn encode(record: &Record, out: &mut Vec<u8>) {
             w.u64(task.started_at_ms);
             w.u8(task.status.code());
             w.opt_str(task.failure_reason.as_deref());
+        }
+        Record::FailMessage {
+            now_ms,
+            queue_id,
+            seq,
+            dead_letter_queue_id,
+            dead_letter_seq,
+            reason,
+        } => {
+            w.head(TAG_FAIL_MESSAGE, *now_ms, *queue_id);
+            w.u64(*seq);
+            w.u64(*dead_letter_queue_id);
+            w.u64(*dead_letter_seq);
+            w.str(reason);
+        }
+        Record::RestoreFailureReason {
+            now_ms,
+            queue_id,
+            seq,
+            reason,
+        } => {
+            w.head(TAG_RESTORE_FAILURE_REASON, *now_ms, *queue_id);
+            w.u64(*seq);
+            w.str(reason);
         }
         Record::MoveMessages {
             now_ms,
@@ -550,6 +577,20 @@ fn decode_with(bytes: &[u8], shared: &mut Decoder) -> Result<Record, DecodeError
                 },
             }
         }
+        TAG_FAIL_MESSAGE if version >= 3 => Record::FailMessage {
+            now_ms,
+            queue_id,
+            seq: r.u64()?,
+            dead_letter_queue_id: r.u64()?,
+            dead_letter_seq: r.u64()?,
+            reason: r.string()?,
+        },
+        TAG_RESTORE_FAILURE_REASON if version >= 3 => Record::RestoreFailureReason {
+            now_ms,
+            queue_id,
+            seq: r.u64()?,
+            reason: r.string()?,
+        },
         TAG_MOVE_MESSAGES if version >= 3 => {
             let task_id = r.u64()?;
             let count = r.count(8 + 8 + 8 + 16)?;
@@ -1223,6 +1264,20 @@ mod tests {
                     failure_reason: Some("gone".into()),
                     ..task
                 },
+            },
+            Record::FailMessage {
+                now_ms: 8,
+                queue_id: 2,
+                seq: 3,
+                dead_letter_queue_id: 1,
+                dead_letter_seq: 9,
+                reason: "bad input".into(),
+            },
+            Record::RestoreFailureReason {
+                now_ms: 9,
+                queue_id: 1,
+                seq: 9,
+                reason: "bad input".into(),
             },
             Record::MoveMessages {
                 now_ms: 7,

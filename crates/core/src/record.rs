@@ -132,6 +132,33 @@ pub enum Record {
         /// The message's sequence number in the dead-letter queue.
         dead_letter_seq: u64,
     },
+    /// A consumer declared a permanent failure with the receipt of the current attempt: the
+    /// message moved to the dead-letter queue at once, with the reason (fail-now).
+    FailMessage {
+        /// When.
+        now_ms: u64,
+        /// The source queue.
+        queue_id: u64,
+        /// The message in the source queue.
+        seq: u64,
+        /// The dead-letter queue.
+        dead_letter_queue_id: u64,
+        /// The message's sequence number in the dead-letter queue.
+        dead_letter_seq: u64,
+        /// Why, in the consumer's words.
+        reason: String,
+    },
+    /// Snapshot: the failure reason of a message that a consumer failed (see `FailMessage`).
+    RestoreFailureReason {
+        /// The engine's clock when the snapshot was taken.
+        now_ms: u64,
+        /// Its queue.
+        queue_id: u64,
+        /// The message.
+        seq: u64,
+        /// The reason.
+        reason: String,
+    },
     /// A FIFO receive with a `ReceiveRequestAttemptId` granted these leases (written after
     /// their `Lease` records); a retry with the same id within five minutes of
     /// `received_at_ms` returns them again while they last. Snapshots repeat it.
@@ -275,6 +302,8 @@ impl Record {
             | Record::ChangeVisibility { now_ms, .. }
             | Record::Delete { now_ms, .. }
             | Record::DeadLetter { now_ms, .. }
+            | Record::FailMessage { now_ms, .. }
+            | Record::RestoreFailureReason { now_ms, .. }
             | Record::ReceiveAttempt { now_ms, .. }
             | Record::RestoreDeduplication { now_ms, .. }
             | Record::Relocate { now_ms, .. }

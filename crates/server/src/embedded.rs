@@ -255,6 +255,10 @@ impl Embedded {
                 Record::DeadLetter {
                     dead_letter_queue_id,
                     ..
+                }
+                | Record::FailMessage {
+                    dead_letter_queue_id,
+                    ..
                 } => self.waiters.wake(*dead_letter_queue_id, 1),
                 // On a FIFO queue a delete may unblock the message's group. (On a standard queue
                 // the woken receive finds nothing new and waits again: one wasted look.)
@@ -660,6 +664,18 @@ impl Backend for Embedded {
                 after_seq,
                 max_messages,
             } => self.peek(queue.name, after_seq, max_messages).await,
+            Action::LeaseqFailMessage {
+                queue,
+                receipt,
+                reason,
+            } => {
+                self.run(|e, j| {
+                    e.fail_message(self.now_ms(), &queue.name, &receipt, &reason, j)
+                        .map_err(|error| SqsError::for_receipt(error, &receipt))
+                })
+                .await?;
+                Ok(Outcome::Empty)
+            }
         }
     }
 

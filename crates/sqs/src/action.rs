@@ -226,6 +226,16 @@ pub enum Action {
         /// What to change.
         changes: Vec<MoveTaskChange>,
     },
+    /// leaseq's `LeaseqFailMessage`: the current attempt's receipt sends its message to the
+    /// dead-letter queue now, with a reason (a permanent failure).
+    LeaseqFailMessage {
+        /// The queue.
+        queue: QueueRef,
+        /// `ReceiptHandle`.
+        receipt: String,
+        /// `Reason`.
+        reason: String,
+    },
     /// leaseq's `LeaseqPeekMessages`: messages of a queue without leasing them.
     LeaseqPeekMessages {
         /// The queue.

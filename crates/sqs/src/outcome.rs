@@ -103,4 +103,6 @@ pub struct PeekedEntry {
     pub message: Message,
     /// Its body and attributes.
     pub payload: Arc<Payload>,
+    /// Why a consumer failed it (`LeaseqFailMessage`), if one did.
+    pub failure_reason: Option<Arc<str>>,
 }

@@ -257,3 +257,63 @@ async fn move_task_rate_cancel_destination_and_errors() {
     );
     assert_eq!(tasks(sqs, &dlq_arn).await.len(), 2);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fail_now_sends_a_message_to_the_dead_letter_queue_with_its_reason() {
+    let server = Server::start().await;
+    let sqs = &server.client;
+    let dlq = create_queue(sqs, &common::queue_name("fail-dlq"), &[]).await;
+    let dlq_arn = queue_arn(sqs, &dlq).await;
+    let policy = format!(r#"{{"deadLetterTargetArn":"{dlq_arn}","maxReceiveCount":"5"}}"#);
+    let source = create_queue(
+        sqs,
+        &common::queue_name("fail-src"),
+        &[(QueueAttributeName::RedrivePolicy, policy.as_str())],
+    )
+    .await;
+    send(sqs, &source, "poison").await;
+    let received = receive_one(sqs, &source, 1, None).await;
+    let request = serde_json::json!({
+        "QueueUrl": source,
+        "ReceiptHandle": receipt(&received),
+        "Reason": "schema v1 is not supported",
+    });
+    let answer = server
+        .json("LeaseqFailMessage", request.to_string().as_bytes())
+        .await;
+    assert_eq!(answer.status, 200, "{}", answer.text());
+    assert_eq!(
+        queue_attribute(sqs, &dlq, QueueAttributeName::ApproximateNumberOfMessages).await,
+        "1"
+    );
+    assert_eq!(
+        queue_attribute(
+            sqs,
+            &source,
+            QueueAttributeName::ApproximateNumberOfMessagesNotVisible
+        )
+        .await,
+        "0"
+    );
+    // The receipt is spent.
+    let again = server
+        .json("LeaseqFailMessage", request.to_string().as_bytes())
+        .await;
+    assert_eq!(again.status, 400, "{}", again.text());
+    let peeked = server
+        .json(
+            "LeaseqPeekMessages",
+            serde_json::json!({"QueueUrl": dlq}).to_string().as_bytes(),
+        )
+        .await
+        .json();
+    let message = &peeked["Messages"][0];
+    assert_eq!(message["Body"], "poison");
+    assert_eq!(message["LeaseqFailureReason"], "schema v1 is not supported");
+    assert_eq!(message["Attributes"]["ApproximateReceiveCount"], "1");
+    // Peeking leased nothing.
+    assert_eq!(
+        queue_attribute(sqs, &dlq, QueueAttributeName::ApproximateNumberOfMessages).await,
+        "1"
+    );
+}

@@ -144,29 +144,39 @@ impl Engine {
                 dead_letter_queue_id,
                 dead_letter_seq,
                 ..
+            } => self.dead_letter(
+                now_ms,
+                *queue_id,
+                *seq,
+                *dead_letter_queue_id,
+                *dead_letter_seq,
+            ),
+            Record::FailMessage {
+                queue_id,
+                seq,
+                dead_letter_queue_id,
+                dead_letter_seq,
+                reason,
+                ..
             } => {
-                let source = self.advance(*queue_id, now_ms);
-                let mut message = source.remove(*seq).expect("dead-lettered message exists");
-                source.counters.dead_lettered += 1;
-                message.dead_letter_source = Some(source.name.clone());
-                message.state = MessageState::Ready;
-                message.visible_at_ms = now_ms;
-                let target = self.advance(*dead_letter_queue_id, now_ms);
-                // As SQS does: a message moved to a FIFO dead-letter queue keeps its group, and
-                // its message id becomes its deduplication id. (Only queues of the same kind
-                // are dead-letter targets: see `Engine::dead_letter_target`.)
-                message.fifo = match (message.fifo.take(), target.fifo().is_some()) {
-                    (Some(fifo), true) => Some(Box::new(FifoMessage {
-                        group_id: fifo.group_id,
-                        deduplication_id: Arc::from(message.id.to_string()),
-                    })),
-                    (fifo, is_fifo) => {
-                        assert!(fifo.is_none() && !is_fifo, "dead letter across queue kinds");
-                        None
-                    }
-                };
-                target.insert(*dead_letter_seq, message);
+                self.dead_letter(
+                    now_ms,
+                    *queue_id,
+                    *seq,
+                    *dead_letter_queue_id,
+                    *dead_letter_seq,
+                );
+                self.queue_mut(*dead_letter_queue_id)
+                    .set_failure_reason(*dead_letter_seq, Arc::from(reason.as_str()));
             }
+            Record::RestoreFailureReason {
+                queue_id,
+                seq,
+                reason,
+                ..
+            } => self
+                .queue_mut(*queue_id)
+                .set_failure_reason(*seq, Arc::from(reason.as_str())),
             Record::ReceiveAttempt {
                 queue_id,
                 attempt_id,
@@ -294,7 +304,17 @@ impl Engine {
                     queue_id: *queue_id,
                     record,
                     messages: queue.frozen_messages(),
-                    fifo_records: fifo_records(queue, now_ms),
+                    fifo_records: fifo_records(queue, now_ms)
+                        .into_iter()
+                        .chain(queue.failure_reasons().map(|(seq, reason)| {
+                            Record::RestoreFailureReason {
+                                now_ms,
+                                queue_id: queue.id,
+                                seq,
+                                reason: reason.to_string(),
+                            }
+                        }))
+                        .collect(),
                 }
             })
             .collect();
@@ -312,6 +332,38 @@ impl Engine {
             queues,
             move_tasks,
         }
+    }
+
+    /// Moves message `seq` of queue `queue_id` to the dead-letter queue as `dead_letter_seq`.
+    fn dead_letter(
+        &mut self,
+        now_ms: u64,
+        queue_id: u64,
+        seq: u64,
+        dead_letter_queue_id: u64,
+        dead_letter_seq: u64,
+    ) {
+        let source = self.advance(queue_id, now_ms);
+        let mut message = source.remove(seq).expect("dead-lettered message exists");
+        source.counters.dead_lettered += 1;
+        message.dead_letter_source = Some(source.name.clone());
+        message.state = MessageState::Ready;
+        message.visible_at_ms = now_ms;
+        let target = self.advance(dead_letter_queue_id, now_ms);
+        // As SQS does: a message moved to a FIFO dead-letter queue keeps its group, and its
+        // message id becomes its deduplication id. (Only queues of the same kind are dead-letter
+        // targets: see `Engine::dead_letter_target`.)
+        message.fifo = match (message.fifo.take(), target.fifo().is_some()) {
+            (Some(fifo), true) => Some(Box::new(FifoMessage {
+                group_id: fifo.group_id,
+                deduplication_id: Arc::from(message.id.to_string()),
+            })),
+            (fifo, is_fifo) => {
+                assert!(fifo.is_none() && !is_fifo, "dead letter across queue kinds");
+                None
+            }
+        };
+        target.insert(dead_letter_seq, message);
     }
 
     /// Adds a queue under its id and name; neither may be in use (ids are never reused).
@@ -361,7 +413,7 @@ struct FrozenQueue {
     record: Record,
     messages: Frozen<Message>,
     /// A FIFO queue's deduplication window and receive attempts (copied when frozen: they are
-    /// bounded by five minutes of traffic).
+    /// bounded by five minutes of traffic), and the failure reasons of its messages.
     fifo_records: Vec<Record>,
 }
 

@@ -26,6 +26,7 @@ use crate::record::Record;
 mod apply;
 
 pub use apply::FrozenEngine;
+mod fail;
 mod fifo;
 mod messages;
 mod moves;

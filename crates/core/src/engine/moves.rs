@@ -45,6 +45,8 @@ pub struct PeekedMessage {
     pub seq: u64,
     /// Everything about it.
     pub message: Message,
+    /// Why a consumer failed it, if one did (fail-now).
+    pub failure_reason: Option<Arc<str>>,
 }
 
 impl Engine {
@@ -354,6 +356,7 @@ impl Engine {
             .map(|(seq, message)| PeekedMessage {
                 seq,
                 message: message.clone(),
+                failure_reason: self.queues[&queue_id].failure_reason(seq).cloned(),
             })
             .collect())
     }

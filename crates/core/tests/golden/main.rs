@@ -274,6 +274,15 @@ impl Harness {
             "counters" => self.counters(&mut args)?,
             "move" => self.move_command(&mut args)?,
             "peek" => self.peek(&mut args)?,
+            "fail" => {
+                let name = args.positional("a queue name")?;
+                let receipt = self.receipt(&args.positional("a receipt")?)?;
+                let reason = args.named("reason").unwrap_or_default();
+                let now_ms = self.now_ms;
+                let result =
+                    self.with_journal(|e, j| e.fail_message(now_ms, &name, &receipt, &reason, j));
+                outcome(result, |()| vec!["ok".into()])
+            }
             other => return Err(format!("unknown command {other:?}")),
         };
         args.finish()?;
@@ -760,6 +769,9 @@ impl Harness {
                         if message.redrive_generation > 0 {
                             write!(line, " generation={}", message.redrive_generation).unwrap();
                         }
+                        if let Some(reason) = &peeked.failure_reason {
+                            write!(line, " failed={}", quote(reason)).unwrap();
+                        }
                         line
                     })
                     .collect()
@@ -858,6 +870,9 @@ fn snapshot(engine: &mut Engine, now_ms: u64, name: &str) -> String {
         for (id, attempt) in fifo.attempts() {
             writeln!(text, "attempt {id}: {attempt:?}").unwrap();
         }
+    }
+    for (seq, reason) in queue.failure_reasons() {
+        writeln!(text, "failure {seq}: {reason}").unwrap();
     }
     if let Ok(tasks) = engine.move_tasks(name) {
         for info in tasks {

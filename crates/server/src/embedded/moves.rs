@@ -176,6 +176,7 @@ impl Embedded {
                     seq: peeked.seq,
                     message: peeked.message,
                     payload,
+                    failure_reason: peeked.failure_reason,
                 })
             })
             .collect::<Result<Vec<_>, SqsError>>()?;

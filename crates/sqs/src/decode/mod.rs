@@ -209,6 +209,11 @@ fn decode_action(name: &str, input: &Input, path: &str) -> Result<Action, SqsErr
         | "LeaseqResumeMessageMoveTask"
         | "LeaseqUpdateMessageMoveTask" => moves::change(name, input)?,
         "LeaseqPeekMessages" => moves::peek(queue()?, input)?,
+        "LeaseqFailMessage" => Action::LeaseqFailMessage {
+            queue: queue()?,
+            receipt: input.required_string("ReceiptHandle", "ReceiptHandle")?,
+            reason: input.string("Reason", "Reason")?.unwrap_or_default(),
+        },
         other => {
             return Err(SqsError::new(
                 ErrorCode::InvalidAction,
@@ -588,6 +593,7 @@ impl Action {
             Action::CancelMessageMoveTask { .. } => "CancelMessageMoveTask",
             Action::LeaseqChangeMessageMoveTask { action, .. } => action,
             Action::LeaseqPeekMessages { .. } => "LeaseqPeekMessages",
+            Action::LeaseqFailMessage { .. } => "LeaseqFailMessage",
         }
     }
 }

@@ -286,6 +286,9 @@ fn peeked(entry: &crate::outcome::PeekedEntry, ctx: &Context) -> Node {
             Node::Number(message.redrive_generation.into()),
         ),
     ];
+    if let Some(reason) = &entry.failure_reason {
+        members.push(("LeaseqFailureReason", text(reason.as_ref())));
+    }
     if !payload.attributes.is_empty() {
         let entries = payload
             .attributes
