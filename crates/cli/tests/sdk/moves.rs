@@ -317,3 +317,46 @@ async fn fail_now_sends_a_message_to_the_dead_letter_queue_with_its_reason() {
         "1"
     );
 }
+
+/// A graceful restart writes a checkpoint: the task comes back from the snapshot (not from
+/// the log) and goes on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_running_task_resumes_after_a_graceful_restart() {
+    let mut server = Server::start().await;
+    let (source, _dlq, dlq_arn) =
+        dead_letters(&server.client, "restart", &["1", "2", "3", "4"]).await;
+    server
+        .client
+        .start_message_move_task()
+        .source_arn(&dlq_arn)
+        .max_number_of_messages_per_second(1)
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("StartMessageMoveTask: {}", DisplayErrorContext(&e)));
+    let before = tasks(&server.client, &dlq_arn).await[0].clone();
+    assert_eq!(before.status(), Some("RUNNING"));
+    server.restart_gracefully().await;
+    assert!(
+        super::fifo::snapshot_records_recovered(&server.log()) > 0,
+        "the restart recovered from a snapshot: {}",
+        server.log()
+    );
+    let after = tasks(&server.client, &dlq_arn).await;
+    assert_eq!(after.len(), 1);
+    assert_eq!(after[0].task_handle(), before.task_handle());
+    assert!(
+        after[0].approximate_number_of_messages_moved()
+            >= before.approximate_number_of_messages_moved()
+    );
+    let done = wait_for_status(&server.client, &dlq_arn, "COMPLETED").await;
+    assert_eq!(done.approximate_number_of_messages_moved(), 4);
+    assert_eq!(
+        queue_attribute(
+            &server.client,
+            &source,
+            QueueAttributeName::ApproximateNumberOfMessages
+        )
+        .await,
+        "4"
+    );
+}
