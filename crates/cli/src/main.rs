@@ -2,6 +2,7 @@
 
 mod admin;
 mod bench;
+mod redrive;
 mod serve;
 
 use clap::{Parser, Subcommand};
@@ -34,6 +35,11 @@ enum Command {
     /// extensions, p99 processing time) and the visibility advisor's recommendation;
     /// `--watch` redraws it live.
     Stats(admin::StatsArgs),
+    /// Look inside a dead-letter queue (peek) without leasing its messages.
+    Dlq(redrive::DlqArgs),
+    /// Move a dead-letter queue's messages home: start (with a canary limit), pause, resume,
+    /// change the rate, cancel, and watch progress.
+    Redrive(redrive::RedriveArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -43,5 +49,7 @@ fn main() -> anyhow::Result<()> {
         Command::Bench(args) => bench::run(args),
         Command::Queues(args) => admin::queues(args),
         Command::Stats(args) => admin::stats(args),
+        Command::Dlq(args) => redrive::run_dlq(args),
+        Command::Redrive(args) => redrive::run_redrive(args),
     }
 }

@@ -230,6 +230,8 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
         Some(metrics) => backend.with_metrics(metrics.clone()),
         None => backend,
     });
+    // Move tasks that were running when the server stopped resume here.
+    tokio::spawn(backend.clone().drive_moves());
     for queue in &settings.queues {
         create_queue(&backend, queue)
             .await

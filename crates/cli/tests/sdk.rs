@@ -231,5 +231,7 @@ mod fifo;
 mod leases;
 #[path = "sdk/messages.rs"]
 mod messages;
+#[path = "sdk/moves.rs"]
+mod moves;
 #[path = "sdk/queues.rs"]
 mod queues;

@@ -11,6 +11,7 @@ use std::sync::Arc;
 use crate::config::{QueueConfig, RedriveAllowPolicy, RedrivePolicy};
 use crate::fifo::{AttemptLease, DeduplicationScope, FifoConfig, FifoMessage, FifoThroughputLimit};
 use crate::message::{AttributeValue, Location, MessageAttribute, MessageId, Payload, PayloadRef};
+use crate::moves::{MoveStatus, MoveTask, MovedMessage};
 use crate::queue::{Message, MessageState, QueueCounters};
 use crate::record::Record;
 
@@ -37,7 +38,7 @@ fn counter_fields(c: &QueueCounters) -> [u64; COUNTER_FIELDS] {
 /// Version 2 added the `Relocate` record and a message's payload reference in `RestoreMessage`
 /// (a tag, then the payload inline or its log location); version 1 records (payload always
 /// inline) still decode.
-pub const FORMAT_VERSION: u8 = 2;
+pub const FORMAT_VERSION: u8 = 3;
 
 /// The oldest version this build still decodes.
 const FORMAT_VERSION_MIN: u8 = 1;
@@ -94,6 +95,12 @@ const TAG_RESTORE_FIFO_QUEUE: u8 = 35;
 const TAG_RESTORE_FIFO_MESSAGE: u8 = 36;
 const TAG_RECEIVE_ATTEMPT: u8 = 37;
 const TAG_RESTORE_DEDUPLICATION: u8 = 38;
+// Move tasks (redrive), format version 3.
+const TAG_SET_MOVE_TASK: u8 = 48;
+const TAG_MOVE_MESSAGES: u8 = 49;
+// Fail-now, format version 3.
+const TAG_FAIL_MESSAGE: u8 = 50;
+const TAG_RESTORE_FAILURE_REASON: u8 = 51;
 
 /// The tag of a record about a queue with `config`: the standard one or its FIFO twin.
 fn config_tag(config: &QueueConfig, standard: u8, fifo: u8) -> u8 {
@@ -293,6 +300,60 @@ pub fn encode(record: &Record, out: &mut Vec<u8>) {
             w.u64(*seq);
             w.u64(*expires_at_ms);
         }
+        Record::SetMoveTask { now_ms, task } => {
+            w.head(TAG_SET_MOVE_TASK, *now_ms, task.source_queue_id);
+            w.u64(task.task_id);
+            w.opt_u64(task.destination_queue_id);
+            w.opt_u64(task.rate_per_second.map(u64::from));
+            w.opt_u64(task.limit);
+            w.u64(task.cutoff_seq);
+            w.u64(task.to_move);
+            w.u64(task.moved);
+            w.u64(task.held_back);
+            w.u64(task.started_at_ms);
+            w.u8(task.status.code());
+            w.opt_str(task.failure_reason.as_deref());
+        }
+        Record::FailMessage {
+            now_ms,
+            queue_id,
+            seq,
+            dead_letter_queue_id,
+            dead_letter_seq,
+            reason,
+        } => {
+            w.head(TAG_FAIL_MESSAGE, *now_ms, *queue_id);
+            w.u64(*seq);
+            w.u64(*dead_letter_queue_id);
+            w.u64(*dead_letter_seq);
+            w.str(reason);
+        }
+        Record::RestoreFailureReason {
+            now_ms,
+            queue_id,
+            seq,
+            reason,
+        } => {
+            w.head(TAG_RESTORE_FAILURE_REASON, *now_ms, *queue_id);
+            w.u64(*seq);
+            w.str(reason);
+        }
+        Record::MoveMessages {
+            now_ms,
+            task_id,
+            source_queue_id,
+            moves,
+        } => {
+            w.head(TAG_MOVE_MESSAGES, *now_ms, *source_queue_id);
+            w.u64(*task_id);
+            w.u32(moves.len() as u32);
+            for moved in moves {
+                w.u64(moved.seq);
+                w.u64(moved.destination_queue_id);
+                w.u64(moved.destination_seq);
+                w.0.extend_from_slice(&moved.message_id.0);
+            }
+        }
     }
 }
 
@@ -477,6 +538,78 @@ fn decode_with(bytes: &[u8], shared: &mut Decoder) -> Result<Record, DecodeError
             seq: r.u64()?,
             expires_at_ms: r.u64()?,
         },
+        TAG_SET_MOVE_TASK if version >= 3 => {
+            let task_id = r.u64()?;
+            let destination_queue_id = r.opt_u64("destination flag")?;
+            let rate_at = r.at;
+            let rate_per_second = match r.opt_u64("rate flag")? {
+                Some(rate) => Some(
+                    u32::try_from(rate).map_err(|_| r.invalid_at("move rate", rate, rate_at))?,
+                ),
+                None => None,
+            };
+            let limit = r.opt_u64("limit flag")?;
+            let cutoff_seq = r.u64()?;
+            let to_move = r.u64()?;
+            let moved = r.u64()?;
+            let held_back = r.u64()?;
+            let started_at_ms = r.u64()?;
+            let status_at = r.at;
+            let code = r.u8()?;
+            let status = MoveStatus::from_code(code)
+                .ok_or_else(|| r.invalid_at("move status", code.into(), status_at))?;
+            let failure_reason = r.opt_string("failure reason flag")?;
+            Record::SetMoveTask {
+                now_ms,
+                task: MoveTask {
+                    task_id,
+                    source_queue_id: queue_id,
+                    destination_queue_id,
+                    rate_per_second,
+                    limit,
+                    cutoff_seq,
+                    to_move,
+                    moved,
+                    held_back,
+                    started_at_ms,
+                    status,
+                    failure_reason,
+                },
+            }
+        }
+        TAG_FAIL_MESSAGE if version >= 3 => Record::FailMessage {
+            now_ms,
+            queue_id,
+            seq: r.u64()?,
+            dead_letter_queue_id: r.u64()?,
+            dead_letter_seq: r.u64()?,
+            reason: r.string()?,
+        },
+        TAG_RESTORE_FAILURE_REASON if version >= 3 => Record::RestoreFailureReason {
+            now_ms,
+            queue_id,
+            seq: r.u64()?,
+            reason: r.string()?,
+        },
+        TAG_MOVE_MESSAGES if version >= 3 => {
+            let task_id = r.u64()?;
+            let count = r.count(8 + 8 + 8 + 16)?;
+            let mut moves = Vec::with_capacity(count);
+            for _ in 0..count {
+                moves.push(MovedMessage {
+                    seq: r.u64()?,
+                    destination_queue_id: r.u64()?,
+                    destination_seq: r.u64()?,
+                    message_id: MessageId(r.array()?),
+                });
+            }
+            Record::MoveMessages {
+                now_ms,
+                task_id,
+                source_queue_id: queue_id,
+                moves,
+            }
+        }
         other => return Err(r.invalid_at("record tag", other.into(), tag_at)),
     };
     match bytes.len() - r.at {
@@ -558,6 +691,8 @@ impl Writer<'_> {
             MessageState::InFlight => 2,
         });
         self.opt_str(m.dead_letter_source.as_deref());
+        // Format version 3 on.
+        self.u32(m.redrive_generation.into());
     }
     fn map(&mut self, map: &BTreeMap<String, String>) {
         self.u32(map.len() as u32);
@@ -783,6 +918,14 @@ impl<'a> Reader<'a, '_> {
                     Some(shared_str(&mut self.shared.dead_letter_source, text))
                 }
                 false => None,
+            },
+            redrive_generation: if self.version >= 3 {
+                let at = self.at;
+                let generation = self.u32()?;
+                u16::try_from(generation)
+                    .map_err(|_| self.invalid_at("redrive generation", generation.into(), at))?
+            } else {
+                0
             },
             fifo: None,
         })
@@ -1046,6 +1189,7 @@ mod tests {
                     receive_count: 2,
                     state: MessageState::InFlight,
                     dead_letter_source: Some(Arc::from("src")),
+                    redrive_generation: 0,
                     fifo: None,
                 },
             },
@@ -1067,6 +1211,7 @@ mod tests {
                     receive_count: 0,
                     state: MessageState::Ready,
                     dead_letter_source: None,
+                    redrive_generation: 2,
                     fifo: None,
                 },
             },
@@ -1083,7 +1228,88 @@ mod tests {
             },
         ];
         records.extend(fifo_samples());
+        records.extend(move_samples());
         records
+    }
+
+    fn move_samples() -> Vec<Record> {
+        let task = MoveTask {
+            task_id: 4,
+            source_queue_id: 1,
+            destination_queue_id: None,
+            rate_per_second: None,
+            limit: None,
+            cutoff_seq: 9,
+            to_move: 8,
+            moved: 0,
+            held_back: 0,
+            started_at_ms: 5,
+            status: MoveStatus::Running,
+            failure_reason: None,
+        };
+        vec![
+            Record::SetMoveTask {
+                now_ms: 5,
+                task: task.clone(),
+            },
+            Record::SetMoveTask {
+                now_ms: 6,
+                task: MoveTask {
+                    destination_queue_id: Some(2),
+                    rate_per_second: Some(500),
+                    limit: Some(3),
+                    moved: 3,
+                    held_back: 2,
+                    status: MoveStatus::Failed,
+                    failure_reason: Some("gone".into()),
+                    ..task
+                },
+            },
+            Record::FailMessage {
+                now_ms: 8,
+                queue_id: 2,
+                seq: 3,
+                dead_letter_queue_id: 1,
+                dead_letter_seq: 9,
+                reason: "bad input".into(),
+            },
+            Record::RestoreFailureReason {
+                now_ms: 9,
+                queue_id: 1,
+                seq: 9,
+                reason: "bad input".into(),
+            },
+            Record::MoveMessages {
+                now_ms: 7,
+                task_id: 4,
+                source_queue_id: 1,
+                moves: vec![
+                    MovedMessage {
+                        seq: 1,
+                        destination_queue_id: 2,
+                        destination_seq: 10,
+                        message_id: MessageId([7; 16]),
+                    },
+                    MovedMessage {
+                        seq: 3,
+                        destination_queue_id: 3,
+                        destination_seq: 1,
+                        message_id: MessageId([8; 16]),
+                    },
+                ],
+            },
+        ]
+    }
+
+    #[test]
+    fn move_records_need_version_3() {
+        for record in move_samples() {
+            let mut bytes = Vec::new();
+            encode(&record, &mut bytes);
+            assert_eq!(decode(&bytes), Ok(record.clone()));
+            bytes[0] = 2;
+            assert!(decode(&bytes).is_err(), "{record:?} as version 2");
+        }
     }
 
     fn fifo_samples() -> Vec<Record> {
@@ -1174,6 +1400,7 @@ mod tests {
                     receive_count: 0,
                     state: MessageState::Ready,
                     dead_letter_source: None,
+                    redrive_generation: 0,
                     fifo,
                 },
             },
@@ -1201,6 +1428,8 @@ mod tests {
         let tag_at = 1 + 1 + 8 + 8 + 8 + 16;
         assert_eq!(bytes[tag_at], 0, "inline payload tag");
         bytes.remove(tag_at);
+        // Nor a redrive generation (version 3): the message's last four bytes.
+        bytes.truncate(bytes.len() - 4);
         bytes[0] = 1;
         assert_eq!(decode(&bytes), Ok(record));
         // A Relocate did not exist in version 1, nor did the FIFO records.

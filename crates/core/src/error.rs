@@ -50,6 +50,10 @@ pub enum Field {
     MessageDeduplicationId,
     /// Receive parameter: the id that makes a FIFO receive retryable.
     ReceiveRequestAttemptId,
+    /// Move task parameter: messages moved per second.
+    MaxNumberOfMessagesPerSecond,
+    /// Move task parameter: the destination queue.
+    DestinationArn,
 }
 
 /// Why the engine refused a request.
@@ -112,6 +116,13 @@ pub enum Error {
     /// queue, or `FifoQueue` after creation).
     #[error("Unknown Attribute {0}.")]
     InvalidAttributeName(String),
+    /// A move task's source queue, or a task, does not exist.
+    #[error("{0}")]
+    ResourceNotFound(String),
+    /// A move task the state does not allow: the source is not a dead-letter queue, or it has
+    /// an active task already, or the task is not in a state the change applies to.
+    #[error("{0}")]
+    UnsupportedOperation(String),
     /// The queue would carry more tags than allowed.
     #[error("Too many tags (limit {tags_max}).")]
     TooManyTags {

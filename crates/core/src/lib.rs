@@ -15,6 +15,7 @@ pub mod error;
 pub mod fifo;
 pub mod limits;
 pub mod message;
+pub mod moves;
 pub mod queue;
 pub mod receipt;
 pub mod record;
@@ -31,6 +32,7 @@ pub use limits::Limits;
 pub use message::{
     AttributeValue, BaseType, Location, MessageAttribute, MessageId, Payload, PayloadRef, SendInput,
 };
+pub use moves::{MoveStatus, MoveTask, MoveTaskChange, MovedMessage};
 pub use queue::{Message, MessageState, Queue, QueueCounters};
 pub use receipt::{Receipt, ReceiptKey};
 pub use record::Record;

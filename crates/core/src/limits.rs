@@ -40,6 +40,10 @@ pub struct Limits {
     /// Bytes of a queue's `Policy` document. SQS's API reference states no bound; ours keeps
     /// every record of a queue's settings far below the log's record limit.
     pub policy_size_max_bytes: usize,
+    /// Redrives a message may have had and still be moved by a move task: one that came back
+    /// to a dead-letter queue after this many stays there (a redrive loop) and the task reports
+    /// it (`MoveTask::held_back`). leaseq's own; SQS has none.
+    pub redrive_generations_max: u16,
 }
 
 impl Default for Limits {
@@ -61,6 +65,7 @@ impl Default for Limits {
             max_receive_count_max: 1_000,
             attribute_name_length_max: 256,
             policy_size_max_bytes: 256 * 1024,
+            redrive_generations_max: 3,
         }
     }
 }

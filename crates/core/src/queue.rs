@@ -61,6 +61,11 @@ pub struct Message {
     pub receive_count: u32,
     /// Where it is.
     pub state: MessageState,
+    /// How many move tasks (redrives) made it, counting from its first send: a message that
+    /// keeps coming back to a dead-letter queue is a loop that redrive stops (see
+    /// [`crate::Limits::redrive_generations_max`]). Kept across a dead-letter move. (A `u16`
+    /// fits in the padding after `state`: it costs no memory per message.)
+    pub redrive_generation: u16,
     /// Name of the queue it was dead-lettered from, if it was.
     pub dead_letter_source: Option<Arc<str>>,
     /// Group and deduplication id: `Some` exactly for the messages of a FIFO queue.
@@ -129,6 +134,9 @@ pub struct Queue {
     delayed: usize,
     /// Groups, deduplication window and receive attempts: `Some` exactly for a FIFO queue.
     fifo: Option<Box<FifoState>>,
+    /// Why a consumer failed a message (fail-now), for the messages that have a reason: few,
+    /// so a side table rather than a field of every message.
+    failure_reasons: BTreeMap<u64, Arc<str>>,
 }
 
 impl Queue {
@@ -160,6 +168,7 @@ impl Queue {
             in_flight: 0,
             delayed: 0,
             fifo,
+            failure_reasons: BTreeMap::new(),
         }
     }
 
@@ -406,9 +415,31 @@ impl Queue {
         self.fifo_update(group_id, seq, None, Some(state));
     }
 
+    /// Why a consumer failed message `seq`, if it did (fail-now).
+    pub fn failure_reason(&self, seq: u64) -> Option<&Arc<str>> {
+        self.failure_reasons.get(&seq)
+    }
+
+    /// Every failure reason, by sequence number.
+    pub fn failure_reasons(&self) -> impl Iterator<Item = (u64, &Arc<str>)> {
+        self.failure_reasons
+            .iter()
+            .map(|(seq, reason)| (*seq, reason))
+    }
+
+    /// Records why message `seq` (which must exist) was failed.
+    pub fn set_failure_reason(&mut self, seq: u64, reason: Arc<str>) {
+        assert!(
+            self.messages.get(seq).is_some(),
+            "reason of a missing message {seq}"
+        );
+        self.failure_reasons.insert(seq, reason);
+    }
+
     /// Removes a message from the queue and every index.
     pub fn remove(&mut self, seq: u64) -> Option<Message> {
         let message = self.messages.remove(seq)?;
+        self.failure_reasons.remove(&seq);
         self.unindex_state(
             seq,
             message.state,
@@ -482,6 +513,7 @@ impl Queue {
     pub fn clear(&mut self) -> usize {
         let removed = self.messages.len();
         self.messages.clear();
+        self.failure_reasons.clear();
         self.ready.clear();
         self.timers.clear();
         self.by_sent = None;
@@ -501,6 +533,12 @@ impl Queue {
             self.by_sent.is_some(),
             "the ready index keys by send time exactly when sequence order is not send order"
         );
+        for seq in self.failure_reasons.keys() {
+            assert!(
+                self.messages.get(*seq).is_some(),
+                "reason of a missing message {seq}"
+            );
+        }
         let mut previous_sent = (0, 0);
         for (seq, message) in self.messages.iter() {
             assert!(seq < self.next_seq);

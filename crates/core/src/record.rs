@@ -17,6 +17,7 @@ use std::sync::Arc;
 use crate::config::QueueConfig;
 use crate::fifo::{AttemptLease, FifoMessage};
 use crate::message::{MessageId, Payload};
+use crate::moves::{MoveTask, MovedMessage};
 use crate::queue::{Message, QueueCounters};
 
 /// One state change of the engine.
@@ -131,6 +132,33 @@ pub enum Record {
         /// The message's sequence number in the dead-letter queue.
         dead_letter_seq: u64,
     },
+    /// A consumer declared a permanent failure with the receipt of the current attempt: the
+    /// message moved to the dead-letter queue at once, with the reason (fail-now).
+    FailMessage {
+        /// When.
+        now_ms: u64,
+        /// The source queue.
+        queue_id: u64,
+        /// The message in the source queue.
+        seq: u64,
+        /// The dead-letter queue.
+        dead_letter_queue_id: u64,
+        /// The message's sequence number in the dead-letter queue.
+        dead_letter_seq: u64,
+        /// Why, in the consumer's words.
+        reason: String,
+    },
+    /// Snapshot: the failure reason of a message that a consumer failed (see `FailMessage`).
+    RestoreFailureReason {
+        /// The engine's clock when the snapshot was taken.
+        now_ms: u64,
+        /// Its queue.
+        queue_id: u64,
+        /// The message.
+        seq: u64,
+        /// The reason.
+        reason: String,
+    },
     /// A FIFO receive with a `ReceiveRequestAttemptId` granted these leases (written after
     /// their `Lease` records); a retry with the same id within five minutes of
     /// `received_at_ms` returns them again while they last. Snapshots repeat it.
@@ -174,6 +202,26 @@ pub enum Record {
         seq: u64,
         /// Its body and attributes, unchanged.
         payload: Arc<Payload>,
+    },
+    /// A move task started or changed (paused, resumed, rate or limit changed, cancelled,
+    /// completed, failed): its whole new state. Snapshots repeat it for every task kept.
+    SetMoveTask {
+        /// When.
+        now_ms: u64,
+        /// The task, complete.
+        task: MoveTask,
+    },
+    /// A batch of a move task, moved atomically: each message left its source and entered its
+    /// destination as a new message (a new id, no receives, retention from `now_ms`).
+    MoveMessages {
+        /// When.
+        now_ms: u64,
+        /// Which task.
+        task_id: u64,
+        /// The source queue.
+        source_queue_id: u64,
+        /// The messages, in the order they moved.
+        moves: Vec<MovedMessage>,
     },
     /// Snapshot: the engine-wide state that no queue holds.
     RestoreEngine {
@@ -254,9 +302,13 @@ impl Record {
             | Record::ChangeVisibility { now_ms, .. }
             | Record::Delete { now_ms, .. }
             | Record::DeadLetter { now_ms, .. }
+            | Record::FailMessage { now_ms, .. }
+            | Record::RestoreFailureReason { now_ms, .. }
             | Record::ReceiveAttempt { now_ms, .. }
             | Record::RestoreDeduplication { now_ms, .. }
             | Record::Relocate { now_ms, .. }
+            | Record::SetMoveTask { now_ms, .. }
+            | Record::MoveMessages { now_ms, .. }
             | Record::RestoreEngine { now_ms, .. }
             | Record::RestoreQueue { now_ms, .. }
             | Record::RestoreMessage { now_ms, .. } => *now_ms,

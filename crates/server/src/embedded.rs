@@ -34,6 +34,10 @@ use crate::waiters::Waiters;
 mod observe;
 pub use observe::{GroupPressure, LeaseRow, FIFO_GROUP_BLOCKED_MS};
 
+mod moves;
+
+pub use moves::AUTOMATIC_RATE_PER_SECOND;
+
 /// Settings of the embedded backend.
 #[derive(Clone, Debug)]
 pub struct EmbeddedConfig {
@@ -274,11 +278,20 @@ impl Embedded {
                 Record::DeadLetter {
                     dead_letter_queue_id,
                     ..
+                }
+                | Record::FailMessage {
+                    dead_letter_queue_id,
+                    ..
                 } => self.waiters.wake(*dead_letter_queue_id, 1),
                 // On a FIFO queue a delete may unblock the message's group. (On a standard queue
                 // the woken receive finds nothing new and waits again: one wasted look.)
                 Record::Delete { queue_id, .. } => self.waiters.wake(*queue_id, 1),
                 Record::DeleteQueue { queue_id, .. } => self.waiters.close(*queue_id),
+                Record::MoveMessages { moves, .. } => {
+                    for moved in moves {
+                        self.waiters.wake(moved.destination_queue_id, 1);
+                    }
+                }
                 _ => {}
             }
         }
@@ -655,6 +668,41 @@ impl Backend for Embedded {
             Action::GetVisibilityAdvice { queue } => {
                 let advice = self.visibility_advice(&queue.name).await?;
                 Ok(Outcome::VisibilityAdvice(Box::new(advice)))
+            }
+            Action::StartMessageMoveTask {
+                source,
+                destination,
+                rate_per_second,
+                limit,
+            } => {
+                self.start_move_task(source, destination, rate_per_second, limit)
+                    .await
+            }
+            Action::ListMessageMoveTasks {
+                source,
+                max_results,
+            } => self.list_move_tasks(source, max_results).await,
+            Action::CancelMessageMoveTask { task } => self.cancel_move_task(task).await,
+            Action::LeaseqChangeMessageMoveTask { task, changes, .. } => {
+                let info = self.change_move_task(task, changes).await?;
+                Ok(Outcome::MoveTask(Box::new(info)))
+            }
+            Action::LeaseqPeekMessages {
+                queue,
+                after_seq,
+                max_messages,
+            } => self.peek(queue.name, after_seq, max_messages).await,
+            Action::LeaseqFailMessage {
+                queue,
+                receipt,
+                reason,
+            } => {
+                self.run(|e, j| {
+                    e.fail_message(self.now_ms(), &queue.name, &receipt, &reason, j)
+                        .map_err(|error| SqsError::for_receipt(error, &receipt))
+                })
+                .await?;
+                Ok(Outcome::Empty)
             }
         }
     }

@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 
-use leaseq_core::{QueueConfigPatch, ReceiveRequest, SendInput};
+use leaseq_core::{MoveTaskChange, QueueConfigPatch, ReceiveRequest, SendInput};
 
 /// The wire protocol a request used; its response uses the same one.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -27,6 +27,15 @@ pub struct BatchEntry<T> {
     pub id: String,
     /// The entry's content.
     pub value: T,
+}
+
+/// A move task as a `TaskHandle` names it: the task's id and its source queue.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TaskHandle {
+    /// The engine's task id.
+    pub task_id: u64,
+    /// The source queue's name.
+    pub source: String,
 }
 
 /// A decoded SQS request.
@@ -189,5 +198,57 @@ pub enum Action {
     GetVisibilityAdvice {
         /// The queue.
         queue: QueueRef,
+    },
+    /// `StartMessageMoveTask` (and leaseq's `LeaseqMessageLimit` parameter for a canary).
+    StartMessageMoveTask {
+        /// The source queue (a dead-letter queue), from `SourceArn`.
+        source: String,
+        /// The destination queue, from `DestinationArn`.
+        destination: Option<String>,
+        /// `MaxNumberOfMessagesPerSecond` (1–500), automatic when `None`.
+        rate_per_second: Option<u32>,
+        /// `LeaseqMessageLimit`: pause after this many messages (leaseq's extension).
+        limit: Option<u64>,
+    },
+    /// `ListMessageMoveTasks`.
+    ListMessageMoveTasks {
+        /// The source queue, from `SourceArn`.
+        source: String,
+        /// `MaxResults` (1–10, default 1).
+        max_results: usize,
+    },
+    /// `CancelMessageMoveTask`.
+    CancelMessageMoveTask {
+        /// `TaskHandle`.
+        task: TaskHandle,
+    },
+    /// leaseq's `LeaseqPauseMessageMoveTask`, `LeaseqResumeMessageMoveTask` and
+    /// `LeaseqUpdateMessageMoveTask`: changes to a move task, applied in order.
+    LeaseqChangeMessageMoveTask {
+        /// Which of the three actions.
+        action: &'static str,
+        /// `TaskHandle`.
+        task: TaskHandle,
+        /// What to change.
+        changes: Vec<MoveTaskChange>,
+    },
+    /// leaseq's `LeaseqFailMessage`: the current attempt's receipt sends its message to the
+    /// dead-letter queue now, with a reason (a permanent failure).
+    LeaseqFailMessage {
+        /// The queue.
+        queue: QueueRef,
+        /// `ReceiptHandle`.
+        receipt: String,
+        /// `Reason`.
+        reason: String,
+    },
+    /// leaseq's `LeaseqPeekMessages`: messages of a queue without leasing them.
+    LeaseqPeekMessages {
+        /// The queue.
+        queue: QueueRef,
+        /// `NextToken`: the sequence number the previous page ended at (0: from the start).
+        after_seq: u64,
+        /// `MaxNumberOfMessages` (1–100, default 10).
+        max_messages: usize,
     },
 }

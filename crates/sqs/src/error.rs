@@ -461,6 +461,8 @@ fn field_name(field: leaseq_core::Field) -> &'static str {
         MessageGroupId => "MessageGroupId",
         MessageDeduplicationId => "MessageDeduplicationId",
         ReceiveRequestAttemptId => "ReceiveRequestAttemptId",
+        MaxNumberOfMessagesPerSecond => "MaxNumberOfMessagesPerSecond",
+        DestinationArn => "DestinationArn",
     }
 }
 
@@ -512,6 +514,8 @@ fn invalid_value(field: leaseq_core::Field, reason: String) -> SqsError {
         | MessageGroupId
         | MessageDeduplicationId
         | ReceiveRequestAttemptId
+        | MaxNumberOfMessagesPerSecond
+        | DestinationArn
         | Tags => parameter(),
     }
 }
@@ -547,6 +551,10 @@ impl From<leaseq_core::Error> for SqsError {
             Error::MissingParameter(name) => SqsError::missing_parameter(name),
             Error::InvalidAttributeName(_) => {
                 SqsError::new(ErrorCode::InvalidAttributeName, message)
+            }
+            Error::ResourceNotFound(reason) => SqsError::new(ErrorCode::ResourceNotFound, reason),
+            Error::UnsupportedOperation(reason) => {
+                SqsError::new(ErrorCode::UnsupportedOperation, reason)
             }
         }
     }

@@ -12,6 +12,7 @@ pub mod decode;
 pub mod encode;
 pub mod error;
 pub mod md5;
+pub mod moves;
 pub mod outcome;
 pub mod policy;
 
@@ -20,11 +21,11 @@ use std::sync::Arc;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
 
-pub use action::{Action, BatchEntry, Protocol, QueueRef};
+pub use action::{Action, BatchEntry, Protocol, QueueRef, TaskHandle};
 pub use decode::{decode, RawRequest, GET_VISIBILITY_ADVICE};
 pub use encode::{encode, encode_error, Response};
 pub use error::{ErrorCode, SqsError};
-pub use outcome::{Context, Outcome, ProcessingPercentiles, VisibilityAdvice};
+pub use outcome::{Context, Outcome, PeekedEntry, ProcessingPercentiles, VisibilityAdvice};
 
 /// The URL of a queue: `{base_url}/{account_id}/{name}`.
 pub fn queue_url(ctx: &Context, name: &str) -> String {

@@ -3,7 +3,8 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use leaseq_core::{Delivery, QueueInfo, Sent};
+use leaseq_core::engine::MoveTaskInfo;
+use leaseq_core::{Delivery, Message, Payload, QueueInfo, Sent};
 
 use crate::error::SqsError;
 
@@ -70,6 +71,42 @@ pub enum Outcome {
     Batch(Vec<(String, Result<(), SqsError>)>),
     /// `LeaseqGetVisibilityAdvice`.
     VisibilityAdvice(Box<VisibilityAdvice>),
+    /// `StartMessageMoveTask`: the new task (the encoder builds its `TaskHandle`).
+    MoveTaskStarted {
+        /// The task's id.
+        task_id: u64,
+        /// Its source queue.
+        source: Arc<str>,
+    },
+    /// `ListMessageMoveTasks`: the tasks, most recent first.
+    MoveTasks(Vec<MoveTaskInfo>),
+    /// `CancelMessageMoveTask`: messages moved before the cancel.
+    MoveTaskCancelled {
+        /// `ApproximateNumberOfMessagesMoved`.
+        moved: u64,
+    },
+    /// leaseq's task changes: the task as it is now.
+    MoveTask(Box<MoveTaskInfo>),
+    /// `LeaseqPeekMessages`: one page of messages and the token of the next.
+    Peeked {
+        /// The messages, in sequence order.
+        messages: Vec<PeekedEntry>,
+        /// Where the next page starts (none when the page was not full).
+        next_token: Option<String>,
+    },
+}
+
+/// One message of a peek.
+#[derive(Clone, Debug)]
+pub struct PeekedEntry {
+    /// Its sequence number in the queue.
+    pub seq: u64,
+    /// Its metadata.
+    pub message: Message,
+    /// Its body and attributes.
+    pub payload: Arc<Payload>,
+    /// Why a consumer failed it (`LeaseqFailMessage`), if one did.
+    pub failure_reason: Option<Arc<str>>,
 }
 
 /// The visibility advisor's finding for one queue (leaseq's extra action).

@@ -481,7 +481,7 @@ async fn a_delete_wakes_a_long_poll_waiting_on_a_blocked_group() {
 
 /// The most `snapshot_records` any start of the server recovered (its log may be colored; the
 /// first start of a test recovers none).
-fn snapshot_records_recovered(log: &str) -> u64 {
+pub(super) fn snapshot_records_recovered(log: &str) -> u64 {
     let mut plain = String::with_capacity(log.len());
     let mut chars = log.chars();
     while let Some(c) = chars.next() {

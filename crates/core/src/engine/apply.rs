@@ -40,6 +40,7 @@ impl Engine {
             Record::DeleteQueue { queue_id, .. } => {
                 let queue = self.queues.remove(queue_id).expect("deleted queue exists");
                 self.names.remove(&queue.name);
+                self.fail_tasks_of_deleted(*queue_id);
             }
             Record::SetConfig {
                 queue_id, config, ..
@@ -84,6 +85,7 @@ impl Engine {
                     receive_count: 0,
                     state,
                     dead_letter_source: None,
+                    redrive_generation: 0,
                     fifo: fifo.clone(),
                 };
                 let queue = self.advance(*queue_id, now_ms);
@@ -142,29 +144,39 @@ impl Engine {
                 dead_letter_queue_id,
                 dead_letter_seq,
                 ..
+            } => self.dead_letter(
+                now_ms,
+                *queue_id,
+                *seq,
+                *dead_letter_queue_id,
+                *dead_letter_seq,
+            ),
+            Record::FailMessage {
+                queue_id,
+                seq,
+                dead_letter_queue_id,
+                dead_letter_seq,
+                reason,
+                ..
             } => {
-                let source = self.advance(*queue_id, now_ms);
-                let mut message = source.remove(*seq).expect("dead-lettered message exists");
-                source.counters.dead_lettered += 1;
-                message.dead_letter_source = Some(source.name.clone());
-                message.state = MessageState::Ready;
-                message.visible_at_ms = now_ms;
-                let target = self.advance(*dead_letter_queue_id, now_ms);
-                // As SQS does: a message moved to a FIFO dead-letter queue keeps its group, and
-                // its message id becomes its deduplication id. (Only queues of the same kind
-                // are dead-letter targets: see `Engine::dead_letter_target`.)
-                message.fifo = match (message.fifo.take(), target.fifo().is_some()) {
-                    (Some(fifo), true) => Some(Box::new(FifoMessage {
-                        group_id: fifo.group_id,
-                        deduplication_id: Arc::from(message.id.to_string()),
-                    })),
-                    (fifo, is_fifo) => {
-                        assert!(fifo.is_none() && !is_fifo, "dead letter across queue kinds");
-                        None
-                    }
-                };
-                target.insert(*dead_letter_seq, message);
+                self.dead_letter(
+                    now_ms,
+                    *queue_id,
+                    *seq,
+                    *dead_letter_queue_id,
+                    *dead_letter_seq,
+                );
+                self.queue_mut(*dead_letter_queue_id)
+                    .set_failure_reason(*dead_letter_seq, Arc::from(reason.as_str()));
             }
+            Record::RestoreFailureReason {
+                queue_id,
+                seq,
+                reason,
+                ..
+            } => self
+                .queue_mut(*queue_id)
+                .set_failure_reason(*seq, Arc::from(reason.as_str())),
             Record::ReceiveAttempt {
                 queue_id,
                 attempt_id,
@@ -214,6 +226,13 @@ impl Engine {
                 let message = queue.message_mut(*seq).expect("relocated message exists");
                 message.payload = PayloadRef::Inline(payload.clone());
             }
+            Record::SetMoveTask { task, .. } => self.apply_set_move_task(task),
+            Record::MoveMessages {
+                task_id,
+                source_queue_id,
+                moves,
+                ..
+            } => self.apply_move_messages(now_ms, *task_id, *source_queue_id, moves),
             Record::RestoreEngine { next_queue_id, .. } => {
                 self.next_queue_id = self.next_queue_id.max(*next_queue_id);
             }
@@ -285,15 +304,66 @@ impl Engine {
                     queue_id: *queue_id,
                     record,
                     messages: queue.frozen_messages(),
-                    fifo_records: fifo_records(queue, now_ms),
+                    fifo_records: fifo_records(queue, now_ms)
+                        .into_iter()
+                        .chain(queue.failure_reasons().map(|(seq, reason)| {
+                            Record::RestoreFailureReason {
+                                now_ms,
+                                queue_id: queue.id,
+                                seq,
+                                reason: reason.to_string(),
+                            }
+                        }))
+                        .collect(),
                 }
+            })
+            .collect();
+        let move_tasks = self
+            .moves
+            .values()
+            .map(|task| Record::SetMoveTask {
+                now_ms,
+                task: task.clone(),
             })
             .collect();
         FrozenEngine {
             now_ms,
             next_queue_id: self.next_queue_id,
             queues,
+            move_tasks,
         }
+    }
+
+    /// Moves message `seq` of queue `queue_id` to the dead-letter queue as `dead_letter_seq`.
+    fn dead_letter(
+        &mut self,
+        now_ms: u64,
+        queue_id: u64,
+        seq: u64,
+        dead_letter_queue_id: u64,
+        dead_letter_seq: u64,
+    ) {
+        let source = self.advance(queue_id, now_ms);
+        let mut message = source.remove(seq).expect("dead-lettered message exists");
+        source.counters.dead_lettered += 1;
+        message.dead_letter_source = Some(source.name.clone());
+        message.state = MessageState::Ready;
+        message.visible_at_ms = now_ms;
+        let target = self.advance(dead_letter_queue_id, now_ms);
+        // As SQS does: a message moved to a FIFO dead-letter queue keeps its group, and its
+        // message id becomes its deduplication id. (Only queues of the same kind are dead-letter
+        // targets: see `Engine::dead_letter_target`.)
+        message.fifo = match (message.fifo.take(), target.fifo().is_some()) {
+            (Some(fifo), true) => Some(Box::new(FifoMessage {
+                group_id: fifo.group_id,
+                deduplication_id: Arc::from(message.id.to_string()),
+            })),
+            (fifo, is_fifo) => {
+                assert!(fifo.is_none() && !is_fifo, "dead letter across queue kinds");
+                None
+            }
+        };
+        target.insert(dead_letter_seq, message);
     }
 
     /// Adds a queue under its id and name; neither may be in use (ids are never reused).
@@ -310,7 +380,7 @@ impl Engine {
         self.next_queue_id = self.next_queue_id.max(queue_id + 1);
     }
 
-    fn advance(&mut self, queue_id: u64, now_ms: u64) -> &mut Queue {
+    pub(super) fn advance(&mut self, queue_id: u64, now_ms: u64) -> &mut Queue {
         let queue = self.queue_mut(queue_id);
         queue.advance(now_ms);
         queue
@@ -333,6 +403,8 @@ pub struct FrozenEngine {
     next_queue_id: u64,
     /// In name order.
     queues: Vec<FrozenQueue>,
+    /// A `SetMoveTask` per task kept (after the queues: a task names them).
+    move_tasks: Vec<Record>,
 }
 
 struct FrozenQueue {
@@ -341,7 +413,7 @@ struct FrozenQueue {
     record: Record,
     messages: Frozen<Message>,
     /// A FIFO queue's deduplication window and receive attempts (copied when frozen: they are
-    /// bounded by five minutes of traffic).
+    /// bounded by five minutes of traffic), and the failure reasons of its messages.
     fifo_records: Vec<Record>,
 }
 
@@ -435,6 +507,9 @@ impl FrozenEngine {
             for record in &queue.fifo_records {
                 emit(record.clone());
             }
+        }
+        for record in &self.move_tasks {
+            emit(record.clone());
         }
     }
 }

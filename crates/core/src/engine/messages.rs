@@ -219,7 +219,12 @@ impl Engine {
     }
 
     /// Opens a receipt for the named queue: the queue's id and the receipt's content.
-    fn open_receipt(&mut self, now_ms: u64, name: &str, receipt: &str) -> Result<(u64, Receipt)> {
+    pub(super) fn open_receipt(
+        &mut self,
+        now_ms: u64,
+        name: &str,
+        receipt: &str,
+    ) -> Result<(u64, Receipt)> {
         let (now_ms, queue_id) = self.advanced(now_ms, name)?;
         let _ = now_ms;
         let receipt = self.key.open(receipt)?;

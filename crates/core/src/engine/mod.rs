@@ -26,12 +26,18 @@ use crate::record::Record;
 mod apply;
 
 pub use apply::FrozenEngine;
+mod fail;
 mod fifo;
 mod messages;
+mod moves;
 mod observe;
 mod queues;
 
 pub use observe::LeaseView;
+
+pub use moves::{
+    MoveProgress, MoveTaskInfo, PeekedMessage, MOVE_RATE_MAX_PER_SECOND, MOVE_TASKS_KEPT_PER_SOURCE,
+};
 
 /// Where an operation writes the records of what it changed.
 pub type Journal = Vec<Record>;
@@ -176,6 +182,8 @@ pub struct Engine {
     names: BTreeMap<Arc<str>, u64>,
     next_queue_id: u64,
     clock_ms: u64,
+    /// Move tasks by id (running, paused, and the most recent finished ones).
+    moves: BTreeMap<u64, crate::moves::MoveTask>,
 }
 
 impl Engine {
@@ -188,6 +196,7 @@ impl Engine {
             names: BTreeMap::new(),
             next_queue_id: 1,
             clock_ms: 0,
+            moves: BTreeMap::new(),
         }
     }
 

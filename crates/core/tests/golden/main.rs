@@ -66,10 +66,11 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use leaseq_core::engine::MoveTaskInfo;
 use leaseq_core::{
     AttributeValue, DeduplicationScope, DeleteOutcome, Delivery, Engine, EngineConfig, Error,
-    FifoThroughputLimit, Journal, MessageId, PayloadRef, QueueConfig, ReceiptKey, ReceiveRequest,
-    RedriveAllowPolicy, SendInput,
+    FifoThroughputLimit, Journal, MessageId, MoveTaskChange, PayloadRef, QueueConfig, ReceiptKey,
+    ReceiveRequest, RedriveAllowPolicy, SendInput,
 };
 
 use parse::{
@@ -271,6 +272,17 @@ impl Harness {
             "clock" => vec![format!("clock={}", fmt_time(self.engine().clock_ms()))],
             "messages" => self.messages(&mut args)?,
             "counters" => self.counters(&mut args)?,
+            "move" => self.move_command(&mut args)?,
+            "peek" => self.peek(&mut args)?,
+            "fail" => {
+                let name = args.positional("a queue name")?;
+                let receipt = self.receipt(&args.positional("a receipt")?)?;
+                let reason = args.named("reason").unwrap_or_default();
+                let now_ms = self.now_ms;
+                let result =
+                    self.with_journal(|e, j| e.fail_message(now_ms, &name, &receipt, &reason, j));
+                outcome(result, |()| vec!["ok".into()])
+            }
             other => return Err(format!("unknown command {other:?}")),
         };
         args.finish()?;
@@ -400,10 +412,7 @@ impl Harness {
             group_id: args.named("group"),
             deduplication_id: args.named("dedup"),
         };
-        self.ids_drawn += 1;
-        let mut random = [0u8; 16];
-        random[..8].copy_from_slice(&self.ids_drawn.to_be_bytes());
-        let message_id = MessageId::from_random(random);
+        let message_id = self.draw_id();
         let now_ms = self.now_ms;
         let result = self.with_journal(|e, j| e.send(now_ms, &name, input, message_id, j));
         Ok(outcome(result, |sent| {
@@ -413,9 +422,7 @@ impl Harness {
                     self.message_name(sent.message_id)
                 )];
             }
-            let label = format!("m{}", self.message_names.len() + 1);
-            self.message_names.insert(sent.message_id, label.clone());
-            vec![label]
+            vec![self.name_message(sent.message_id)]
         }))
     }
 
@@ -626,6 +633,9 @@ impl Harness {
                 if let Some(source) = &message.dead_letter_source {
                     write!(line, " source={source}").unwrap();
                 }
+                if message.redrive_generation > 0 {
+                    write!(line, " generation={}", message.redrive_generation).unwrap();
+                }
                 if let Some(fifo) = &message.fifo {
                     write!(
                         line,
@@ -643,6 +653,130 @@ impl Harness {
         } else {
             lines
         })
+    }
+
+    fn move_command(&mut self, args: &mut Args) -> Result<Vec<String>, Problem> {
+        let verb = args.positional("a move verb")?;
+        let now_ms = self.now_ms;
+        let optional_number = |value: Option<String>, key: &str| -> Result<Option<u64>, Problem> {
+            match value.as_deref() {
+                None | Some("auto") | Some("none") => Ok(None),
+                Some(text) => Ok(Some(parse_number::<u64>(key, text)?)),
+            }
+        };
+        match verb.as_str() {
+            "start" => {
+                let source = args.positional("a source queue")?;
+                let destination = args.named("to");
+                let rate = optional_number(args.named("rate"), "rate")?.map(|r| r as u32);
+                let limit = optional_number(args.named("limit"), "limit")?;
+                let result = self.with_journal(|e, j| {
+                    e.start_move_task(now_ms, &source, destination.as_deref(), rate, limit, j)
+                });
+                Ok(outcome(result, |info| vec![render_task(&info)]))
+            }
+            "batch" => {
+                let task_id = parse_number::<u64>("task", &args.positional("a task id")?)?;
+                let max = parse_number::<usize>("max", &args.named("max").unwrap_or("10".into()))?;
+                let ids: Vec<MessageId> = (0..max).map(|_| self.draw_id()).collect();
+                let result = self.with_journal(|e, j| e.move_batch(now_ms, task_id, &ids, j));
+                // Name the ids that were used, in order; return the rest.
+                Ok(outcome(result, |progress| {
+                    let names: Vec<String> = ids[..progress.moved]
+                        .iter()
+                        .map(|id| self.name_message(*id))
+                        .collect();
+                    self.ids_drawn -= (max - progress.moved) as u64;
+                    vec![format!(
+                        "moved={} [{}] status={:?}",
+                        progress.moved,
+                        names.join(" "),
+                        progress.status
+                    )]
+                }))
+            }
+            "pause" | "resume" | "cancel" | "rate" | "limit" => {
+                let task_id = parse_number::<u64>("task", &args.positional("a task id")?)?;
+                let change = match verb.as_str() {
+                    "pause" => MoveTaskChange::Pause,
+                    "resume" => MoveTaskChange::Resume,
+                    "cancel" => MoveTaskChange::Cancel,
+                    "rate" => MoveTaskChange::Rate(
+                        optional_number(args.optional_positional(), "rate")?.map(|r| r as u32),
+                    ),
+                    _ => {
+                        MoveTaskChange::Limit(optional_number(args.optional_positional(), "limit")?)
+                    }
+                };
+                let result =
+                    self.with_journal(|e, j| e.change_move_task(now_ms, task_id, change, j));
+                Ok(outcome(result, |info| vec![render_task(&info)]))
+            }
+            "list" => {
+                let source = args.positional("a source queue")?;
+                Ok(outcome(self.engine().move_tasks(&source), |tasks| {
+                    if tasks.is_empty() {
+                        return vec!["(none)".into()];
+                    }
+                    tasks.iter().map(render_task).collect()
+                }))
+            }
+            other => Err(format!("unknown move verb {other:?}")),
+        }
+    }
+
+    fn draw_id(&mut self) -> MessageId {
+        self.ids_drawn += 1;
+        let mut random = [0u8; 16];
+        random[..8].copy_from_slice(&self.ids_drawn.to_be_bytes());
+        MessageId::from_random(random)
+    }
+
+    fn name_message(&mut self, id: MessageId) -> String {
+        let label = format!("m{}", self.message_names.len() + 1);
+        self.message_names.insert(id, label.clone());
+        label
+    }
+
+    fn peek(&mut self, args: &mut Args) -> Result<Vec<String>, Problem> {
+        let name = args.positional("a queue name")?;
+        let after = parse_number::<u64>("after", &args.named("after").unwrap_or("0".into()))?;
+        let max = parse_number::<usize>("max", &args.named("max").unwrap_or("10".into()))?;
+        let now_ms = self.now_ms;
+        Ok(outcome(
+            self.engine().peek(now_ms, &name, after, max),
+            |messages| {
+                if messages.is_empty() {
+                    return vec!["(none)".into()];
+                }
+                messages
+                    .iter()
+                    .map(|peeked| {
+                        let message = &peeked.message;
+                        let body = message.payload.inline().expect("payload in memory");
+                        let mut line = format!(
+                            "{} seq={} {:?} attempt={} sent={} body={}",
+                            self.message_name(message.id),
+                            peeked.seq,
+                            message.state,
+                            message.receive_count,
+                            fmt_time(message.sent_at_ms),
+                            quote(&body.body)
+                        );
+                        if let Some(source) = &message.dead_letter_source {
+                            write!(line, " source={source}").unwrap();
+                        }
+                        if message.redrive_generation > 0 {
+                            write!(line, " generation={}", message.redrive_generation).unwrap();
+                        }
+                        if let Some(reason) = &peeked.failure_reason {
+                            write!(line, " failed={}", quote(reason)).unwrap();
+                        }
+                        line
+                    })
+                    .collect()
+            },
+        ))
     }
 
     fn counters(&mut self, args: &mut Args) -> Result<Vec<String>, Problem> {
@@ -681,7 +815,18 @@ impl Harness {
             replayed.apply(record);
         }
         replayed.check_invariants();
+        // A snapshot of the live engine rebuilds the same state too (move tasks included).
+        let mut restored = Engine::new(self.config.clone(), receipt_key());
+        live.snapshot(|record| restored.apply(&record));
+        restored.check_invariants();
         let names = live.list_queues("");
+        for name in &names {
+            assert_eq!(
+                snapshot(live, now_ms, name),
+                snapshot(&mut restored, now_ms, name),
+                "{script}: queue {name} differs after restoring a snapshot"
+            );
+        }
         assert_eq!(
             names,
             replayed.list_queues(""),
@@ -726,7 +871,43 @@ fn snapshot(engine: &mut Engine, now_ms: u64, name: &str) -> String {
             writeln!(text, "attempt {id}: {attempt:?}").unwrap();
         }
     }
+    for (seq, reason) in queue.failure_reasons() {
+        writeln!(text, "failure {seq}: {reason}").unwrap();
+    }
+    if let Ok(tasks) = engine.move_tasks(name) {
+        for info in tasks {
+            writeln!(text, "task: {info:?}").unwrap();
+        }
+    }
     text
+}
+
+fn render_task(info: &MoveTaskInfo) -> String {
+    let task = &info.task;
+    let mut line = format!(
+        "task={} {:?} moved={}/{}",
+        task.task_id, task.status, task.moved, task.to_move
+    );
+    let destination = match (&info.destination, task.destination_queue_id) {
+        (Some(name), _) => name.to_string(),
+        (None, Some(id)) => format!("deleted#{id}"),
+        (None, None) => "(sources)".into(),
+    };
+    write!(line, " to={destination}").unwrap();
+    match task.rate_per_second {
+        Some(rate) => write!(line, " rate={rate}").unwrap(),
+        None => line.push_str(" rate=auto"),
+    }
+    if let Some(limit) = task.limit {
+        write!(line, " limit={limit}").unwrap();
+    }
+    if task.held_back > 0 {
+        write!(line, " held_back={}", task.held_back).unwrap();
+    }
+    if let Some(reason) = &task.failure_reason {
+        write!(line, " reason: {reason}").unwrap();
+    }
+    line
 }
 
 /// The output of an engine call: what `render` makes of its value, or the error.
@@ -762,6 +943,8 @@ fn render_error(error: &Error) -> String {
         Error::TooManyTags { tags_max } => format!("error: TooManyTags tags_max={tags_max}"),
         Error::MissingParameter(name) => format!("error: MissingParameter {name}"),
         Error::InvalidAttributeName(name) => format!("error: InvalidAttributeName {name}"),
+        Error::ResourceNotFound(reason) => format!("error: ResourceNotFound: {reason}"),
+        Error::UnsupportedOperation(reason) => format!("error: UnsupportedOperation: {reason}"),
         Error::QueueDoesNotExist
         | Error::PurgeInProgress
         | Error::ReceiptHandleIsInvalid

@@ -270,7 +270,8 @@ pub fn set_limit(limits: &mut Limits, key: &str, value: &str) -> Result<(), Prob
         purge_interval_ms,
         tags_max,
         max_receive_count_max,
-        attribute_name_length_max
+        attribute_name_length_max,
+        redrive_generations_max
     );
     Ok(())
 }

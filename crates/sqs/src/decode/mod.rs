@@ -6,6 +6,7 @@
 //! sees is well formed; ranges that depend on the configured `Limits` are the engine's.
 
 mod input;
+mod moves;
 #[cfg(test)]
 mod tests;
 
@@ -204,12 +205,20 @@ fn decode_action(name: &str, input: &Input, path: &str) -> Result<Action, SqsErr
             label: input.required_string("Label", "Label")?,
         },
         GET_VISIBILITY_ADVICE => Action::GetVisibilityAdvice { queue: queue()? },
-        "StartMessageMoveTask" | "CancelMessageMoveTask" | "ListMessageMoveTasks" => {
-            return Err(SqsError::new(
-                ErrorCode::UnsupportedOperation,
-                format!("{name} is not supported yet by this server."),
-            ))
-        }
+        "StartMessageMoveTask" => moves::start(input)?,
+        "ListMessageMoveTasks" => moves::list(input)?,
+        "CancelMessageMoveTask" => Action::CancelMessageMoveTask {
+            task: moves::task_handle(input)?,
+        },
+        "LeaseqPauseMessageMoveTask"
+        | "LeaseqResumeMessageMoveTask"
+        | "LeaseqUpdateMessageMoveTask" => moves::change(name, input)?,
+        "LeaseqPeekMessages" => moves::peek(queue()?, input)?,
+        "LeaseqFailMessage" => Action::LeaseqFailMessage {
+            queue: queue()?,
+            receipt: input.required_string("ReceiptHandle", "ReceiptHandle")?,
+            reason: input.string("Reason", "Reason")?.unwrap_or_default(),
+        },
         other => {
             return Err(SqsError::new(
                 ErrorCode::InvalidAction,
@@ -585,6 +594,12 @@ impl Action {
             Action::AddPermission { .. } => "AddPermission",
             Action::RemovePermission { .. } => "RemovePermission",
             Action::GetVisibilityAdvice { .. } => GET_VISIBILITY_ADVICE,
+            Action::StartMessageMoveTask { .. } => "StartMessageMoveTask",
+            Action::ListMessageMoveTasks { .. } => "ListMessageMoveTasks",
+            Action::CancelMessageMoveTask { .. } => "CancelMessageMoveTask",
+            Action::LeaseqChangeMessageMoveTask { action, .. } => action,
+            Action::LeaseqPeekMessages { .. } => "LeaseqPeekMessages",
+            Action::LeaseqFailMessage { .. } => "LeaseqFailMessage",
         }
     }
 }

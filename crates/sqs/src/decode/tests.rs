@@ -599,7 +599,7 @@ fn unknown_and_missing_actions() {
     );
     assert_eq!(
         code_of(query("StartMessageMoveTask", &[])),
-        ErrorCode::UnsupportedOperation
+        ErrorCode::MissingParameter
     );
     let raw = RawRequest {
         method: "POST",
@@ -953,4 +953,90 @@ fn leaseq_extra_action_in_both_protocols() {
     }
     let error = json("LeaseqGetVisibilityAdvice", json!({})).unwrap_err();
     assert_eq!(error.code, ErrorCode::MissingParameter);
+}
+
+#[test]
+fn message_move_actions() {
+    let arn = "arn:aws:sqs:us-east-1:000000000000:dlq";
+    assert_eq!(
+        json(
+            "StartMessageMoveTask",
+            json!({"SourceArn": arn, "DestinationArn": "arn:aws:sqs:us-east-1:000000000000:home",
+                   "MaxNumberOfMessagesPerSecond": 7, "LeaseqMessageLimit": 3}),
+        )
+        .unwrap(),
+        Action::StartMessageMoveTask {
+            source: "dlq".into(),
+            destination: Some("home".into()),
+            rate_per_second: Some(7),
+            limit: Some(3),
+        }
+    );
+    for rate in [0, 501, -1] {
+        let error = json(
+            "StartMessageMoveTask",
+            json!({"SourceArn": arn, "MaxNumberOfMessagesPerSecond": rate}),
+        )
+        .unwrap_err();
+        assert_eq!(error.code, ErrorCode::InvalidParameterValue, "rate {rate}");
+    }
+    let error = json("StartMessageMoveTask", json!({"SourceArn": "dlq"})).unwrap_err();
+    assert_eq!(error.code, ErrorCode::InvalidParameterValue);
+    assert_eq!(
+        json("ListMessageMoveTasks", json!({"SourceArn": arn})).unwrap(),
+        Action::ListMessageMoveTasks {
+            source: "dlq".into(),
+            max_results: 1
+        }
+    );
+    let error = json(
+        "ListMessageMoveTasks",
+        json!({"SourceArn": arn, "MaxResults": 11}),
+    )
+    .unwrap_err();
+    assert_eq!(error.code, ErrorCode::InvalidParameterValue);
+    let ctx = crate::Context {
+        base_url: String::new(),
+        region: "us-east-1".into(),
+        account_id: "000000000000".into(),
+        request_id: String::new(),
+    };
+    let handle = crate::moves::encode_task_handle(&ctx, 5, "dlq");
+    let task = crate::TaskHandle {
+        task_id: 5,
+        source: "dlq".into(),
+    };
+    assert_eq!(
+        query("CancelMessageMoveTask", &[("TaskHandle", &handle)]).unwrap(),
+        Action::CancelMessageMoveTask { task: task.clone() }
+    );
+    assert_eq!(
+        json(
+            "LeaseqUpdateMessageMoveTask",
+            json!({"TaskHandle": handle, "MaxNumberOfMessagesPerSecond": 0, "LeaseqMessageLimit": 9}),
+        )
+        .unwrap(),
+        Action::LeaseqChangeMessageMoveTask {
+            action: "LeaseqUpdateMessageMoveTask",
+            task: task.clone(),
+            changes: vec![
+                leaseq_core::MoveTaskChange::Rate(None),
+                leaseq_core::MoveTaskChange::Limit(Some(9)),
+            ],
+        }
+    );
+    let error = json("LeaseqUpdateMessageMoveTask", json!({"TaskHandle": handle})).unwrap_err();
+    assert_eq!(error.code, ErrorCode::MissingParameter);
+    assert_eq!(
+        json(
+            "LeaseqPeekMessages",
+            json!({"QueueUrl": "http://h/000000000000/dlq", "NextToken": "12", "MaxNumberOfMessages": 100}),
+        )
+        .unwrap(),
+        Action::LeaseqPeekMessages {
+            queue: crate::QueueRef { name: "dlq".into() },
+            after_seq: 12,
+            max_messages: 100,
+        }
+    );
 }

@@ -36,6 +36,8 @@ pub struct Response {
 enum Node {
     Text(String),
     Bool(bool),
+    /// A number (a JSON number; text in XML).
+    Number(u64),
     /// Members in order.
     Struct(Vec<(&'static str, Node)>),
     /// A flattened list; in XML each item is a `<member>` element.
@@ -116,6 +118,40 @@ fn result(
             }
         }
         Outcome::Sent(sent) => members.extend(sent_members(sent)),
+        Outcome::MoveTaskStarted { task_id, source } => members.push((
+            "TaskHandle",
+            text(crate::moves::encode_task_handle(ctx, *task_id, source)),
+        )),
+        Outcome::MoveTasks(tasks) => members.push((
+            "Results",
+            Node::List {
+                member: "ListMessageMoveTasksResultEntry",
+                items: tasks.iter().map(|info| move_task(info, ctx)).collect(),
+            },
+        )),
+        Outcome::MoveTaskCancelled { moved } => {
+            members.push(("ApproximateNumberOfMessagesMoved", Node::Number(*moved)))
+        }
+        Outcome::MoveTask(info) => {
+            if let Node::Struct(task) = move_task(info, ctx) {
+                members.extend(task);
+            }
+        }
+        Outcome::Peeked {
+            messages,
+            next_token,
+        } => {
+            members.push((
+                "Messages",
+                Node::List {
+                    member: "Message",
+                    items: messages.iter().map(|entry| peeked(entry, ctx)).collect(),
+                },
+            ));
+            if let Some(token) = next_token {
+                members.push(("NextToken", text(token)));
+            }
+        }
         Outcome::SentBatch(entries) => {
             let successful = entries.iter().filter_map(|(id, result)| {
                 let sent = result.as_ref().ok()?;
@@ -200,6 +236,111 @@ fn advice_members(advice: &VisibilityAdvice, ctx: &Context) -> Vec<(&'static str
         ));
     }
     members
+}
+
+/// A `ListMessageMoveTasksResultEntry` (plus `LeaseqMessageLimit` when the task has one).
+fn move_task(info: &leaseq_core::engine::MoveTaskInfo, ctx: &Context) -> Node {
+    let task = &info.task;
+    let source = info.source.as_deref().unwrap_or("(deleted)");
+    let mut members = vec![
+        (
+            "TaskHandle",
+            text(crate::moves::encode_task_handle(ctx, task.task_id, source)),
+        ),
+        ("Status", text(crate::moves::status_name(task.status))),
+        ("SourceArn", text(crate::queue_arn(ctx, source))),
+    ];
+    if task.destination_queue_id.is_some() {
+        let destination = info.destination.as_deref().unwrap_or("(deleted)");
+        members.push(("DestinationArn", text(crate::queue_arn(ctx, destination))));
+    }
+    if let Some(rate) = task.rate_per_second {
+        members.push(("MaxNumberOfMessagesPerSecond", Node::Number(rate.into())));
+    }
+    members.push(("ApproximateNumberOfMessagesMoved", Node::Number(task.moved)));
+    members.push((
+        "ApproximateNumberOfMessagesToMove",
+        Node::Number(task.to_move),
+    ));
+    if let Some(reason) = &task.failure_reason {
+        members.push(("FailureReason", text(reason)));
+    }
+    members.push(("StartedTimestamp", Node::Number(task.started_at_ms)));
+    if let Some(limit) = task.limit {
+        members.push(("LeaseqMessageLimit", Node::Number(limit)));
+    }
+    if task.held_back > 0 {
+        members.push(("LeaseqMessagesHeldBack", Node::Number(task.held_back)));
+    }
+    Node::Struct(members)
+}
+
+/// A message seen by `LeaseqPeekMessages`: no receipt (nothing was leased), and its state.
+fn peeked(entry: &crate::outcome::PeekedEntry, ctx: &Context) -> Node {
+    let message = &entry.message;
+    let payload = &entry.payload;
+    let mut system = vec![
+        (
+            "ApproximateReceiveCount".to_string(),
+            message.receive_count.to_string(),
+        ),
+        ("SentTimestamp".to_string(), message.sent_at_ms.to_string()),
+    ];
+    if let Some(at_ms) = message.first_received_at_ms {
+        system.push((
+            "ApproximateFirstReceiveTimestamp".to_string(),
+            at_ms.to_string(),
+        ));
+    }
+    if let Some(source) = &message.dead_letter_source {
+        system.push((
+            "DeadLetterQueueSourceArn".to_string(),
+            crate::queue_arn(ctx, source),
+        ));
+    }
+    if let Some(fifo) = &message.fifo {
+        system.push(("MessageGroupId".to_string(), fifo.group_id.to_string()));
+    }
+    let state = match message.state {
+        leaseq_core::MessageState::Ready => "READY",
+        leaseq_core::MessageState::InFlight => "IN_FLIGHT",
+        leaseq_core::MessageState::Delayed => "DELAYED",
+    };
+    let mut members = vec![
+        ("MessageId", text(message.id.to_string())),
+        ("MD5OfBody", text(md5_of_body(&payload.body))),
+        ("Body", text(&payload.body)),
+        (
+            "Attributes",
+            string_map("Attribute", "Name", system.into_iter()),
+        ),
+        ("LeaseqState", text(state)),
+        ("LeaseqSequence", Node::Number(entry.seq)),
+        (
+            "LeaseqRedriveGeneration",
+            Node::Number(message.redrive_generation.into()),
+        ),
+    ];
+    if let Some(reason) = &entry.failure_reason {
+        members.push(("LeaseqFailureReason", text(reason.as_ref())));
+    }
+    if !payload.attributes.is_empty() {
+        let entries = payload
+            .attributes
+            .iter()
+            .map(|(name, attribute)| (name.to_string(), attribute_node(attribute)))
+            .collect();
+        members.push((
+            "MessageAttributes",
+            Node::Map {
+                entry: "MessageAttribute",
+                key: "Name",
+                value: "Value",
+                entries,
+            },
+        ));
+    }
+    Node::Struct(members)
 }
 
 fn string_map(
@@ -375,6 +516,7 @@ fn to_json(node: &Node) -> Value {
     match node {
         Node::Text(text) => Value::String(text.clone()),
         Node::Bool(value) => Value::Bool(*value),
+        Node::Number(value) => Value::from(*value),
         Node::Struct(members) => Value::Object(
             members
                 .iter()
@@ -447,6 +589,7 @@ fn xml_content(node: &Node, out: &mut String) {
     match node {
         Node::Text(text) => xml_escape(text, out),
         Node::Bool(value) => out.push_str(if *value { "true" } else { "false" }),
+        Node::Number(value) => out.push_str(&value.to_string()),
         Node::Struct(members) => {
             for (name, member) in members {
                 xml_member(name, member, out);

@@ -1,0 +1,503 @@
+//! Move tasks (redrive): start, drive a batch, change, list; and peeking at messages without
+//! leasing them. See [`crate::moves`] for which messages a task moves and why it is safe.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use crate::error::{Error, Field, Result};
+use crate::message::MessageId;
+use crate::moves::{MoveStatus, MoveTask, MoveTaskChange, MovedMessage};
+use crate::queue::{Message, MessageState};
+use crate::record::Record;
+
+use super::{Engine, Journal};
+
+/// The fastest rate a task may be given (SQS's limit).
+pub const MOVE_RATE_MAX_PER_SECOND: u32 = 500;
+
+/// Finished tasks kept per source for listing (SQS lists the ten most recent).
+pub const MOVE_TASKS_KEPT_PER_SOURCE: usize = 10;
+
+/// A move task as a caller sees it: the task and its queues' names.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MoveTaskInfo {
+    /// The task.
+    pub task: MoveTask,
+    /// The source queue's name (`None` if it was deleted).
+    pub source: Option<Arc<str>>,
+    /// The destination queue's name, if the task has one (`None` also if it was deleted).
+    pub destination: Option<Arc<str>>,
+}
+
+/// What one batch did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MoveProgress {
+    /// Messages moved by this batch.
+    pub moved: usize,
+    /// The task's status after it.
+    pub status: MoveStatus,
+}
+
+/// A message seen by [`Engine::peek`], without a lease.
+#[derive(Clone, Debug)]
+pub struct PeekedMessage {
+    /// Its sequence number (the cursor of the next page is the last one seen).
+    pub seq: u64,
+    /// Everything about it.
+    pub message: Message,
+    /// Why a consumer failed it, if one did (fail-now).
+    pub failure_reason: Option<Arc<str>>,
+}
+
+impl Engine {
+    /// Starts a move task out of `source`, which must be the dead-letter queue of some queue.
+    /// Without `destination` each message goes back to the queue it was dead-lettered from.
+    /// `limit` makes a canary: the task pauses once that many messages moved.
+    pub fn start_move_task(
+        &mut self,
+        now_ms: u64,
+        source: &str,
+        destination: Option<&str>,
+        rate_per_second: Option<u32>,
+        limit: Option<u64>,
+        journal: &mut Journal,
+    ) -> Result<MoveTaskInfo> {
+        let now_ms = self.tick(now_ms);
+        let source_id = *self.names.get(source).ok_or_else(|| {
+            Error::ResourceNotFound(
+                "The resource that you specified for the SourceArn parameter doesn't exist.".into(),
+            )
+        })?;
+        check_rate(rate_per_second)?;
+        if self.dead_letter_sources(source)?.is_empty() {
+            return Err(Error::UnsupportedOperation(
+                "Source queue must be configured as a Dead Letter Queue.".into(),
+            ));
+        }
+        if self.active_task(source_id).is_some() {
+            return Err(Error::UnsupportedOperation(
+                "There is already a task running. Only one active task is allowed for a source queue arn at a given time.".into(),
+            ));
+        }
+        let destination_queue_id = match destination {
+            None => None,
+            Some(name) => {
+                let id = *self.names.get(name).ok_or_else(|| {
+                    Error::ResourceNotFound(
+                        "The resource that you specified for the DestinationArn parameter doesn't exist.".into(),
+                    )
+                })?;
+                if let Some(reason) = self.destination_problem(source_id, id) {
+                    return Err(Error::invalid(Field::DestinationArn, reason));
+                }
+                Some(id)
+            }
+        };
+        let task_id = self.next_task_id();
+        let queue = self.queue_mut(source_id);
+        queue.advance(now_ms);
+        let task = MoveTask {
+            task_id,
+            source_queue_id: source_id,
+            destination_queue_id,
+            rate_per_second,
+            limit,
+            cutoff_seq: queue.next_seq(),
+            to_move: queue.len() as u64,
+            moved: 0,
+            held_back: 0,
+            started_at_ms: now_ms,
+            status: MoveStatus::Running,
+            failure_reason: None,
+        };
+        self.commit(
+            Record::SetMoveTask {
+                now_ms,
+                task: task.clone(),
+            },
+            journal,
+        );
+        Ok(self.task_info(&task))
+    }
+
+    /// Moves the next batch of task `task_id`: at most `ids.len()` messages, each getting the
+    /// next id of `ids` (drawn by the caller). Completes the task when none of its messages is
+    /// left in the source, pauses it when its limit is reached, fails it when a message has
+    /// nowhere to go. Does nothing to a task that is not running.
+    pub fn move_batch(
+        &mut self,
+        now_ms: u64,
+        task_id: u64,
+        ids: &[MessageId],
+        journal: &mut Journal,
+    ) -> Result<MoveProgress> {
+        let now_ms = self.tick(now_ms);
+        let task = self.task(task_id)?.clone();
+        if task.status != MoveStatus::Running {
+            return Ok(MoveProgress {
+                moved: 0,
+                status: task.status,
+            });
+        }
+        let source_id = task.source_queue_id;
+        self.queue_mut(source_id).advance(now_ms);
+        let room = task.limit.map_or(usize::MAX, |limit| {
+            limit.saturating_sub(task.moved) as usize
+        });
+        let max = ids.len().min(room);
+        let generations_max = self.config.limits.redrive_generations_max;
+        let mut moves: Vec<MovedMessage> = Vec::new();
+        let mut failure = None;
+        // Messages of the task left where they are: redriven too often (or behind one that was,
+        // in its FIFO group), and waiting for a lease or delay to end (or behind one).
+        let (mut held, mut waiting) = (0u64, 0u64);
+        // Whether the batch filled up before the scan saw every message of the task.
+        let mut full = false;
+        {
+            let source = &self.queues[&source_id];
+            // A FIFO group whose earlier message cannot move now waits whole (keeps its order);
+            // one whose earlier message is held back stays whole.
+            let mut waiting_groups: BTreeSet<Arc<str>> = BTreeSet::new();
+            let mut held_groups: BTreeSet<Arc<str>> = BTreeSet::new();
+            for (seq, message) in source.messages() {
+                if seq >= task.cutoff_seq {
+                    break;
+                }
+                if moves.len() >= max {
+                    full = true;
+                    break;
+                }
+                let group = message.fifo.as_ref().map(|fifo| fifo.group_id.clone());
+                if let Some(group) = &group {
+                    if held_groups.contains(group) {
+                        held += 1;
+                        continue;
+                    }
+                    if waiting_groups.contains(group) {
+                        waiting += 1;
+                        continue;
+                    }
+                }
+                if message.redrive_generation >= generations_max {
+                    held += 1;
+                    held_groups.extend(group);
+                    continue;
+                }
+                if message.state != MessageState::Ready {
+                    waiting += 1;
+                    waiting_groups.extend(group);
+                    continue;
+                }
+                let destination_id = match task.destination_queue_id {
+                    Some(id) => id,
+                    None => match message
+                        .dead_letter_source
+                        .as_ref()
+                        .and_then(|name| self.names.get(name))
+                    {
+                        Some(id) => *id,
+                        None => {
+                            failure = Some(match &message.dead_letter_source {
+                                Some(name) => format!(
+                                    "The original source queue {name} of a message no longer exists; redrive to a DestinationArn instead."
+                                ),
+                                None => "A message was sent to the dead-letter queue directly and has no source queue; redrive to a DestinationArn instead.".to_string(),
+                            });
+                            break;
+                        }
+                    },
+                };
+                if let Some(reason) = self.destination_problem(source_id, destination_id) {
+                    failure = Some(reason);
+                    break;
+                }
+                let earlier = moves
+                    .iter()
+                    .filter(|m| m.destination_queue_id == destination_id)
+                    .count() as u64;
+                moves.push(MovedMessage {
+                    seq,
+                    destination_queue_id: destination_id,
+                    destination_seq: self.queues[&destination_id].next_seq() + earlier,
+                    message_id: ids[moves.len()],
+                });
+            }
+        }
+        let moved = moves.len();
+        if !moves.is_empty() {
+            let record = Record::MoveMessages {
+                now_ms,
+                task_id,
+                source_queue_id: source_id,
+                moves,
+            };
+            self.commit(record, journal);
+        }
+        let mut task = self.task(task_id)?.clone();
+        let next = if let Some(reason) = failure {
+            task.failure_reason = Some(reason);
+            Some(MoveStatus::Failed)
+        } else if !full && waiting == 0 {
+            // Every message of the task has moved or left, but those held back.
+            task.held_back = held;
+            Some(MoveStatus::Completed)
+        } else if task.limit.is_some_and(|limit| task.moved >= limit) {
+            Some(MoveStatus::Paused)
+        } else {
+            None
+        };
+        if let Some(status) = next {
+            task.status = status;
+            self.commit(
+                Record::SetMoveTask {
+                    now_ms,
+                    task: task.clone(),
+                },
+                journal,
+            );
+        }
+        Ok(MoveProgress {
+            moved,
+            status: task.status,
+        })
+    }
+
+    /// Pauses, resumes, cancels a task or changes its rate or limit.
+    pub fn change_move_task(
+        &mut self,
+        now_ms: u64,
+        task_id: u64,
+        change: MoveTaskChange,
+        journal: &mut Journal,
+    ) -> Result<MoveTaskInfo> {
+        let now_ms = self.tick(now_ms);
+        let mut task = self.task(task_id)?.clone();
+        if !task.status.is_active() {
+            return Err(Error::UnsupportedOperation(format!(
+                "The task is {:?}: only a running or paused task can change.",
+                task.status
+            )));
+        }
+        match change {
+            MoveTaskChange::Pause => task.status = MoveStatus::Paused,
+            MoveTaskChange::Resume => {
+                if task.limit.is_some_and(|limit| task.moved >= limit) {
+                    return Err(Error::UnsupportedOperation(
+                        "The task reached its message limit: raise or remove the limit to resume it.".into(),
+                    ));
+                }
+                task.status = MoveStatus::Running;
+            }
+            MoveTaskChange::Cancel => task.status = MoveStatus::Cancelled,
+            MoveTaskChange::Rate(rate) => {
+                check_rate(rate)?;
+                task.rate_per_second = rate;
+            }
+            MoveTaskChange::Limit(limit) => task.limit = limit,
+        }
+        self.commit(
+            Record::SetMoveTask {
+                now_ms,
+                task: task.clone(),
+            },
+            journal,
+        );
+        Ok(self.task_info(&task))
+    }
+
+    /// The tasks of a source queue, most recent first (at most
+    /// [`MOVE_TASKS_KEPT_PER_SOURCE`] finished ones are kept).
+    pub fn move_tasks(&self, source: &str) -> Result<Vec<MoveTaskInfo>> {
+        let source_id = *self.names.get(source).ok_or_else(|| {
+            Error::ResourceNotFound(
+                "The resource that you specified for the SourceArn parameter doesn't exist.".into(),
+            )
+        })?;
+        Ok(self
+            .moves
+            .values()
+            .rev()
+            .filter(|task| task.source_queue_id == source_id)
+            .map(|task| self.task_info(task))
+            .collect())
+    }
+
+    /// One task by id.
+    pub fn move_task(&self, task_id: u64) -> Result<MoveTaskInfo> {
+        Ok(self.task_info(self.task(task_id)?))
+    }
+
+    /// The tasks that are running: what a server drives.
+    pub fn running_move_tasks(&self) -> Vec<MoveTask> {
+        self.moves
+            .values()
+            .filter(|task| task.status == MoveStatus::Running)
+            .cloned()
+            .collect()
+    }
+
+    /// Up to `max` messages of queue `name` with a sequence number above `after_seq`, in
+    /// sequence order, without leasing them or changing any count: an operator's look inside
+    /// (a dead-letter queue above all). The next page starts after the last `seq` returned.
+    pub fn peek(
+        &mut self,
+        now_ms: u64,
+        name: &str,
+        after_seq: u64,
+        max: usize,
+    ) -> Result<Vec<PeekedMessage>> {
+        // Bringing the queue to `now_ms` shows leases that ran out as ready; it is what any
+        // operation does first and changes nothing a record would.
+        let (_, queue_id) = self.advanced(now_ms, name)?;
+        Ok(self.queues[&queue_id]
+            .messages()
+            .filter(|(seq, _)| *seq > after_seq)
+            .take(max)
+            .map(|(seq, message)| PeekedMessage {
+                seq,
+                message: message.clone(),
+                failure_reason: self.queues[&queue_id].failure_reason(seq).cloned(),
+            })
+            .collect())
+    }
+
+    pub(super) fn apply_set_move_task(&mut self, task: &MoveTask) {
+        self.moves.insert(task.task_id, task.clone());
+        // Keep the most recent finished tasks of the source for listing; never the newest
+        // task of all, so ids are never reused.
+        let newest = *self.moves.keys().next_back().expect("just inserted");
+        let finished: Vec<u64> = self
+            .moves
+            .values()
+            .filter(|t| t.source_queue_id == task.source_queue_id && !t.status.is_active())
+            .map(|t| t.task_id)
+            .collect();
+        let excess = finished.len().saturating_sub(MOVE_TASKS_KEPT_PER_SOURCE);
+        for task_id in finished.into_iter().take(excess) {
+            if task_id != newest {
+                self.moves.remove(&task_id);
+            }
+        }
+    }
+
+    pub(super) fn apply_move_messages(
+        &mut self,
+        now_ms: u64,
+        task_id: u64,
+        source_queue_id: u64,
+        moves: &[MovedMessage],
+    ) {
+        for moved in moves {
+            let source = self.advance(source_queue_id, now_ms);
+            let old = source.remove(moved.seq).expect("moved message exists");
+            assert_eq!(
+                old.state,
+                MessageState::Ready,
+                "moved message {}",
+                moved.seq
+            );
+            let fifo = old.fifo.map(|fifo| {
+                Box::new(crate::fifo::FifoMessage {
+                    group_id: fifo.group_id,
+                    deduplication_id: Arc::from(moved.message_id.to_string()),
+                })
+            });
+            let message = Message {
+                id: moved.message_id,
+                // The body stays where it is: a stored payload's log segment is kept while any
+                // message refers to it.
+                payload: old.payload,
+                sent_at_ms: now_ms,
+                visible_at_ms: now_ms,
+                leased_at_ms: 0,
+                first_received_at_ms: None,
+                receive_count: 0,
+                state: MessageState::Ready,
+                dead_letter_source: None,
+                redrive_generation: old.redrive_generation.saturating_add(1),
+                fifo,
+            };
+            let destination = self.advance(moved.destination_queue_id, now_ms);
+            destination.insert(moved.destination_seq, message);
+            destination.counters.sent += 1;
+        }
+        let task = self.moves.get_mut(&task_id).expect("moving task exists");
+        task.moved += moves.len() as u64;
+    }
+
+    /// A task whose source was deleted fails (its messages went with the queue).
+    pub(super) fn fail_tasks_of_deleted(&mut self, queue_id: u64) {
+        for task in self.moves.values_mut() {
+            if task.source_queue_id == queue_id && task.status.is_active() {
+                task.status = MoveStatus::Failed;
+                task.failure_reason = Some("The source queue was deleted.".into());
+            }
+        }
+    }
+
+    fn task(&self, task_id: u64) -> Result<&MoveTask> {
+        self.moves
+            .get(&task_id)
+            .ok_or_else(|| Error::ResourceNotFound("The task does not exist.".into()))
+    }
+
+    fn active_task(&self, source_id: u64) -> Option<&MoveTask> {
+        self.moves
+            .values()
+            .find(|task| task.source_queue_id == source_id && task.status.is_active())
+    }
+
+    fn next_task_id(&self) -> u64 {
+        self.moves.keys().next_back().map_or(1, |id| id + 1)
+    }
+
+    fn task_info(&self, task: &MoveTask) -> MoveTaskInfo {
+        let name = |id: u64| self.queues.get(&id).map(|queue| queue.name.clone());
+        MoveTaskInfo {
+            task: task.clone(),
+            source: name(task.source_queue_id),
+            destination: task.destination_queue_id.and_then(name),
+        }
+    }
+
+    /// Why messages of `source_id` may not move to `destination_id`, if they may not: the same
+    /// queue, another kind of queue, or the source's `RedriveAllowPolicy` does not allow the
+    /// destination (a dead-letter queue that denies a queue as its source does not send
+    /// messages to it either).
+    fn destination_problem(&self, source_id: u64, destination_id: u64) -> Option<String> {
+        let source = &self.queues[&source_id];
+        let destination = &self.queues[&destination_id];
+        if source_id == destination_id {
+            return Some("The destination queue must differ from the source queue.".into());
+        }
+        if source.fifo().is_some() != destination.fifo().is_some() {
+            return Some(format!(
+                "The destination queue {} is not of the same kind (FIFO or standard) as the source queue.",
+                destination.name
+            ));
+        }
+        let allowed = source
+            .config
+            .redrive_allow_policy
+            .as_ref()
+            .is_none_or(|allow| allow.allows(&destination.name));
+        (!allowed).then(|| {
+            format!(
+                "The RedriveAllowPolicy of {} does not allow moving messages to {}.",
+                source.name, destination.name
+            )
+        })
+    }
+}
+
+fn check_rate(rate_per_second: Option<u32>) -> Result<()> {
+    match rate_per_second {
+        Some(rate) if !(1..=MOVE_RATE_MAX_PER_SECOND).contains(&rate) => Err(Error::invalid(
+            Field::MaxNumberOfMessagesPerSecond,
+            format!(
+                "Value {rate} for parameter MaxNumberOfMessagesPerSecond is invalid. Reason: Must be between 1 and {MOVE_RATE_MAX_PER_SECOND}."
+            ),
+        )),
+        _ => Ok(()),
+    }
+}

@@ -1,0 +1,188 @@
+//! Move tasks in the embedded backend: the SQS actions and leaseq's extensions that start,
+//! list and change them, peeking at messages, and the driver that moves messages of running
+//! tasks at their rate.
+//!
+//! The driver is one tokio task per backend ([`Embedded::drive_moves`]). Every tick it looks
+//! at the running tasks and, for each, moves as many messages as the task's rate allows since
+//! it last did (a token bucket holding at most one second of messages), as one engine operation
+//! through [`Embedded::run`]: the `MoveMessages` record is logged and durable before the next
+//! batch starts. A crash loses at most the batch whose record was not durable, and that batch
+//! was not moved either: replay gives every message in exactly one place. After a restart the
+//! engine's running tasks are running again, and the new process's driver picks them up.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use leaseq_core::{MessageId, MoveTaskChange};
+use leaseq_sqs::error::SqsError;
+use leaseq_sqs::{ErrorCode, Outcome, PeekedEntry, TaskHandle};
+
+use super::Embedded;
+use crate::payloads;
+
+/// How often the driver looks for work.
+const DRIVE_TICK: Duration = Duration::from_millis(50);
+
+/// The rate of a task started without one (SQS optimizes it; we move at its maximum).
+pub const AUTOMATIC_RATE_PER_SECOND: u32 = 500;
+
+/// The largest batch (one record) the driver moves at once.
+const MOVE_BATCH_MAX: usize = 100;
+
+impl Embedded {
+    /// Moves messages of the running move tasks at their rates until the backend shuts down.
+    /// The server spawns it once, after recovery.
+    pub async fn drive_moves(self: Arc<Self>) {
+        let mut shutdown = self.shutdown.subscribe();
+        // Per task: when its credit was last topped up, and the messages it may move now.
+        let mut credits: HashMap<u64, (Instant, f64)> = HashMap::new();
+        loop {
+            if *shutdown.borrow_and_update() {
+                return;
+            }
+            let tasks = self.engine.lock().running_move_tasks();
+            credits.retain(|task_id, _| tasks.iter().any(|task| task.task_id == *task_id));
+            for task in tasks {
+                let rate = f64::from(task.rate_per_second.unwrap_or(AUTOMATIC_RATE_PER_SECOND));
+                let now = Instant::now();
+                let (last, credit) = credits.entry(task.task_id).or_insert((now, 1.0));
+                *credit =
+                    (*credit + rate * now.duration_since(*last).as_secs_f64()).min(rate.max(1.0));
+                *last = now;
+                let count = (credit.floor() as usize).min(MOVE_BATCH_MAX);
+                if count == 0 {
+                    continue;
+                }
+                let ids: Vec<MessageId> = (0..count)
+                    .map(|_| MessageId::from_random(rand::random()))
+                    .collect();
+                let moved = self
+                    .run(|engine, journal| {
+                        engine.move_batch(self.now_ms(), task.task_id, &ids, journal)
+                    })
+                    .await;
+                match moved {
+                    Ok(progress) => {
+                        if let Some((_, credit)) = credits.get_mut(&task.task_id) {
+                            *credit -= progress.moved as f64;
+                        }
+                    }
+                    Err(error) => {
+                        tracing::error!(task_id = task.task_id, error = %error.message, "a move batch failed");
+                    }
+                }
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(DRIVE_TICK) => {}
+                _ = shutdown.changed() => return,
+            }
+        }
+    }
+
+    pub(super) async fn start_move_task(
+        &self,
+        source: String,
+        destination: Option<String>,
+        rate_per_second: Option<u32>,
+        limit: Option<u64>,
+    ) -> Result<Outcome, SqsError> {
+        let info = self
+            .run(|engine, journal| {
+                engine.start_move_task(
+                    self.now_ms(),
+                    &source,
+                    destination.as_deref(),
+                    rate_per_second,
+                    limit,
+                    journal,
+                )
+            })
+            .await?;
+        Ok(Outcome::MoveTaskStarted {
+            task_id: info.task.task_id,
+            source: Arc::from(source),
+        })
+    }
+
+    pub(super) async fn list_move_tasks(
+        &self,
+        source: String,
+        max_results: usize,
+    ) -> Result<Outcome, SqsError> {
+        let mut tasks = self.read(|engine| engine.move_tasks(&source)).await?;
+        tasks.truncate(max_results);
+        Ok(Outcome::MoveTasks(tasks))
+    }
+
+    /// Applies `changes` to the task a handle names, in order, as one operation.
+    pub(super) async fn change_move_task(
+        &self,
+        task: TaskHandle,
+        changes: Vec<MoveTaskChange>,
+    ) -> Result<leaseq_core::engine::MoveTaskInfo, SqsError> {
+        self.run(|engine, journal| {
+            let info = engine.move_task(task.task_id)?;
+            if info.source.as_deref() != Some(task.source.as_str()) {
+                return Err(SqsError::new(
+                    ErrorCode::ResourceNotFound,
+                    "The task handle names no task of its source queue.",
+                ));
+            }
+            let now_ms = self.now_ms();
+            let mut info = info;
+            for change in changes {
+                info = engine.change_move_task(now_ms, task.task_id, change, journal)?;
+            }
+            Ok(info)
+        })
+        .await
+    }
+
+    pub(super) async fn cancel_move_task(&self, task: TaskHandle) -> Result<Outcome, SqsError> {
+        let info = self
+            .change_move_task(task, vec![MoveTaskChange::Cancel])
+            .await?;
+        Ok(Outcome::MoveTaskCancelled {
+            moved: info.task.moved,
+        })
+    }
+
+    pub(super) async fn peek(
+        &self,
+        name: String,
+        after_seq: u64,
+        max_messages: usize,
+    ) -> Result<Outcome, SqsError> {
+        let peeked = self
+            .read(|engine| engine.peek(self.now_ms(), &name, after_seq, max_messages))
+            .await?;
+        let full = peeked.len() == max_messages;
+        let next_token = peeked
+            .last()
+            .filter(|_| full)
+            .map(|last| last.seq.to_string());
+        let messages = peeked
+            .into_iter()
+            .map(|peeked| {
+                let payload = payloads::payload(self.log.as_deref(), &peeked.message.payload)
+                    .map_err(|error| {
+                        SqsError::internal(format!(
+                            "The server could not read the body of message {} from its log: {error}",
+                            peeked.message.id
+                        ))
+                    })?;
+                Ok(PeekedEntry {
+                    seq: peeked.seq,
+                    message: peeked.message,
+                    payload,
+                    failure_reason: peeked.failure_reason,
+                })
+            })
+            .collect::<Result<Vec<_>, SqsError>>()?;
+        Ok(Outcome::Peeked {
+            messages,
+            next_token,
+        })
+    }
+}
