@@ -154,9 +154,25 @@ impl Embedded {
         after_seq: u64,
         max_messages: usize,
     ) -> Result<Outcome, SqsError> {
-        let peeked = self
-            .read(|engine| engine.peek(self.now_ms(), &name, after_seq, max_messages))
-            .await?;
+        // As a receive does: bodies are read under the guard that keeps their segments, before
+        // waiting for the log to be durable up to what the peek saw.
+        let reads = self.checkpoints.payload_reads();
+        let (peeked, tail_lsn) =
+            self.apply_now(|engine, _| engine.peek(self.now_ms(), &name, after_seq, max_messages))?;
+        let outcome = peeked
+            .map_err(SqsError::from)
+            .and_then(|peeked| self.peeked(peeked, max_messages));
+        drop(reads);
+        self.durable(tail_lsn).await?;
+        outcome
+    }
+
+    /// A page of peeked messages with their bodies read.
+    fn peeked(
+        &self,
+        peeked: Vec<leaseq_core::engine::PeekedMessage>,
+        max_messages: usize,
+    ) -> Result<Outcome, SqsError> {
         let full = peeked.len() == max_messages;
         let next_token = peeked
             .last()
