@@ -12,7 +12,7 @@
 
 use std::sync::Arc;
 
-use leaseq_core::{codec, Delivery, Engine, Journal, Location, Payload, PayloadRef};
+use leaseq_core::{codec, Delivery, Engine, Journal, Location, MessageId, Payload, PayloadRef};
 use leaseq_sqs::error::SqsError;
 use leaseq_wal::{Lsn, Position, Wal, WalError};
 
@@ -102,6 +102,20 @@ pub(crate) fn payload(log: Option<&Wal>, payload: &PayloadRef) -> Result<Arc<Pay
     }
 }
 
+/// [`payload`] for an answer to a client: a failed read is the client's `InternalError`.
+pub(crate) fn payload_for_client(
+    log: Option<&Wal>,
+    reference: &PayloadRef,
+    message_id: MessageId,
+) -> Result<Arc<Payload>, SqsError> {
+    payload(log, reference).map_err(|error| {
+        tracing::error!(%error, %message_id, "could not read a message body from the log");
+        SqsError::internal(format!(
+            "The server could not read the body of message {message_id} from its log: {error}"
+        ))
+    })
+}
+
 /// The deliveries with their payloads read from the log where they are not in memory.
 pub(crate) fn resolve(
     log: Option<&Wal>,
@@ -110,13 +124,7 @@ pub(crate) fn resolve(
     deliveries
         .into_iter()
         .map(|delivery| {
-            let payload = payload(log, &delivery.payload).map_err(|error| {
-                tracing::error!(%error, message_id = %delivery.message_id, "could not read a message body from the log");
-                SqsError::internal(format!(
-                    "The server could not read the body of message {} from its log: {error}",
-                    delivery.message_id
-                ))
-            })?;
+            let payload = payload_for_client(log, &delivery.payload, delivery.message_id)?;
             Ok(delivery.with_payload(payload))
         })
         .collect()

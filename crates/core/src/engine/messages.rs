@@ -9,7 +9,9 @@ use crate::queue::{MessageState, Queue};
 use crate::receipt::Receipt;
 use crate::record::Record;
 
-use super::{check_visibility, DeleteOutcome, Delivery, Engine, Journal, ReceiveRequest, Sent};
+use super::{
+    check_visibility, DeleteOutcome, Delivery, Engine, Journal, LeaseView, ReceiveRequest, Sent,
+};
 
 impl Engine {
     /// Enqueues a message with the id the caller drew.
@@ -242,11 +244,24 @@ impl Engine {
         receipt: &str,
         journal: &mut Journal,
     ) -> Result<DeleteOutcome> {
+        self.delete_ending(now_ms, name, receipt, journal)
+            .map(|(outcome, _)| outcome)
+    }
+
+    /// [`Engine::delete`], also telling the lease the delete ended (when it deleted), for
+    /// observers such as metrics: processing time, lease time left, receive count.
+    pub fn delete_ending(
+        &mut self,
+        now_ms: u64,
+        name: &str,
+        receipt: &str,
+        journal: &mut Journal,
+    ) -> Result<(DeleteOutcome, Option<LeaseView>)> {
         let (queue_id, receipt) = self.open_receipt(now_ms, name, receipt)?;
         let now_ms = self.clock_ms;
         let queue = self.queue_mut(queue_id);
         let Some(message) = queue.message(receipt.seq) else {
-            return Ok(DeleteOutcome::AlreadyGone);
+            return Ok((DeleteOutcome::AlreadyGone, None));
         };
         if receipt.attempt > message.receive_count {
             return Err(Error::ReceiptHandleIsInvalid);
@@ -261,19 +276,26 @@ impl Engine {
             return if self.config.reject_stale_deletes || is_fifo {
                 Err(Error::ReceiptSuperseded)
             } else {
-                Ok(DeleteOutcome::IgnoredStale)
+                Ok((DeleteOutcome::IgnoredStale, None))
             };
         }
         if expired_fifo {
             return Err(Error::ReceiptSuperseded);
         }
+        let lease = LeaseView {
+            queue_id,
+            message_id: message.id,
+            leased_at_ms: message.leased_at_ms,
+            visible_at_ms: message.visible_at_ms,
+            receive_count: message.receive_count,
+        };
         let record = Record::Delete {
             now_ms,
             queue_id,
             seq: receipt.seq,
         };
         self.commit(record, journal);
-        Ok(DeleteOutcome::Deleted)
+        Ok((DeleteOutcome::Deleted, Some(lease)))
     }
 
     /// Sets the lease of a receipt's attempt to end `visibility_timeout_seconds` from now

@@ -1,12 +1,10 @@
-//! Read-only looks at leases for observers (metrics), outside the operations of the SQS model.
-//!
-//! Nothing here changes state or writes records: an observer asks before an operation what the
-//! operation is about to end, so that the operations themselves stay exactly as they are.
+//! What observers (metrics) learn about leases: the lease a delete ended
+//! ([`Engine::delete_ending`]) and read-only looks that change nothing and write no record.
 
 use super::Engine;
 use crate::message::MessageId;
 
-/// The current attempt's lease, as a receipt names it.
+/// An attempt's lease, as a delete ended it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct LeaseView {
     /// The queue's id.
@@ -22,25 +20,6 @@ pub struct LeaseView {
 }
 
 impl Engine {
-    /// The lease of the attempt `receipt` belongs to, if the receipt is valid for the named
-    /// queue and names the message's current attempt. A delete with this receipt, run next under
-    /// the same lock, ends exactly this lease.
-    pub fn lease_of(&self, name: &str, receipt: &str) -> Option<LeaseView> {
-        let queue = self.queue(name)?;
-        let receipt = self.key.open(receipt).ok()?;
-        if receipt.queue_id != queue.id {
-            return None;
-        }
-        let message = queue.message(receipt.seq)?;
-        (message.receive_count == receipt.attempt && receipt.attempt > 0).then_some(LeaseView {
-            queue_id: queue.id,
-            message_id: message.id,
-            leased_at_ms: message.leased_at_ms,
-            visible_at_ms: message.visible_at_ms,
-            receive_count: message.receive_count,
-        })
-    }
-
     /// The id of the named queue.
     pub fn queue_id(&self, name: &str) -> Option<u64> {
         self.names.get(name).copied()
@@ -50,12 +29,12 @@ impl Engine {
 #[cfg(test)]
 mod tests {
     use crate::config::QueueConfigPatch;
-    use crate::engine::{Engine, EngineConfig, Journal, ReceiveRequest};
+    use crate::engine::{DeleteOutcome, Engine, EngineConfig, Journal, ReceiveRequest};
     use crate::message::{MessageId, SendInput};
     use crate::receipt::ReceiptKey;
 
     #[test]
-    fn lease_of_names_the_current_attempt_only() {
+    fn a_delete_tells_the_lease_it_ended_and_only_for_the_current_attempt() {
         let mut engine = Engine::new(EngineConfig::default(), ReceiptKey::new([7; 16]));
         let mut journal = Journal::new();
         let patch = QueueConfigPatch::default();
@@ -79,22 +58,9 @@ mod tests {
         let first = engine
             .receive(2_000, "jobs", request, &mut journal)
             .unwrap();
-        let lease = engine.lease_of("jobs", &first[0].receipt).unwrap();
-        assert_eq!(
-            (lease.leased_at_ms, lease.visible_at_ms, lease.receive_count),
-            (2_000, 12_000, 1)
-        );
         let second = engine
             .receive(13_000, "jobs", request, &mut journal)
             .unwrap();
-        assert_eq!(engine.lease_of("jobs", &first[0].receipt), None);
-        assert_eq!(
-            engine
-                .lease_of("jobs", &second[0].receipt)
-                .map(|l| l.receive_count),
-            Some(2)
-        );
-        assert_eq!(engine.lease_of("other", &second[0].receipt), None);
         let queue = engine.queue("jobs").unwrap();
         let leases: Vec<u32> = queue
             .leases_ending_first(10, 100)
@@ -102,7 +68,23 @@ mod tests {
             .collect();
         assert_eq!(leases, [2]);
         assert_eq!(queue.leases_ending_first(10, 0).count(), 0);
-        assert_eq!(engine.lease_of("jobs", "not-a-receipt"), None);
+        let stale = engine.delete_ending(14_000, "jobs", &first[0].receipt, &mut journal);
+        assert_eq!(stale, Ok((DeleteOutcome::IgnoredStale, None)));
+        assert!(engine
+            .delete_ending(14_000, "other", &second[0].receipt, &mut journal)
+            .is_err());
+        assert!(engine
+            .delete_ending(14_000, "jobs", "not-a-receipt", &mut journal)
+            .is_err());
+        let (outcome, lease) = engine
+            .delete_ending(14_000, "jobs", &second[0].receipt, &mut journal)
+            .unwrap();
+        assert_eq!(outcome, DeleteOutcome::Deleted);
+        let lease = lease.expect("the lease the delete ended");
+        assert_eq!(
+            (lease.leased_at_ms, lease.visible_at_ms, lease.receive_count),
+            (13_000, 23_000, 2)
+        );
     }
 
     #[test]

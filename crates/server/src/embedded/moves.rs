@@ -181,13 +181,11 @@ impl Embedded {
         let messages = peeked
             .into_iter()
             .map(|peeked| {
-                let payload = payloads::payload(self.log.as_deref(), &peeked.message.payload)
-                    .map_err(|error| {
-                        SqsError::internal(format!(
-                            "The server could not read the body of message {} from its log: {error}",
-                            peeked.message.id
-                        ))
-                    })?;
+                let payload = payloads::payload_for_client(
+                    self.log.as_deref(),
+                    &peeked.message.payload,
+                    peeked.message.id,
+                )?;
                 Ok(PeekedEntry {
                     seq: peeked.seq,
                     message: peeked.message,

@@ -101,9 +101,8 @@ impl Embedded {
                 .map(drop)
                 .map_err(|error| SqsError::for_receipt(error, receipt));
         };
-        let lease = engine.lease_of(name, receipt);
-        match engine.delete(now_ms, name, receipt, journal) {
-            Ok(DeleteOutcome::Deleted) => {
+        match engine.delete_ending(now_ms, name, receipt, journal) {
+            Ok((DeleteOutcome::Deleted, lease)) => {
                 if let Some(lease) = lease {
                     // The engine's clock: never earlier than a time it has seen.
                     let now_ms = engine.clock_ms();
