@@ -267,6 +267,7 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
         settings.account_id,
     );
     let shutdown_backend = backend.clone();
+    let app = app.into_make_service_with_connect_info::<std::net::SocketAddr>();
     axum::serve(listener, app)
         .with_graceful_shutdown(async move {
             shutdown_signal().await;

@@ -182,6 +182,7 @@ impl Fixture {
         let request = ReceiveRequest {
             max_messages: BATCH,
             visibility_timeout_seconds: None,
+            client: None,
         };
         let deliveries = self
             .engine
@@ -360,6 +361,7 @@ fn fifo(c: &mut Criterion) {
                 let request = ReceiveRequest {
                     max_messages: BATCH,
                     visibility_timeout_seconds: None,
+                    client: None,
                 };
                 let deliveries = engine
                     .receive(now_ms, name, request, &mut journal)

@@ -5,11 +5,12 @@
 //! decoding must be fast at recovery); strings and byte strings are a `u32` length and the bytes.
 //! Decoding checks every length against the remaining input and never panics, whatever the bytes.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 
 use crate::config::{QueueConfig, RedriveAllowPolicy, RedrivePolicy};
 use crate::fifo::{AttemptLease, DeduplicationScope, FifoConfig, FifoMessage, FifoThroughputLimit};
+use crate::history::{Attempt, AttemptHistory, AttemptOutcome, Client};
 use crate::message::{AttributeValue, Location, MessageAttribute, MessageId, Payload, PayloadRef};
 use crate::moves::{MoveStatus, MoveTask, MovedMessage};
 use crate::queue::{Message, MessageState, QueueCounters};
@@ -38,7 +39,10 @@ fn counter_fields(c: &QueueCounters) -> [u64; COUNTER_FIELDS] {
 /// Version 2 added the `Relocate` record and a message's payload reference in `RestoreMessage`
 /// (a tag, then the payload inline or its log location); version 1 records (payload always
 /// inline) still decode.
-pub const FORMAT_VERSION: u8 = 3;
+///
+/// Version 4 added the client to `Lease` and a message's attempt history to `RestoreMessage`;
+/// older records decode with no client and a history without attempts.
+pub const FORMAT_VERSION: u8 = 4;
 
 /// The oldest version this build still decodes.
 const FORMAT_VERSION_MIN: u8 = 1;
@@ -177,11 +181,14 @@ pub fn encode(record: &Record, out: &mut Vec<u8>) {
             seq,
             attempt,
             visible_at_ms,
+            client,
         } => {
             w.head(TAG_LEASE, *now_ms, *queue_id);
             w.u64(*seq);
             w.u32(*attempt);
             w.u64(*visible_at_ms);
+            // Format version 4 on.
+            w.client(client.as_deref());
         }
         Record::ChangeVisibility {
             now_ms,
@@ -372,6 +379,7 @@ pub struct Decoder {
     sender_id: Option<Arc<str>>,
     dead_letter_source: Option<Arc<str>>,
     group_id: Option<Arc<str>>,
+    client: Option<Arc<Client>>,
 }
 
 impl Decoder {
@@ -446,6 +454,7 @@ fn decode_with(bytes: &[u8], shared: &mut Decoder) -> Result<Record, DecodeError
             seq: r.u64()?,
             attempt: r.u32()?,
             visible_at_ms: r.u64()?,
+            client: if version >= 4 { r.client()? } else { None },
         },
         TAG_CHANGE_VISIBILITY => Record::ChangeVisibility {
             now_ms,
@@ -683,7 +692,7 @@ impl Writer<'_> {
         self.u64(m.sent_at_ms);
         self.u64(m.visible_at_ms);
         self.u64(m.leased_at_ms);
-        self.opt_u64(m.first_received_at_ms);
+        self.opt_u64(m.first_received_at_ms());
         self.u32(m.receive_count);
         self.u8(match m.state {
             MessageState::Delayed => 0,
@@ -693,6 +702,31 @@ impl Writer<'_> {
         self.opt_str(m.dead_letter_source.as_deref());
         // Format version 3 on.
         self.u32(m.redrive_generation.into());
+        // Format version 4 on: the attempts, when it has a history (a first receive).
+        if let Some(history) = &m.history {
+            self.u32(history.first_attempt);
+            self.opt_u64(history.dead_lettered_at_ms);
+            self.u32(history.attempts.len() as u32);
+            for attempt in &history.attempts {
+                self.u64(attempt.received_at_ms);
+                self.u64(attempt.first_deadline_ms);
+                self.u64(attempt.deadline_ms);
+                self.u32(attempt.extensions);
+                self.u8(attempt.outcome.code());
+                self.u64(attempt.ended_at_ms);
+                self.client(attempt.client.as_deref());
+            }
+        }
+    }
+    fn client(&mut self, client: Option<&Client>) {
+        match client {
+            Some(client) => {
+                self.u8(1);
+                self.str(&client.address);
+                self.str(&client.user_agent);
+            }
+            None => self.u8(0),
+        }
     }
     fn map(&mut self, map: &BTreeMap<String, String>) {
         self.u32(map.len() as u32);
@@ -903,32 +937,95 @@ impl<'a> Reader<'a, '_> {
             2 => MessageState::InFlight,
             other => return Err(self.invalid_at("message state", other.into(), at)),
         };
+        let dead_letter_source = match self.flag("dead letter source flag")? {
+            true => {
+                let text = self.str()?;
+                Some(shared_str(&mut self.shared.dead_letter_source, text))
+            }
+            false => None,
+        };
+        let redrive_generation = if self.version >= 3 {
+            let at = self.at;
+            let generation = self.u32()?;
+            u16::try_from(generation)
+                .map_err(|_| self.invalid_at("redrive generation", generation.into(), at))?
+        } else {
+            0
+        };
+        let history = match first_received_at_ms {
+            Some(first_received_at_ms) if self.version >= 4 => {
+                Some(Box::new(self.history(first_received_at_ms)?))
+            }
+            Some(first_received_at_ms) => Some(Box::new(AttemptHistory::empty(
+                first_received_at_ms,
+                receive_count.saturating_add(1),
+            ))),
+            None => None,
+        };
         Ok(Message {
             id,
             payload,
             sent_at_ms,
             visible_at_ms,
             leased_at_ms,
-            first_received_at_ms,
+            history,
             receive_count,
             state,
-            dead_letter_source: match self.flag("dead letter source flag")? {
-                true => {
-                    let text = self.str()?;
-                    Some(shared_str(&mut self.shared.dead_letter_source, text))
-                }
-                false => None,
-            },
-            redrive_generation: if self.version >= 3 {
-                let at = self.at;
-                let generation = self.u32()?;
-                u16::try_from(generation)
-                    .map_err(|_| self.invalid_at("redrive generation", generation.into(), at))?
-            } else {
-                0
-            },
+            dead_letter_source,
+            redrive_generation,
             fifo: None,
         })
+    }
+    fn history(&mut self, first_received_at_ms: u64) -> Result<AttemptHistory, DecodeError> {
+        let first_attempt = self.u32()?;
+        let dead_lettered_at_ms = self.opt_u64("dead-lettered flag")?;
+        // Four times, extensions, outcome, client flag.
+        let count = self.count(8 * 4 + 4 + 1 + 1)?;
+        let mut attempts = VecDeque::with_capacity(count);
+        for _ in 0..count {
+            let received_at_ms = self.u64()?;
+            let first_deadline_ms = self.u64()?;
+            let deadline_ms = self.u64()?;
+            let extensions = self.u32()?;
+            let at = self.at;
+            let code = self.u8()?;
+            let outcome = AttemptOutcome::from_code(code)
+                .ok_or_else(|| self.invalid_at("attempt outcome", code.into(), at))?;
+            attempts.push_back(Attempt {
+                received_at_ms,
+                first_deadline_ms,
+                deadline_ms,
+                extensions,
+                outcome,
+                ended_at_ms: self.u64()?,
+                client: self.client()?,
+            });
+        }
+        Ok(AttemptHistory {
+            first_received_at_ms,
+            first_attempt,
+            dead_lettered_at_ms,
+            attempts,
+        })
+    }
+    fn client(&mut self) -> Result<Option<Arc<Client>>, DecodeError> {
+        if !self.flag("client flag")? {
+            return Ok(None);
+        }
+        let address = self.str()?;
+        let user_agent = self.str()?;
+        let last = &mut self.shared.client;
+        if let Some(client) = last {
+            if client.address == address && client.user_agent == user_agent {
+                return Ok(Some(client.clone()));
+            }
+        }
+        let client = Arc::new(Client {
+            address: address.to_owned(),
+            user_agent: user_agent.to_owned(),
+        });
+        *last = Some(client.clone());
+        Ok(Some(client))
     }
     fn map(&mut self) -> Result<BTreeMap<String, String>, DecodeError> {
         let count = self.count(8)?;
@@ -1118,6 +1215,15 @@ mod tests {
                 seq: 7,
                 attempt: 1,
                 visible_at_ms: 30_005,
+                client: Some(Arc::new(Client::new("10.1.2.3:5555", "aws-sdk-rust/1.3 é"))),
+            },
+            Record::Lease {
+                now_ms: 5,
+                queue_id: 2,
+                seq: 8,
+                attempt: 3,
+                visible_at_ms: 30_005,
+                client: None,
             },
             Record::ChangeVisibility {
                 now_ms: 6,
@@ -1185,7 +1291,32 @@ mod tests {
                     sent_at_ms: 1,
                     visible_at_ms: 30_001,
                     leased_at_ms: 1,
-                    first_received_at_ms: Some(1),
+                    history: Some(Box::new(AttemptHistory {
+                        first_received_at_ms: 1,
+                        first_attempt: 1,
+                        dead_lettered_at_ms: Some(9),
+                        attempts: [
+                            Attempt {
+                                received_at_ms: 1,
+                                first_deadline_ms: 31,
+                                deadline_ms: 61,
+                                extensions: 1,
+                                outcome: AttemptOutcome::Expired,
+                                ended_at_ms: 61,
+                                client: Some(Arc::new(Client::new("[::1]:80", "boto3"))),
+                            },
+                            Attempt {
+                                received_at_ms: 70,
+                                first_deadline_ms: 30_001,
+                                deadline_ms: 30_001,
+                                extensions: 0,
+                                outcome: AttemptOutcome::Leased,
+                                ended_at_ms: 0,
+                                client: None,
+                            },
+                        ]
+                        .into(),
+                    })),
                     receive_count: 2,
                     state: MessageState::InFlight,
                     dead_letter_source: Some(Arc::from("src")),
@@ -1207,7 +1338,7 @@ mod tests {
                     sent_at_ms: 1,
                     visible_at_ms: 1,
                     leased_at_ms: 0,
-                    first_received_at_ms: None,
+                    history: None,
                     receive_count: 0,
                     state: MessageState::Ready,
                     dead_letter_source: None,
@@ -1396,7 +1527,7 @@ mod tests {
                     sent_at_ms: 3,
                     visible_at_ms: 3,
                     leased_at_ms: 0,
-                    first_received_at_ms: None,
+                    history: None,
                     receive_count: 0,
                     state: MessageState::Ready,
                     dead_letter_source: None,
@@ -1419,17 +1550,27 @@ mod tests {
     #[test]
     fn version_1_records_still_decode() {
         // Version 1 had no payload reference tag: the payload followed the id directly.
-        let record = samples()
+        let mut record = samples()
             .into_iter()
             .find(|r| matches!(r, Record::RestoreMessage { message, .. } if message.payload.inline().is_some()))
             .expect("an inline RestoreMessage sample");
+        // Nor attempts (version 4): a received message decodes with a history of none, numbered
+        // from its next attempt on.
+        let Record::RestoreMessage { message, .. } = &mut record else {
+            unreachable!()
+        };
+        message.history = Some(Box::new(AttemptHistory::empty(
+            1,
+            message.receive_count + 1,
+        )));
         let mut bytes = Vec::new();
         encode(&record, &mut bytes);
         let tag_at = 1 + 1 + 8 + 8 + 8 + 16;
         assert_eq!(bytes[tag_at], 0, "inline payload tag");
         bytes.remove(tag_at);
-        // Nor a redrive generation (version 3): the message's last four bytes.
-        bytes.truncate(bytes.len() - 4);
+        // The attempts (first number, no dead-letter time, a count of 0), then a redrive
+        // generation (version 3): the message's last 9 + 4 bytes.
+        bytes.truncate(bytes.len() - 9 - 4);
         bytes[0] = 1;
         assert_eq!(decode(&bytes), Ok(record));
         // A Relocate did not exist in version 1, nor did the FIFO records.
@@ -1441,6 +1582,24 @@ mod tests {
             bytes[0] = 1;
             assert!(decode(&bytes).is_err(), "{record:?} as version 1");
         }
+    }
+
+    #[test]
+    fn version_3_leases_decode_without_a_client() {
+        let record = Record::Lease {
+            now_ms: 5,
+            queue_id: 2,
+            seq: 7,
+            attempt: 2,
+            visible_at_ms: 30_005,
+            client: None,
+        };
+        let mut bytes = Vec::new();
+        encode(&record, &mut bytes);
+        // Version 4 added the client flag, the last byte.
+        assert_eq!(bytes.pop(), Some(0));
+        bytes[0] = 3;
+        assert_eq!(decode(&bytes), Ok(record));
     }
 
     fn encoded_tag(record: &Record) -> u8 {

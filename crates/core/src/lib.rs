@@ -13,6 +13,7 @@ pub mod config;
 pub mod engine;
 pub mod error;
 pub mod fifo;
+pub mod history;
 pub mod limits;
 pub mod message;
 pub mod moves;
@@ -28,6 +29,7 @@ pub use engine::{
 };
 pub use error::{Error, Field, Result};
 pub use fifo::{DeduplicationScope, FifoConfig, FifoMessage, FifoThroughputLimit};
+pub use history::{Attempt, AttemptHistory, AttemptOutcome, Client};
 pub use limits::Limits;
 pub use message::{
     AttributeValue, BaseType, Location, MessageAttribute, MessageId, Payload, PayloadRef, SendInput,

@@ -44,6 +44,8 @@ pub struct Limits {
     /// to a dead-letter queue after this many stays there (a redrive loop) and the task reports
     /// it (`MoveTask::held_back`). leaseq's own; SQS has none.
     pub redrive_generations_max: u16,
+    /// Delivery attempts kept in a message's history (the most recent ones). leaseq's own.
+    pub attempt_history_max: usize,
 }
 
 impl Default for Limits {
@@ -66,6 +68,7 @@ impl Default for Limits {
             attribute_name_length_max: 256,
             policy_size_max_bytes: 256 * 1024,
             redrive_generations_max: 3,
+            attempt_history_max: 10,
         }
     }
 }

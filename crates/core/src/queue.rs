@@ -19,7 +19,7 @@
 //! Invariant (checked by [`Queue::check_invariants`]): the counts equal the index sizes, every
 //! indexed message exists with the state and keys its index claims, and every message is indexed.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
 
 mod ready;
@@ -28,6 +28,7 @@ use ready::ReadyIndex;
 
 use crate::config::QueueConfig;
 use crate::fifo::{FifoMessage, FifoState, Transition};
+use crate::history::{AttemptHistory, AttemptOutcome};
 use crate::message::{MessageId, PayloadRef};
 use crate::store::{Frozen, SeqStore};
 
@@ -55,8 +56,8 @@ pub struct Message {
     pub visible_at_ms: u64,
     /// When the current attempt began; the total lease is bounded from here.
     pub leased_at_ms: u64,
-    /// When it was first received.
-    pub first_received_at_ms: Option<u64>,
+    /// Its delivery attempts (and when it was first received): `None` until it is received.
+    pub history: Option<Box<AttemptHistory>>,
     /// Attempts so far; the current attempt's number.
     pub receive_count: u32,
     /// Where it is.
@@ -95,6 +96,15 @@ pub struct QueueCounters {
     pub retention_expired: u64,
     /// Messages removed by purges.
     pub purged: u64,
+}
+
+impl Message {
+    /// When it was first received (`ApproximateFirstReceiveTimestamp`).
+    pub fn first_received_at_ms(&self) -> Option<u64> {
+        self.history
+            .as_ref()
+            .map(|history| history.first_received_at_ms)
+    }
 }
 
 /// One queue.
@@ -137,6 +147,31 @@ pub struct Queue {
     /// Why a consumer failed a message (fail-now), for the messages that have a reason: few,
     /// so a side table rather than a field of every message.
     failure_reasons: BTreeMap<u64, Arc<str>>,
+    /// The histories of the messages deleted last, for a while (see [`RECENTLY_DELETED_KEPT`]).
+    recently_deleted: VecDeque<DeletedMessage>,
+}
+
+/// Deleted messages whose history a queue keeps, the most recent ones. In memory only: after a
+/// restart, only the deletes replayed from the log since the last snapshot are there.
+pub const RECENTLY_DELETED_KEPT: usize = 1_024;
+
+/// What is kept of a deleted message that had been received: its history.
+#[derive(Clone, Debug)]
+pub struct DeletedMessage {
+    /// Its sequence number.
+    pub seq: u64,
+    /// Its id.
+    pub id: MessageId,
+    /// `SentTimestamp`.
+    pub sent_at_ms: u64,
+    /// Its receives.
+    pub receive_count: u32,
+    /// When it was deleted.
+    pub deleted_at_ms: u64,
+    /// The queue it had been dead-lettered from, if it had.
+    pub dead_letter_source: Option<Arc<str>>,
+    /// Its attempts, the last one `Deleted`.
+    pub history: Box<AttemptHistory>,
 }
 
 impl Queue {
@@ -169,6 +204,7 @@ impl Queue {
             delayed: 0,
             fifo,
             failure_reasons: BTreeMap::new(),
+            recently_deleted: VecDeque::new(),
         }
     }
 
@@ -436,6 +472,40 @@ impl Queue {
         self.failure_reasons.insert(seq, reason);
     }
 
+    /// Keeps the history of message `seq`, just deleted at `now_ms` (if it had been received),
+    /// among the recently deleted.
+    pub(crate) fn remember_deleted(&mut self, seq: u64, message: Message, now_ms: u64) {
+        let Some(mut history) = message.history else {
+            return;
+        };
+        history.end(AttemptOutcome::Deleted, now_ms);
+        if self.recently_deleted.len() == RECENTLY_DELETED_KEPT {
+            self.recently_deleted.pop_front();
+        }
+        self.recently_deleted.push_back(DeletedMessage {
+            seq,
+            id: message.id,
+            sent_at_ms: message.sent_at_ms,
+            receive_count: message.receive_count,
+            deleted_at_ms: now_ms,
+            dead_letter_source: message.dead_letter_source,
+            history,
+        });
+    }
+
+    /// The recently deleted message with this id, if it is still kept.
+    pub fn recently_deleted(&self, id: MessageId) -> Option<&DeletedMessage> {
+        self.recently_deleted
+            .iter()
+            .rev()
+            .find(|deleted| deleted.id == id)
+    }
+
+    /// Messages from sequence number `seq` on, in order.
+    pub fn messages_from(&self, seq: u64) -> impl Iterator<Item = (u64, &Message)> {
+        self.messages.iter_from(seq)
+    }
+
     /// Removes a message from the queue and every index.
     pub fn remove(&mut self, seq: u64) -> Option<Message> {
         let message = self.messages.remove(seq)?;
@@ -548,6 +618,7 @@ impl Queue {
                 None => assert!(sent > previous_sent, "message {seq} out of send order"),
             }
             previous_sent = sent;
+            check_history(seq, message);
             match message.state {
                 MessageState::Ready => {
                     ready += 1;
@@ -587,6 +658,35 @@ impl Queue {
     }
 }
 
+/// A message has a history exactly when it was received; its attempts are numbered up to its
+/// receive count, and a leased message's last attempt is the lease it is under.
+fn check_history(seq: u64, message: &Message) {
+    let Some(history) = &message.history else {
+        assert_eq!(
+            message.receive_count, 0,
+            "message {seq} received, no history"
+        );
+        return;
+    };
+    assert!(
+        message.receive_count > 0,
+        "message {seq}: history, no receive"
+    );
+    let Some(last) = history.attempts.back() else {
+        return;
+    };
+    let kept = history.attempts.len() as u32;
+    assert_eq!(
+        history.first_attempt + kept - 1,
+        message.receive_count,
+        "message {seq}: attempts numbered up to the receive count"
+    );
+    if message.state == MessageState::InFlight {
+        assert_eq!(last.outcome, AttemptOutcome::Leased, "message {seq}");
+        assert_eq!(last.deadline_ms, message.visible_at_ms, "message {seq}");
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -599,6 +699,8 @@ mod tests {
         // 96 before FIFO queues; `Message::fifo` (a boxed group and deduplication id, `None` on
         // standard queues) costs 8 more per message, on every queue. Keeping FIFO fields in a
         // side table of the FIFO state would win them back at a lookup per FIFO operation.
-        assert!(size <= 104, "a message slot takes {size} bytes");
+        // The attempt history (boxed, `None` until the first receive) took the place of the
+        // first-receive time (an `Option<u64>`, 16 bytes), which it holds: 8 fewer.
+        assert!(size <= 96, "a message slot takes {size} bytes");
     }
 }

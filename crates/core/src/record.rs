@@ -16,6 +16,7 @@ use std::sync::Arc;
 
 use crate::config::QueueConfig;
 use crate::fifo::{AttemptLease, FifoMessage};
+use crate::history::Client;
 use crate::message::{MessageId, Payload};
 use crate::moves::{MoveTask, MovedMessage};
 use crate::queue::{Message, QueueCounters};
@@ -98,6 +99,8 @@ pub enum Record {
         attempt: u32,
         /// When the lease runs out.
         visible_at_ms: u64,
+        /// Who received it (for the attempt history), if the server knew.
+        client: Option<Arc<Client>>,
     },
     /// The current attempt's lease was changed (extended, shortened or released).
     ChangeVisibility {

@@ -158,7 +158,13 @@ impl<T: Clone> SeqStore<T> {
 
     /// All values in sequence order.
     pub fn iter(&self) -> impl Iterator<Item = (u64, &T)> {
-        iterate(&self.chunks, self.first_chunk)
+        iterate(&self.chunks, self.first_chunk, 0)
+    }
+
+    /// The values from sequence number `seq` on, in order, skipping the chunks before it.
+    pub fn iter_from(&self, seq: u64) -> impl Iterator<Item = (u64, &T)> {
+        let skip = split(seq).0.saturating_sub(self.first_chunk) as usize;
+        iterate(&self.chunks, self.first_chunk, skip).filter(move |(s, _)| *s >= seq)
     }
 
     /// The value with the lowest sequence number, in constant time (empty chunks are freed, so
@@ -201,17 +207,19 @@ impl<T> Frozen<T> {
 
     /// All values in sequence order.
     pub fn iter(&self) -> impl Iterator<Item = (u64, &T)> {
-        iterate(&self.chunks, self.first_chunk)
+        iterate(&self.chunks, self.first_chunk, 0)
     }
 }
 
 fn iterate<T>(
     chunks: &VecDeque<Option<Arc<Chunk<T>>>>,
     first_chunk: u64,
+    skip_chunks: usize,
 ) -> impl Iterator<Item = (u64, &T)> {
     chunks
         .iter()
         .enumerate()
+        .skip(skip_chunks)
         .filter_map(|(i, c)| c.as_ref().map(|c| (i, c)))
         .flat_map(move |(i, chunk)| {
             let base = (first_chunk + i as u64) << CHUNK_BITS;
@@ -232,7 +240,10 @@ mod tests {
     proptest! {
         /// The store behaves exactly like a BTreeMap, and frees chunks as they empty.
         #[test]
-        fn matches_btreemap(ops in proptest::collection::vec((0u8..3, 0u64..2_000), 0..400)) {
+        fn matches_btreemap(
+            ops in proptest::collection::vec((0u8..3, 0u64..2_000), 0..400),
+            from in 0u64..2_100,
+        ) {
             let mut store = SeqStore::default();
             let mut model = BTreeMap::new();
             for (op, seq) in ops {
@@ -247,6 +258,9 @@ mod tests {
             let listed: Vec<_> = store.iter().map(|(k, v)| (k, *v)).collect();
             let expected: Vec<_> = model.iter().map(|(k, v)| (*k, *v)).collect();
             prop_assert_eq!(&listed, &expected);
+            let tail: Vec<_> = store.iter_from(from).map(|(k, v)| (k, *v)).collect();
+            let expected_tail: Vec<_> = model.range(from..).map(|(k, v)| (*k, *v)).collect();
+            prop_assert_eq!(tail, expected_tail);
             // A frozen copy keeps what it saw while the store changes.
             let frozen = store.frozen();
             for seq in model.keys().copied().collect::<Vec<_>>().into_iter().step_by(2) {

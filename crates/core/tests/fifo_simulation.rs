@@ -330,6 +330,7 @@ impl Sim {
         let request = ReceiveRequest {
             max_messages,
             visibility_timeout_seconds: Some(visibility),
+            client: None,
         };
         let before_ready = self.engine.queue(QUEUE).unwrap().ready_count();
         let deliveries = self

@@ -598,7 +598,7 @@ fn view(seq: u64, message: &leaseq_core::Message, log: &FakeLog) -> MessageView 
         sent_at_ms: message.sent_at_ms,
         visible_at_ms: message.visible_at_ms,
         leased_at_ms: message.leased_at_ms,
-        first_received_at_ms: message.first_received_at_ms,
+        first_received_at_ms: message.first_received_at_ms(),
         receive_count: message.receive_count,
         state: message.state,
         dead_letter_source: message.dead_letter_source.as_deref().map(str::to_string),
@@ -959,6 +959,7 @@ impl Sim {
         let request = ReceiveRequest {
             max_messages,
             visibility_timeout_seconds: visibility_s,
+            client: None,
         };
         let before = self.journal.len();
         let engine = self

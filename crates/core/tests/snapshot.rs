@@ -78,13 +78,14 @@ fn a_snapshot_rebuilds_the_engine() {
     let request = ReceiveRequest {
         max_messages: 5,
         visibility_timeout_seconds: Some(5),
+        client: None,
     };
     let first = engine
-        .receive(2_000, "jobs", request, &mut journal)
+        .receive(2_000, "jobs", request.clone(), &mut journal)
         .unwrap();
     // Leases run out; the next receive moves the first batch to the dead-letter queue.
     engine
-        .receive(8_000, "jobs", request, &mut journal)
+        .receive(8_000, "jobs", request.clone(), &mut journal)
         .unwrap();
     let held = engine
         .receive(12_000, "jobs", request, &mut journal)
@@ -129,9 +130,13 @@ fn a_frozen_engine_keeps_the_moment_it_was_taken() {
     let request = ReceiveRequest {
         max_messages: 10,
         visibility_timeout_seconds: Some(30),
+        client: None,
     };
     for _ in 0..50 {
-        for delivery in engine.receive(2, "q", request, &mut journal).unwrap() {
+        for delivery in engine
+            .receive(2, "q", request.clone(), &mut journal)
+            .unwrap()
+        {
             engine
                 .delete(3, "q", &delivery.receipt, &mut journal)
                 .unwrap();
@@ -182,22 +187,35 @@ fn a_snapshot_rebuilds_fifo_state() {
     let request = ReceiveRequest {
         max_messages: 1,
         visibility_timeout_seconds: Some(60),
+        client: None,
     };
     let mut journal = Journal::new();
     // b's only message is received and deleted: its id stays in the window.
     let b = engine
-        .receive(2_000, "q.fifo", request, &mut journal)
+        .receive(2_000, "q.fifo", request.clone(), &mut journal)
         .unwrap();
     assert_eq!(b[0].message_id, a0.message_id, "oldest head first");
     let held = engine
-        .receive_with_attempt(2_000, "q.fifo", request, Some("try-1"), &mut journal)
+        .receive_with_attempt(
+            2_000,
+            "q.fifo",
+            request.clone(),
+            Some("try-1"),
+            &mut journal,
+        )
         .unwrap();
     assert_eq!(held[0].message_id, b0.message_id);
     engine
         .delete(2_500, "q.fifo", &held[0].receipt, &mut journal)
         .unwrap();
     let retry_before = engine
-        .receive_with_attempt(2_600, "q.fifo", request, Some("try-2"), &mut journal)
+        .receive_with_attempt(
+            2_600,
+            "q.fifo",
+            request.clone(),
+            Some("try-2"),
+            &mut journal,
+        )
         .unwrap();
     assert!(retry_before.is_empty(), "a is held, b is empty");
     let input = SendInput::body("d0").in_group("d");
@@ -211,14 +229,26 @@ fn a_snapshot_rebuilds_fifo_state() {
         )
         .unwrap();
     let d = engine
-        .receive_with_attempt(2_800, "q.fifo", request, Some("try-3"), &mut journal)
+        .receive_with_attempt(
+            2_800,
+            "q.fifo",
+            request.clone(),
+            Some("try-3"),
+            &mut journal,
+        )
         .unwrap();
     assert_eq!(d[0].payload.inline().unwrap().body, "d0");
 
     let mut rebuilt = rebuild(&engine);
     // The remembered attempt answers a retry with the same receipt.
     let retried = rebuilt
-        .receive_with_attempt(2_900, "q.fifo", request, Some("try-3"), &mut journal)
+        .receive_with_attempt(
+            2_900,
+            "q.fifo",
+            request.clone(),
+            Some("try-3"),
+            &mut journal,
+        )
         .unwrap();
     assert_eq!(retried.len(), 1);
     assert_eq!(retried[0].receipt, d[0].receipt);
@@ -243,7 +273,7 @@ fn a_snapshot_rebuilds_fifo_state() {
     assert_eq!(again.message_id, b0.message_id);
     // a is still held.
     let nothing = rebuilt
-        .receive(3_000, "q.fifo", request, &mut journal)
+        .receive(3_000, "q.fifo", request.clone(), &mut journal)
         .unwrap();
     assert!(nothing.is_empty());
     // Sequence numbers go on increasing.

@@ -7,7 +7,11 @@
 //! messages live.
 
 use std::future::Future;
+use std::net::SocketAddr;
 use std::sync::Arc;
+
+use axum::http::HeaderValue;
+use leaseq_core::Client;
 
 use leaseq_sqs::error::SqsError;
 use leaseq_sqs::{Action, Outcome};
@@ -18,6 +22,24 @@ pub struct Caller {
     /// The sender id stamped on messages this caller sends (`SenderId`).
     /// Shared by every message of the request (a batch of ten allocates it once).
     pub sender_id: Arc<str>,
+    /// The address of the client's connection, if the server knows it.
+    pub address: Option<SocketAddr>,
+    /// The request's `User-Agent` header, if any (kept as the header: most requests never
+    /// look at it).
+    pub user_agent: Option<HeaderValue>,
+}
+
+impl Caller {
+    /// The client as an attempt history records it.
+    pub fn client(&self) -> Arc<Client> {
+        let address = self.address.map(|a| a.to_string()).unwrap_or_default();
+        let user_agent = self
+            .user_agent
+            .as_ref()
+            .map(|ua| String::from_utf8_lossy(ua.as_bytes()))
+            .unwrap_or_default();
+        Arc::new(Client::new(address, &user_agent))
+    }
 }
 
 /// Executes SQS actions.

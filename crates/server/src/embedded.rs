@@ -322,14 +322,15 @@ impl Embedded {
     async fn try_receive(
         &self,
         name: &str,
-        request: ReceiveRequest,
+        request: &ReceiveRequest,
         wait_time_seconds: Option<u32>,
         attempt_id: Option<&str>,
     ) -> Result<ReceiveProbe, SqsError> {
         let reads = self.checkpoints.payload_reads();
         let (probe, tail_lsn) = self.apply_now(|engine, journal| {
             let now_ms = self.now_ms();
-            let received = engine.receive_with_attempt(now_ms, name, request, attempt_id, journal);
+            let received =
+                engine.receive_with_attempt(now_ms, name, request.clone(), attempt_id, journal);
             let deliveries = match received {
                 Err(Error::OverLimit { .. })
                     if wait_time_seconds.map_or_else(
@@ -370,7 +371,7 @@ impl Embedded {
     async fn receive(
         &self,
         name: &str,
-        request: ReceiveRequest,
+        request: &ReceiveRequest,
         wait_time_seconds: Option<u32>,
         attempt_id: Option<&str>,
     ) -> Result<Vec<Delivery>, SqsError> {
@@ -612,8 +613,12 @@ impl Backend for Embedded {
                 receive_request_attempt_id,
             } => {
                 let attempt_id = receive_request_attempt_id.as_deref();
+                let request = ReceiveRequest {
+                    client: Some(caller.client()),
+                    ..request
+                };
                 let deliveries = self
-                    .receive(&queue.name, request, wait_time_seconds, attempt_id)
+                    .receive(&queue.name, &request, wait_time_seconds, attempt_id)
                     .await?;
                 if deliveries.is_empty() {
                     self.observe_empty_receive(&queue.name);

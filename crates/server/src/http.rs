@@ -4,12 +4,13 @@
 //! request costs at most that much memory. The protocol is chosen per request: AWS JSON 1.0 when
 //! `X-Amz-Target` is present, Query otherwise; the response (and any error) uses the same one.
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Instant;
 
-use axum::body::{Body, Bytes};
-use axum::extract::State;
-use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri};
+use axum::body::Bytes;
+use axum::extract::{ConnectInfo, Request, State};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
@@ -88,13 +89,14 @@ fn sender_id(headers: &HeaderMap, account_id: &str) -> Arc<str> {
         .into()
 }
 
-async fn handle<B: Backend>(
-    State(shared): State<Arc<Shared<B>>>,
-    method: Method,
-    uri: Uri,
-    headers: HeaderMap,
-    body: Body,
-) -> Response {
+async fn handle<B: Backend>(State(shared): State<Arc<Shared<B>>>, request: Request) -> Response {
+    let (parts, body) = request.into_parts();
+    let (method, uri, headers) = (parts.method, parts.uri, parts.headers);
+    // Present when the server was started with connect info (`leaseq serve` is).
+    let address = parts
+        .extensions
+        .get::<ConnectInfo<SocketAddr>>()
+        .map(|info| info.0);
     let config = &shared.config;
     let context = Context {
         base_url: base_url(config, &headers),
@@ -141,6 +143,8 @@ async fn handle<B: Backend>(
     let name = action.name();
     let caller = Caller {
         sender_id: sender_id(&headers, &config.account_id),
+        address,
+        user_agent: headers.get(axum::http::header::USER_AGENT).cloned(),
     };
     let started = Instant::now();
     let result = shared.backend.execute(action, &caller).await;

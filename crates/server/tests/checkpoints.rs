@@ -65,6 +65,7 @@ async fn receive_and_delete(backend: &Embedded, max_messages: usize) -> usize {
         request: ReceiveRequest {
             max_messages,
             visibility_timeout_seconds: None,
+            client: None,
         },
         wait_time_seconds: Some(0),
         attribute_names: vec![],
@@ -230,6 +231,7 @@ async fn a_restart_after_a_checkpoint_keeps_leases_and_receipts() {
         request: ReceiveRequest {
             max_messages: 1,
             visibility_timeout_seconds: Some(600),
+            client: None,
         },
         wait_time_seconds: Some(0),
         attribute_names: vec![],

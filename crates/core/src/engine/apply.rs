@@ -6,6 +6,7 @@ use std::sync::Arc;
 use crate::fifo::{
     Deduplicated, DeduplicationScope, FifoMessage, ReceiveAttempt, DEDUPLICATION_WINDOW_MS,
 };
+use crate::history::{AttemptHistory, AttemptOutcome};
 use crate::message::{Location, PayloadRef};
 use crate::queue::{Message, MessageState, Queue};
 use crate::record::Record;
@@ -81,7 +82,7 @@ impl Engine {
                     sent_at_ms: now_ms,
                     visible_at_ms: *visible_at_ms,
                     leased_at_ms: 0,
-                    first_received_at_ms: None,
+                    history: None,
                     receive_count: 0,
                     state,
                     dead_letter_source: None,
@@ -100,8 +101,11 @@ impl Engine {
                 seq,
                 attempt,
                 visible_at_ms,
+                client,
                 ..
             } => {
+                let client = client.as_ref().map(|client| self.clients.intern(client));
+                let kept = self.config.limits.attempt_history_max;
                 let queue = self.advance(*queue_id, now_ms);
                 let message = queue.message_mut(*seq).expect("leased message exists");
                 assert_eq!(message.state, MessageState::Ready, "lease of message {seq}");
@@ -112,7 +116,10 @@ impl Engine {
                 );
                 message.receive_count = *attempt;
                 message.leased_at_ms = now_ms;
-                message.first_received_at_ms.get_or_insert(now_ms);
+                message
+                    .history
+                    .get_or_insert_with(|| Box::new(AttemptHistory::empty(now_ms, *attempt)))
+                    .begin(*attempt, now_ms, *visible_at_ms, client, kept);
                 queue.set_visibility(*seq, now_ms, *visible_at_ms);
                 queue.counters.received += 1;
             }
@@ -124,6 +131,10 @@ impl Engine {
             } => {
                 let queue = self.advance(*queue_id, now_ms);
                 queue.set_visibility(*seq, now_ms, *visible_at_ms);
+                let message = queue.message_mut(*seq).expect("changed message exists");
+                if let Some(history) = &mut message.history {
+                    history.change(now_ms, *visible_at_ms);
+                }
                 if *visible_at_ms <= now_ms {
                     queue.counters.leases_released += 1;
                 } else {
@@ -137,6 +148,7 @@ impl Engine {
                 if message.state != MessageState::InFlight {
                     queue.counters.deleted_late += 1;
                 }
+                queue.remember_deleted(*seq, message, now_ms);
             }
             Record::DeadLetter {
                 queue_id,
@@ -159,6 +171,11 @@ impl Engine {
                 reason,
                 ..
             } => {
+                let source = self.advance(*queue_id, now_ms);
+                let message = source.message_mut(*seq).expect("failed message exists");
+                if let Some(history) = &mut message.history {
+                    history.end(AttemptOutcome::Failed, now_ms);
+                }
                 self.dead_letter(
                     now_ms,
                     *queue_id,
@@ -347,6 +364,9 @@ impl Engine {
         let mut message = source.remove(seq).expect("dead-lettered message exists");
         source.counters.dead_lettered += 1;
         message.dead_letter_source = Some(source.name.clone());
+        if let Some(history) = &mut message.history {
+            history.dead_lettered(now_ms);
+        }
         message.state = MessageState::Ready;
         message.visible_at_ms = now_ms;
         let target = self.advance(dead_letter_queue_id, now_ms);

@@ -9,6 +9,7 @@ use crate::fifo::{
     check_token, content_deduplication_id, AttemptLease, Deduplicated, DeduplicationScope,
     FifoMessage,
 };
+use crate::history::Client;
 use crate::message::{PayloadRef, SendInput};
 use crate::queue::{MessageState, Queue};
 use crate::record::Record;
@@ -71,13 +72,13 @@ pub(super) fn duplicate_of(queue: &Queue, fifo: &FifoMessage) -> Option<Deduplic
 }
 
 /// A FIFO receive, after the checks every receive makes.
-#[derive(Clone, Copy)]
 pub(super) struct FifoReceive {
     pub now_ms: u64,
     pub queue_id: u64,
     pub wanted: usize,
     pub visibility_ms: u64,
     pub dead_letter: Option<(u64, u32)>,
+    pub client: Option<Arc<Client>>,
 }
 
 impl Engine {
@@ -160,6 +161,7 @@ impl Engine {
             wanted,
             visibility_ms,
             dead_letter,
+            ..
         } = *receive;
         let mut leases = Vec::new();
         let mut next = Some(head);
@@ -188,6 +190,7 @@ impl Engine {
                 seq,
                 attempt,
                 visible_at_ms,
+                client: receive.client.clone(),
             };
             self.commit(record, journal);
             deliveries.push(self.delivery(queue_id, seq));

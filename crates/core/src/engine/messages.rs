@@ -125,6 +125,7 @@ impl Engine {
                 wanted,
                 visibility_ms,
                 dead_letter,
+                client: request.client,
             };
             return self.receive_fifo(receive, attempt_id, journal);
         }
@@ -152,6 +153,7 @@ impl Engine {
                 seq,
                 attempt,
                 visible_at_ms: now_ms + visibility_ms,
+                client: request.client.clone(),
             };
             self.commit(record, journal);
             deliveries.push(self.delivery(queue_id, seq));
@@ -212,7 +214,9 @@ impl Engine {
             payload: message.payload.clone(),
             receive_count: message.receive_count,
             sent_at_ms: message.sent_at_ms,
-            first_received_at_ms: message.first_received_at_ms.unwrap_or(message.leased_at_ms),
+            first_received_at_ms: message
+                .first_received_at_ms()
+                .unwrap_or(message.leased_at_ms),
             visible_at_ms: message.visible_at_ms,
             dead_letter_source: message.dead_letter_source.clone(),
             fifo: message.fifo.clone(),

@@ -17,6 +17,7 @@ use rustc_hash::FxHashMap;
 use crate::config::QueueConfig;
 use crate::error::{Error, Field, Result};
 use crate::fifo::FifoMessage;
+use crate::history::{Client, Clients};
 use crate::limits::Limits;
 use crate::message::{MessageId, Payload};
 use crate::queue::{Queue, QueueCounters};
@@ -28,11 +29,13 @@ mod apply;
 pub use apply::FrozenEngine;
 mod fail;
 mod fifo;
+mod history;
 mod messages;
 mod moves;
 mod observe;
 mod queues;
 
+pub use history::{HistoryLookup, MessageHistory, HISTORY_SCAN_STEP};
 pub use observe::LeaseView;
 
 pub use moves::{
@@ -53,12 +56,14 @@ pub struct EngineConfig {
 }
 
 /// A receive request.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ReceiveRequest {
     /// At most this many messages (1 to `Limits::batch_size_max`).
     pub max_messages: usize,
     /// Lease length; the queue's visibility timeout when `None`.
     pub visibility_timeout_seconds: Option<u32>,
+    /// Who is receiving, for the attempt history (see [`crate::history`]), if known.
+    pub client: Option<Arc<Client>>,
 }
 
 /// One delivered message: a new attempt and its lease. The engine hands out deliveries whose
@@ -184,6 +189,8 @@ pub struct Engine {
     clock_ms: u64,
     /// Move tasks by id (running, paused, and the most recent finished ones).
     moves: BTreeMap<u64, crate::moves::MoveTask>,
+    /// The clients of the attempts in message histories, one copy each.
+    clients: Clients,
 }
 
 impl Engine {
@@ -197,6 +204,7 @@ impl Engine {
             next_queue_id: 1,
             clock_ms: 0,
             moves: BTreeMap::new(),
+            clients: Clients::default(),
         }
     }
 

@@ -410,7 +410,7 @@ impl Engine {
                 sent_at_ms: now_ms,
                 visible_at_ms: now_ms,
                 leased_at_ms: 0,
-                first_received_at_ms: None,
+                history: None,
                 receive_count: 0,
                 state: MessageState::Ready,
                 dead_letter_source: None,

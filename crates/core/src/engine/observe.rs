@@ -54,9 +54,10 @@ mod tests {
         let request = ReceiveRequest {
             max_messages: 1,
             visibility_timeout_seconds: Some(10),
+            client: None,
         };
         let first = engine
-            .receive(2_000, "jobs", request, &mut journal)
+            .receive(2_000, "jobs", request.clone(), &mut journal)
             .unwrap();
         let second = engine
             .receive(13_000, "jobs", request, &mut journal)
@@ -122,6 +123,7 @@ mod tests {
             let request = ReceiveRequest {
                 max_messages: 1,
                 visibility_timeout_seconds: Some(visibility),
+                client: None,
             };
             engine
                 .receive(1_000, "jobs", request, &mut journal)

@@ -42,7 +42,7 @@
 //!   either `=none` removes the policy.
 //! - `send NAME body=TEXT|body_len=N [delay=TIME] [attr.NAME=TYPE:VALUE]... [trace=TEXT]
 //!   [sender=TEXT]` [`mN`]
-//! - `receive NAME [max=N] [visibility=TIME] [attempt_id=TEXT] [verbose]` [`mN attempt=A
+//! - `receive NAME [max=N] [visibility=TIME] [attempt_id=TEXT] [client=UA] [verbose]` [`mN attempt=A
 //!   receipt=rN` per message (on FIFO queues also `group=G`), `verbose` adds body, timestamps,
 //!   lease end, dead-letter source, deduplication id and sequence number; `(none)` if nothing]
 //!
@@ -53,6 +53,9 @@
 //! - `counts NAME` [`ready=R in_flight=F delayed=D` and `oldest_ready_age=TIME` if R > 0]
 //! - `deadline NAME` [`next_deadline=TIME` | `next_deadline=none`], `clock` [`clock=TIME`]
 //! - `messages NAME` [one line per stored message], `counters NAME` [the non-zero counters]
+//! - `history NAME mN` [the message (state, receives, first receive, dead-letter move), then
+//!   one line per attempt kept: times, extensions, outcome, the `client=` user agent of the
+//!   receive; `not found`]
 //!
 //! An engine error renders as `error: Variant` plus its fields. After every command the harness
 //! calls [`Engine::check_invariants`]; after the last one it replays the whole journal into a
@@ -66,11 +69,11 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use leaseq_core::engine::MoveTaskInfo;
+use leaseq_core::engine::{HistoryLookup, MoveTaskInfo};
 use leaseq_core::{
-    AttributeValue, DeduplicationScope, DeleteOutcome, Delivery, Engine, EngineConfig, Error,
-    FifoThroughputLimit, Journal, MessageId, MoveTaskChange, PayloadRef, QueueConfig, ReceiptKey,
-    ReceiveRequest, RedriveAllowPolicy, SendInput,
+    AttributeValue, Client, DeduplicationScope, DeleteOutcome, Delivery, Engine, EngineConfig,
+    Error, FifoThroughputLimit, Journal, MessageId, MoveTaskChange, PayloadRef, QueueConfig,
+    ReceiptKey, ReceiveRequest, RedriveAllowPolicy, SendInput,
 };
 
 use parse::{
@@ -274,6 +277,7 @@ impl Harness {
             "counters" => self.counters(&mut args)?,
             "move" => self.move_command(&mut args)?,
             "peek" => self.peek(&mut args)?,
+            "history" => self.history(&mut args)?,
             "fail" => {
                 let name = args.positional("a queue name")?;
                 let receipt = self.receipt(&args.positional("a receipt")?)?;
@@ -438,9 +442,13 @@ impl Harness {
             .transpose()?;
         let verbose = args.flag("verbose");
         let attempt_id = args.named("attempt_id");
+        let client = args
+            .named("client")
+            .map(|name| Arc::new(Client::new("10.0.0.1:4000", &name)));
         let request = ReceiveRequest {
             max_messages,
             visibility_timeout_seconds,
+            client,
         };
         let now_ms = self.now_ms;
         let result = self.with_journal(|e, j| {
@@ -736,6 +744,60 @@ impl Harness {
         let label = format!("m{}", self.message_names.len() + 1);
         self.message_names.insert(id, label.clone());
         label
+    }
+
+    fn history(&mut self, args: &mut Args) -> Result<Vec<String>, Problem> {
+        let name = args.positional("a queue name")?;
+        let message = args.positional("a message name")?;
+        let id = *self
+            .message_names
+            .iter()
+            .find(|(_, n)| **n == message)
+            .ok_or_else(|| format!("no message named {message}"))?
+            .0;
+        let now_ms = self.now_ms;
+        let mut from_seq = 0;
+        let found = loop {
+            match self.engine().message_history(now_ms, &name, id, from_seq) {
+                Err(error) => return Ok(outcome::<()>(Err(error), |_| Vec::new())),
+                Ok(HistoryLookup::Continue(next)) => from_seq = next,
+                Ok(HistoryLookup::NotFound) => return Ok(vec!["not found".into()]),
+                Ok(HistoryLookup::Found(found)) => break found,
+            }
+        };
+        let state = match found.state {
+            Some(state) => format!("{state:?}"),
+            None => format!("Deleted at={}", fmt_time(found.deleted_at_ms.unwrap_or(0))),
+        };
+        let mut head = format!(
+            "{message} seq={} {state} receives={}",
+            found.seq, found.receive_count
+        );
+        if let Some(at) = found.first_received_at_ms {
+            write!(head, " first_received={}", fmt_time(at)).unwrap();
+        }
+        if let (Some(source), Some(at)) = (&found.dead_letter_source, found.dead_lettered_at_ms) {
+            write!(head, " dead_lettered_from={source} at={}", fmt_time(at)).unwrap();
+        }
+        let mut lines = vec![head];
+        for (number, attempt) in &found.attempts {
+            let mut line = format!(
+                "attempt={number} received={} lease={} deadline={} extensions={} {}",
+                fmt_time(attempt.received_at_ms),
+                fmt_time(attempt.first_deadline_ms),
+                fmt_time(attempt.deadline_ms),
+                attempt.extensions,
+                attempt.outcome.as_str(),
+            );
+            if attempt.ended_at_ms > 0 {
+                write!(line, " at={}", fmt_time(attempt.ended_at_ms)).unwrap();
+            }
+            if let Some(client) = &attempt.client {
+                write!(line, " client={}", quote(&client.user_agent)).unwrap();
+            }
+            lines.push(line);
+        }
+        Ok(lines)
     }
 
     fn peek(&mut self, args: &mut Args) -> Result<Vec<String>, Problem> {

@@ -271,7 +271,8 @@ pub fn set_limit(limits: &mut Limits, key: &str, value: &str) -> Result<(), Prob
         tags_max,
         max_receive_count_max,
         attribute_name_length_max,
-        redrive_generations_max
+        redrive_generations_max,
+        attempt_history_max
     );
     Ok(())
 }

@@ -290,6 +290,7 @@ mod tests {
         let request = |max_messages| ReceiveRequest {
             max_messages,
             visibility_timeout_seconds: Some(600),
+            client: None,
         };
         // Group a's first message at 1 s, then (a is blocked) b at 70 s; c stays ready.
         let first = engine.receive(1_000, "jobs.fifo", request(1), &mut journal);

@@ -98,7 +98,7 @@ impl Dump {
                     visible_at_ms: message.visible_at_ms,
                     sent_at_ms: message.sent_at_ms,
                     leased_at_ms: message.leased_at_ms,
-                    first_received_at_ms: message.first_received_at_ms,
+                    first_received_at_ms: message.first_received_at_ms(),
                 };
                 let body = match (backend.payload(&message.payload), storage) {
                     (Ok(payload), _) => payload.body.clone(),

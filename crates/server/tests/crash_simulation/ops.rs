@@ -103,6 +103,7 @@ impl Request {
                 request: ReceiveRequest {
                     max_messages: *max_messages,
                     visibility_timeout_seconds: *visibility_seconds,
+                    client: None,
                 },
                 wait_time_seconds: Some(0),
                 attribute_names: Vec::new(),

@@ -559,6 +559,7 @@ fn receive_message(queue: QueueRef, input: &Input) -> Result<Action, SqsError> {
         request: ReceiveRequest {
             max_messages,
             visibility_timeout_seconds,
+            client: None,
         },
         wait_time_seconds,
         attribute_names,

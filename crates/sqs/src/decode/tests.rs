@@ -361,6 +361,7 @@ fn receive_message() {
             request: ReceiveRequest {
                 max_messages: 10,
                 visibility_timeout_seconds: Some(45),
+                client: None,
             },
             wait_time_seconds: Some(20),
             attribute_names: strings(&["SentTimestamp", "All"]),
@@ -377,6 +378,7 @@ fn receive_message() {
             request: ReceiveRequest {
                 max_messages: 1,
                 visibility_timeout_seconds: None,
+                client: None,
             },
             wait_time_seconds: None,
             attribute_names: vec![],

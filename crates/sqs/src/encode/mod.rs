@@ -286,7 +286,7 @@ fn peeked(entry: &crate::outcome::PeekedEntry, ctx: &Context) -> Node {
         ),
         ("SentTimestamp".to_string(), message.sent_at_ms.to_string()),
     ];
-    if let Some(at_ms) = message.first_received_at_ms {
+    if let Some(at_ms) = message.first_received_at_ms() {
         system.push((
             "ApproximateFirstReceiveTimestamp".to_string(),
             at_ms.to_string(),
