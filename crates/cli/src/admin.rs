@@ -23,7 +23,7 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 pub struct EndpointArgs {
     /// The server's URL (plain HTTP).
     #[arg(long, env = "LEASEQ_ENDPOINT", default_value = "http://127.0.0.1:9324")]
-    endpoint: String,
+    pub(crate) endpoint: String,
 }
 
 /// Flags of `leaseq queues`.
@@ -53,13 +53,13 @@ pub struct StatsArgs {
 }
 
 /// A JSON 1.0 client of one server.
-struct Client {
+pub(crate) struct Client {
     host: String,
     addr: std::net::SocketAddr,
 }
 
 impl Client {
-    fn new(endpoint: &str) -> anyhow::Result<Client> {
+    pub(crate) fn new(endpoint: &str) -> anyhow::Result<Client> {
         let Some(rest) = endpoint.strip_prefix("http://") else {
             bail!("--endpoint must be an http:// URL, not {endpoint:?}");
         };
@@ -74,7 +74,7 @@ impl Client {
     }
 
     /// Calls `action` with `body`; an SQS error becomes an `Err` with its code and message.
-    fn call(&self, action: &str, body: &Value) -> anyhow::Result<Value> {
+    pub(crate) fn call(&self, action: &str, body: &Value) -> anyhow::Result<Value> {
         let body = body.to_string();
         let request = format!(
             "POST / HTTP/1.1\r\nHost: {}\r\nConnection: close\r\nContent-Type: application/x-amz-json-1.0\r\nX-Amz-Target: AmazonSQS.{action}\r\nContent-Length: {}\r\n\r\n{body}",

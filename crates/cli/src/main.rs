@@ -1,7 +1,9 @@
-//! The `leaseq` binary: `leaseq serve` runs the server; `bench`, `queues` and `stats` talk to one.
+//! The `leaseq` binary: `leaseq serve` runs the server; `bench`, `queues`, `stats`, `message`,
+//! `dlq` and `redrive` talk to one.
 
 mod admin;
 mod bench;
+mod message;
 mod redrive;
 mod serve;
 
@@ -35,6 +37,9 @@ enum Command {
     /// extensions, p99 processing time) and the visibility advisor's recommendation;
     /// `--watch` redraws it live.
     Stats(admin::StatsArgs),
+    /// A message's delivery attempts: when each began, its lease, extensions, how it ended and
+    /// which client received it.
+    Message(message::MessageArgs),
     /// Look inside a dead-letter queue (peek) without leasing its messages.
     Dlq(redrive::DlqArgs),
     /// Move a dead-letter queue's messages home: start (with a canary limit), pause, resume,
@@ -49,6 +54,7 @@ fn main() -> anyhow::Result<()> {
         Command::Bench(args) => bench::run(args),
         Command::Queues(args) => admin::queues(args),
         Command::Stats(args) => admin::stats(args),
+        Command::Message(args) => message::run(args),
         Command::Dlq(args) => redrive::run_dlq(args),
         Command::Redrive(args) => redrive::run_redrive(args),
     }

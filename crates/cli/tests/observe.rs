@@ -451,7 +451,7 @@ async fn the_log_names_the_message_and_each_attempt() {
         .lines()
         .filter(|line| line.contains(&format!("message_id={id}")))
         .filter_map(|line| {
-            let event = ["received", "deleted"]
+            let event = ["received", "attempt ended", "deleted"]
                 .into_iter()
                 .find(|e| line.contains(&format!(": {e} ")))?;
             let attempt = line.split("attempt=").nth(1)?.split(' ').next()?;
@@ -460,8 +460,18 @@ async fn the_log_names_the_message_and_each_attempt() {
         .collect();
     assert_eq!(
         events,
-        [("received", "1"), ("received", "2"), ("deleted", "2")],
+        [
+            ("received", "1"),
+            ("attempt ended", "1"),
+            ("received", "2"),
+            ("deleted", "2")
+        ],
         "{text}"
+    );
+    assert!(
+        text.lines()
+            .any(|line| line.contains(": attempt ended ") && line.contains("expired")),
+        "attempt 1 expired: {text}"
     );
 }
 

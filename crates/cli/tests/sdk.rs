@@ -227,6 +227,8 @@ fn attribute_md5_helper_matches_a_published_vector() {
 mod bad_input;
 #[path = "sdk/fifo.rs"]
 mod fifo;
+#[path = "sdk/history.rs"]
+mod history;
 #[path = "sdk/leases.rs"]
 mod leases;
 #[path = "sdk/messages.rs"]

@@ -26,6 +26,15 @@ impl MessageId {
     }
 }
 
+impl std::str::FromStr for MessageId {
+    type Err = uuid::Error;
+
+    /// A message id as [`MessageId`]'s `Display` writes it (any UUID form `uuid` accepts).
+    fn from_str(text: &str) -> std::result::Result<MessageId, uuid::Error> {
+        uuid::Uuid::parse_str(text).map(|uuid| MessageId(uuid.into_bytes()))
+    }
+}
+
 impl fmt::Display for MessageId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         uuid::Uuid::from_bytes(self.0).hyphenated().fmt(f)

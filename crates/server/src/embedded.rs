@@ -223,6 +223,7 @@ impl Embedded {
                 return Err(SqsError::service_unavailable(reason.clone()));
             }
             let result = operation(&mut engine, &mut journal);
+            observe::log_dead_letters(&engine, &journal);
             let tail_lsn = match &self.log {
                 Some(log) => match payloads::append(log, &mut engine, &journal, &self.checkpoints)
                     .map_err(log_failed)
@@ -697,6 +698,9 @@ impl Backend for Embedded {
                 after_seq,
                 max_messages,
             } => self.peek(queue.name, after_seq, max_messages).await,
+            Action::LeaseqGetMessageHistory { queue, message_id } => {
+                self.message_history(&queue.name, message_id).await
+            }
             Action::LeaseqFailMessage {
                 queue,
                 receipt,

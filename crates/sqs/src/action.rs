@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 
-use leaseq_core::{MoveTaskChange, QueueConfigPatch, ReceiveRequest, SendInput};
+use leaseq_core::{MessageId, MoveTaskChange, QueueConfigPatch, ReceiveRequest, SendInput};
 
 /// The wire protocol a request used; its response uses the same one.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -241,6 +241,13 @@ pub enum Action {
         receipt: String,
         /// `Reason`.
         reason: String,
+    },
+    /// leaseq's `LeaseqGetMessageHistory`: a message's delivery attempts.
+    LeaseqGetMessageHistory {
+        /// The queue.
+        queue: QueueRef,
+        /// `MessageId`.
+        message_id: MessageId,
     },
     /// leaseq's `LeaseqPeekMessages`: messages of a queue without leasing them.
     LeaseqPeekMessages {

@@ -87,6 +87,8 @@ pub enum Outcome {
     },
     /// leaseq's task changes: the task as it is now.
     MoveTask(Box<MoveTaskInfo>),
+    /// `LeaseqGetMessageHistory`: the message and its attempts.
+    MessageHistory(Box<leaseq_core::engine::MessageHistory>),
     /// `LeaseqPeekMessages`: one page of messages and the token of the next.
     Peeked {
         /// The messages, in sequence order.

@@ -221,6 +221,13 @@ impl Engine {
             dead_letter_source: message.dead_letter_source.clone(),
             fifo: message.fifo.clone(),
             sequence_number: message.fifo.as_ref().map(|_| sequence_number(seq)),
+            previous_attempt: message.history.as_ref().and_then(|history| {
+                let attempts = &history.attempts;
+                attempts
+                    .len()
+                    .checked_sub(2)
+                    .map(|before| attempts[before].outcome)
+            }),
         }
     }
 

@@ -17,7 +17,7 @@ use rustc_hash::FxHashMap;
 use crate::config::QueueConfig;
 use crate::error::{Error, Field, Result};
 use crate::fifo::FifoMessage;
-use crate::history::{Client, Clients};
+use crate::history::{AttemptOutcome, Client, Clients};
 use crate::limits::Limits;
 use crate::message::{MessageId, Payload};
 use crate::queue::{Queue, QueueCounters};
@@ -91,6 +91,8 @@ pub struct Delivery<P = Arc<Payload>> {
     pub fifo: Option<Box<FifoMessage>>,
     /// `SequenceNumber` (FIFO queues).
     pub sequence_number: Option<String>,
+    /// How the attempt before this one ended, if there was one (for logs).
+    pub previous_attempt: Option<AttemptOutcome>,
 }
 
 impl<P> Delivery<P> {
@@ -107,6 +109,7 @@ impl<P> Delivery<P> {
             dead_letter_source: self.dead_letter_source,
             fifo: self.fifo,
             sequence_number: self.sequence_number,
+            previous_attempt: self.previous_attempt,
         }
     }
 }

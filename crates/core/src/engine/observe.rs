@@ -24,6 +24,11 @@ impl Engine {
     pub fn queue_id(&self, name: &str) -> Option<u64> {
         self.names.get(name).copied()
     }
+
+    /// The queue with this id (as records name it), read-only.
+    pub fn queue_by_id(&self, queue_id: u64) -> Option<&crate::queue::Queue> {
+        self.queues.get(&queue_id)
+    }
 }
 
 #[cfg(test)]

@@ -6,9 +6,12 @@
 
 use std::sync::Arc;
 
-use leaseq_core::{DeleteOutcome, Delivery, Engine, Error, Journal, Queue, QueueInfo};
-use leaseq_sqs::error::SqsError;
-use leaseq_sqs::VisibilityAdvice;
+use leaseq_core::engine::HistoryLookup;
+use leaseq_core::{
+    DeleteOutcome, Delivery, Engine, Error, Journal, MessageId, Queue, QueueInfo, Record,
+};
+use leaseq_sqs::error::{ErrorCode, SqsError};
+use leaseq_sqs::{Outcome, VisibilityAdvice};
 
 use rustc_hash::FxHashMap;
 
@@ -71,6 +74,53 @@ pub struct LeaseRow {
     pub leased_at_ms: u64,
     /// When the lease ends unless extended.
     pub lease_expires_at_ms: u64,
+}
+
+/// Logs (at debug level) each move to a dead-letter queue in `journal` with the message id, its
+/// last attempt and, for a fail-now, the reason. `engine` has applied the journal.
+pub(super) fn log_dead_letters(engine: &Engine, journal: &Journal) {
+    if !tracing::enabled!(tracing::Level::DEBUG) {
+        return;
+    }
+    for record in journal {
+        let (queue_id, dead_letter_queue_id, dead_letter_seq, reason) = match record {
+            Record::DeadLetter {
+                queue_id,
+                dead_letter_queue_id,
+                dead_letter_seq,
+                ..
+            } => (queue_id, dead_letter_queue_id, dead_letter_seq, None),
+            Record::FailMessage {
+                queue_id,
+                dead_letter_queue_id,
+                dead_letter_seq,
+                reason,
+                ..
+            } => (
+                queue_id,
+                dead_letter_queue_id,
+                dead_letter_seq,
+                Some(reason),
+            ),
+            _ => continue,
+        };
+        let (Some(source), Some(target)) = (
+            engine.queue_by_id(*queue_id),
+            engine.queue_by_id(*dead_letter_queue_id),
+        ) else {
+            continue;
+        };
+        if let Some(message) = target.message(*dead_letter_seq) {
+            tracing::debug!(
+                queue = &*source.name,
+                message_id = %message.id,
+                attempt = message.receive_count,
+                dead_letter_queue = &*target.name,
+                reason = reason.map(String::as_str),
+                "dead-lettered"
+            );
+        }
+    }
 }
 
 impl Embedded {
@@ -143,13 +193,22 @@ impl Embedded {
     }
 
     /// Logs each delivery (at debug level) with the message id and the attempt, so a message's
-    /// attempts can be followed in the log: attempt 1 received, attempt 2 received (so attempt
-    /// 1's lease ran out or was released), attempt 2 deleted.
+    /// attempts can be followed in the log: attempt 1 received, attempt 1 expired, attempt 2
+    /// received, attempt 2 deleted.
     pub(super) fn log_deliveries(&self, name: &str, deliveries: &[Delivery]) {
         if !tracing::enabled!(tracing::Level::DEBUG) {
             return;
         }
         for delivery in deliveries {
+            if let Some(outcome) = delivery.previous_attempt {
+                tracing::debug!(
+                    queue = name,
+                    message_id = %delivery.message_id,
+                    attempt = delivery.receive_count - 1,
+                    outcome = outcome.as_str(),
+                    "attempt ended"
+                );
+            }
             tracing::debug!(
                 queue = name,
                 message_id = %delivery.message_id,
@@ -255,6 +314,46 @@ impl Embedded {
             .as_ref()
             .and_then(|metrics| metrics.queue_if_seen(info.queue_id));
         Ok(advice_for(&info, stats.as_deref()))
+    }
+
+    /// A message's attempt history (`LeaseqGetMessageHistory`). The engine looks for the
+    /// message in steps, each under its own hold of the engine lock (see
+    /// `leaseq_core::engine::HISTORY_SCAN_STEP`), so a lookup in a long queue never holds up
+    /// other requests for long.
+    pub(super) async fn message_history(
+        &self,
+        name: &str,
+        message_id: MessageId,
+    ) -> Result<Outcome, SqsError> {
+        let mut from_seq = 0;
+        let mut tail_lsn = None;
+        let found = loop {
+            let (step, step_lsn) = self.apply_now(|engine, _| {
+                engine.message_history(self.now_ms(), name, message_id, from_seq)
+            })?;
+            tail_lsn = tail_lsn.max(step_lsn);
+            match step? {
+                HistoryLookup::Continue(next) => {
+                    from_seq = next;
+                    tokio::task::yield_now().await;
+                }
+                HistoryLookup::NotFound => break None,
+                HistoryLookup::Found(history) => break Some(history),
+            }
+        };
+        // What it saw may include records not yet durable.
+        self.durable(tail_lsn).await?;
+        match found {
+            Some(history) => Ok(Outcome::MessageHistory(history)),
+            None => Err(SqsError::new(
+                ErrorCode::ResourceNotFound,
+                format!(
+                    "The queue {name} has no message {message_id}: it was never sent there, or it \
+                     left the queue (deleted messages are remembered for their last {} deletes).",
+                    leaseq_core::queue::RECENTLY_DELETED_KEPT
+                ),
+            )),
+        }
     }
 }
 

@@ -214,6 +214,16 @@ fn decode_action(name: &str, input: &Input, path: &str) -> Result<Action, SqsErr
         | "LeaseqResumeMessageMoveTask"
         | "LeaseqUpdateMessageMoveTask" => moves::change(name, input)?,
         "LeaseqPeekMessages" => moves::peek(queue()?, input)?,
+        "LeaseqGetMessageHistory" => {
+            let text = input.required_string("MessageId", "MessageId")?;
+            let message_id = text.parse().map_err(|_| {
+                SqsError::invalid_parameter("MessageId", &text, "It is not a message id (a UUID).")
+            })?;
+            Action::LeaseqGetMessageHistory {
+                queue: queue()?,
+                message_id,
+            }
+        }
         "LeaseqFailMessage" => Action::LeaseqFailMessage {
             queue: queue()?,
             receipt: input.required_string("ReceiptHandle", "ReceiptHandle")?,
@@ -600,6 +610,7 @@ impl Action {
             Action::CancelMessageMoveTask { .. } => "CancelMessageMoveTask",
             Action::LeaseqChangeMessageMoveTask { action, .. } => action,
             Action::LeaseqPeekMessages { .. } => "LeaseqPeekMessages",
+            Action::LeaseqGetMessageHistory { .. } => "LeaseqGetMessageHistory",
             Action::LeaseqFailMessage { .. } => "LeaseqFailMessage",
         }
     }

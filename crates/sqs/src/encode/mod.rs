@@ -137,6 +137,7 @@ fn result(
                 members.extend(task);
             }
         }
+        Outcome::MessageHistory(history) => members.extend(message_history(history, ctx)),
         Outcome::Peeked {
             messages,
             next_token,
@@ -275,6 +276,86 @@ fn move_task(info: &leaseq_core::engine::MoveTaskInfo, ctx: &Context) -> Node {
     Node::Struct(members)
 }
 
+/// `LeaseqGetMessageHistory`: the message, then its attempts, oldest first. Times are
+/// milliseconds since the Unix epoch, as SQS's timestamp attributes are.
+fn message_history(
+    history: &leaseq_core::engine::MessageHistory,
+    ctx: &Context,
+) -> Vec<(&'static str, Node)> {
+    let state = match history.state {
+        Some(state) => state_name(state),
+        None => "DELETED",
+    };
+    let mut members = vec![
+        ("MessageId", text(history.message_id.to_string())),
+        ("State", text(state)),
+        ("SentTimestamp", Node::Number(history.sent_at_ms)),
+        (
+            "ApproximateReceiveCount",
+            Node::Number(history.receive_count.into()),
+        ),
+    ];
+    let optional = [
+        (
+            "ApproximateFirstReceiveTimestamp",
+            history.first_received_at_ms,
+        ),
+        ("DeadLetteredTimestamp", history.dead_lettered_at_ms),
+        ("DeletedTimestamp", history.deleted_at_ms),
+    ];
+    for (name, value) in optional {
+        if let Some(value) = value {
+            members.push((name, Node::Number(value)));
+        }
+    }
+    if let Some(source) = &history.dead_letter_source {
+        members.push((
+            "DeadLetterQueueSourceArn",
+            text(crate::queue_arn(ctx, source)),
+        ));
+    }
+    if let Some(reason) = &history.failure_reason {
+        members.push(("FailureReason", text(reason.to_string())));
+    }
+    let attempts = history.attempts.iter().map(|(number, attempt)| {
+        let mut entry = vec![
+            ("Attempt", Node::Number((*number).into())),
+            ("ReceivedTimestamp", Node::Number(attempt.received_at_ms)),
+            (
+                "FirstLeaseDeadline",
+                Node::Number(attempt.first_deadline_ms),
+            ),
+            ("LeaseDeadline", Node::Number(attempt.deadline_ms)),
+            ("Extensions", Node::Number(attempt.extensions.into())),
+            ("Outcome", text(attempt.outcome.as_str())),
+        ];
+        if attempt.ended_at_ms > 0 {
+            entry.push(("EndedTimestamp", Node::Number(attempt.ended_at_ms)));
+        }
+        if let Some(client) = &attempt.client {
+            entry.push(("ClientAddress", text(&client.address)));
+            entry.push(("UserAgent", text(&client.user_agent)));
+        }
+        Node::Struct(entry)
+    });
+    members.push((
+        "Attempts",
+        Node::List {
+            member: "Attempt",
+            items: attempts.collect(),
+        },
+    ));
+    members
+}
+
+fn state_name(state: leaseq_core::MessageState) -> &'static str {
+    match state {
+        leaseq_core::MessageState::Ready => "READY",
+        leaseq_core::MessageState::InFlight => "IN_FLIGHT",
+        leaseq_core::MessageState::Delayed => "DELAYED",
+    }
+}
+
 /// A message seen by `LeaseqPeekMessages`: no receipt (nothing was leased), and its state.
 fn peeked(entry: &crate::outcome::PeekedEntry, ctx: &Context) -> Node {
     let message = &entry.message;
@@ -301,11 +382,7 @@ fn peeked(entry: &crate::outcome::PeekedEntry, ctx: &Context) -> Node {
     if let Some(fifo) = &message.fifo {
         system.push(("MessageGroupId".to_string(), fifo.group_id.to_string()));
     }
-    let state = match message.state {
-        leaseq_core::MessageState::Ready => "READY",
-        leaseq_core::MessageState::InFlight => "IN_FLIGHT",
-        leaseq_core::MessageState::Delayed => "DELAYED",
-    };
+    let state = state_name(message.state);
     let mut members = vec![
         ("MessageId", text(message.id.to_string())),
         ("MD5OfBody", text(md5_of_body(&payload.body))),

@@ -123,6 +123,7 @@ fn delivery(body: &str) -> Delivery {
         dead_letter_source: Some(Arc::from("source")),
         fifo: None,
         sequence_number: None,
+        previous_attempt: None,
     }
 }
 
