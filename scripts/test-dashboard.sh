@@ -7,7 +7,13 @@
 #   4. loads `GET /` in headless Chromium, lets its scripts run (virtual time), dumps the DOM and
 #      checks that the queue's row shows 2 visible and 1 in flight, and the lease table the one
 #      lease (attempt 1),
-#   5. saves a screenshot as target/artifacts/dashboard.png.
+#   5. saves a screenshot as target/artifacts/dashboard.png,
+#   6. dead-letters five messages of a second queue (one by its receive count, four failed at
+#      once with LeaseqFailMessage) and clicks through the dead-letter buttons in headless
+#      Chromium, driven over the DevTools protocol by scripts/dashboard-dlq.py: peek shows every
+#      id and leases nothing; redrive (after its confirm dialog, at 1 message/s) shows a running task
+#      that cancel stops; a second redrive brings every message back to the source queue
+#      (counted through /api/queues). Screenshots: target/artifacts/dashboard-dlq*.png.
 #
 # Environment: LEASEQ_BIN=path uses that binary and skips the build.
 set -euo pipefail
@@ -72,6 +78,37 @@ for i in 1 2 3; do
 done
 sqs ReceiveMessage "{\"QueueUrl\":\"$url\",\"MaxNumberOfMessages\":1}" | grep -q ReceiptHandle
 
+# A source queue whose messages go to its dead-letter queue after one receive. Both names sort
+# after $queue, which stays the queue the page selects first.
+source_queue="orders-$RANDOM"
+dlq="$source_queue-dlq"
+source_url="$endpoint/000000000000/$source_queue"
+sqs CreateQueue "{\"QueueName\":\"$dlq\"}" >/dev/null
+redrive_policy="{\\\"deadLetterTargetArn\\\":\\\"arn:aws:sqs:us-east-1:000000000000:$dlq\\\",\\\"maxReceiveCount\\\":1}"
+sqs CreateQueue "{\"QueueName\":\"$source_queue\",\"Attributes\":{\"RedrivePolicy\":\"$redrive_policy\"}}" >/dev/null
+# json_field a.0.b prints the member at that path of the JSON on stdin.
+json_field() {
+    python3 -c 'import json, sys
+value = json.load(sys.stdin)
+for key in sys.argv[1].split("."):
+    value = value[int(key) if key.isdigit() else key]
+print(value)' "$1"
+}
+# The first by its receive count: received once, then the next receive moves it.
+counted_id=$(sqs SendMessage "{\"QueueUrl\":\"$source_url\",\"MessageBody\":\"order-1\"}" | json_field MessageId)
+for _ in 1 2; do
+    sqs ReceiveMessage "{\"QueueUrl\":\"$source_url\",\"VisibilityTimeout\":0}" >/dev/null
+done
+dead_ids="$counted_id"
+# Four more failed at once, with a reason (one body is markup, which the page must show as text).
+# Five in all give the slow redrive (1 message/s) seconds to be cancelled before it is done.
+for body in '<b>order-2</b>' order-3 order-4 order-5; do
+    id=$(sqs SendMessage "{\"QueueUrl\":\"$source_url\",\"MessageBody\":\"$body\"}" | json_field MessageId)
+    receipt=$(sqs ReceiveMessage "{\"QueueUrl\":\"$source_url\"}" | json_field Messages.0.ReceiptHandle)
+    sqs LeaseqFailMessage "{\"QueueUrl\":\"$source_url\",\"ReceiptHandle\":\"$receipt\",\"Reason\":\"dashboard test failure\"}" >/dev/null
+    dead_ids="$dead_ids,$id"
+done
+
 # Flags from the machine's notes: without the background-networking ones, Chromium keeps trying
 # to reach Google's hosts, which a closed network refuses.
 chromium_flags=(--headless --no-sandbox --disable-gpu --disable-quic --no-first-run
@@ -111,3 +148,9 @@ print("dashboard: %d passed, %d failed" % (len(checks) - len(failed), len(failed
 sys.exit(1 if failed else 0)
 PY
 echo "screenshot: $artifacts/dashboard.png"
+
+echo "== chromium (DevTools): peek, redrive and cancel on $dlq"
+python3 "$repo_root/scripts/dashboard-dlq.py" "$scratch" "$endpoint" "$source_queue" "$dlq" \
+    "$dead_ids" "$artifacts/dashboard-dlq.png" \
+    || { cat "$scratch/chromium-dlq.log" >&2 2>/dev/null; exit 1; }
+echo "screenshot: $artifacts/dashboard-dlq.png"

@@ -1,10 +1,13 @@
 //! The observation endpoints of the embedded backend: `GET /metrics` (Prometheus text),
-//! `GET /api/queues` (the dashboard's JSON) and the dashboard page itself (`GET /`, served by
-//! the HTTP layer).
+//! `GET /api/queues` (the dashboard's JSON), the dead-letter actions under
+//! `/api/queues/{name}/` (peek and redrive, in `dashboard/dlq.rs`) and the dashboard page itself
+//! (`GET /`, served by the HTTP layer).
 //!
 //! The page is one file compiled into the binary (`dashboard.html`: inline CSS and JavaScript,
 //! no external library, no CDN), so it works on a machine without internet access. It polls
 //! `/api/queues` and draws its charts by hand on a canvas.
+
+mod dlq;
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -12,7 +15,7 @@ use std::sync::Arc;
 use axum::extract::State;
 use axum::http::header::{CACHE_CONTROL, CONTENT_TYPE};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
+use axum::routing::{get, post};
 use axum::Router;
 use serde_json::{json, Value};
 
@@ -37,11 +40,28 @@ pub fn page() -> Response {
         .into_response()
 }
 
-/// `GET /metrics` and `GET /api/queues` for `backend`. Merge it with [`crate::router`].
+/// `GET /metrics`, `GET /api/queues` and the dead-letter actions for `backend`:
+///
+/// - `GET /api/queues/{name}/peek?max=10&after=0`: messages without leasing them;
+/// - `GET /api/queues/{name}/redrives`: the queue's recent move tasks;
+/// - `POST /api/queues/{name}/redrives` (`{"rate_per_second": n}`): start a redrive;
+/// - `POST /api/queues/{name}/redrives/{task_id}/cancel` (`{}`): cancel one.
+///
+/// The POST routes take only `application/json` bodies, which a cross-site form cannot send.
+/// Merge it with [`crate::router`].
 pub fn routes(backend: Arc<Embedded>) -> Router {
     Router::new()
         .route("/metrics", get(metrics))
         .route("/api/queues", get(queues))
+        .route("/api/queues/{name}/peek", get(dlq::peek))
+        .route(
+            "/api/queues/{name}/redrives",
+            get(dlq::list).post(dlq::start),
+        )
+        .route(
+            "/api/queues/{name}/redrives/{task_id}/cancel",
+            post(dlq::cancel),
+        )
         .with_state(backend)
 }
 

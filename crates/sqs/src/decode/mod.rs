@@ -19,6 +19,7 @@ use crate::action::{Action, BatchEntry, Protocol, QueueRef};
 use crate::attributes;
 use crate::error::{ErrorCode, SqsError};
 use input::{parse_form, Input, Params};
+pub use moves::{LIST_MOVE_TASKS_MAX, PEEK_MESSAGES_MAX};
 
 /// An HTTP request as the server received it.
 #[derive(Clone, Copy, Debug)]

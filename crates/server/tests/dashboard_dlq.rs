@@ -1,0 +1,388 @@
+//! The dashboard's dead-letter routes through the real HTTP stack, in process: peek
+//! (`GET /api/queues/{name}/peek`) leases nothing; a redrive (`POST /api/queues/{name}/redrives`)
+//! moves messages back to their source and can be listed and cancelled; bad input gets a JSON
+//! error with a clear status, and a POST that is not JSON (what a cross-site form sends) is
+//! refused.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use leaseq_core::{EngineConfig, ReceiptKey};
+use leaseq_server::{Embedded, EmbeddedConfig, HttpConfig};
+use serde_json::{json, Value};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+const ACCOUNT: &str = "000000000000";
+
+async fn start() -> SocketAddr {
+    let backend = Arc::new(Embedded::in_memory(
+        EmbeddedConfig {
+            engine: EngineConfig::default(),
+            region: "us-east-1".into(),
+            account_id: ACCOUNT.into(),
+        },
+        ReceiptKey::new([1; 16]),
+    ));
+    let app = leaseq_server::router(
+        backend.clone(),
+        HttpConfig {
+            external_url: None,
+            region: "us-east-1".into(),
+            account_id: ACCOUNT.into(),
+            request_body_max_bytes: 4 << 20,
+        },
+    )
+    .merge(leaseq_server::dashboard::routes(backend.clone()));
+    tokio::spawn(backend.drive_moves());
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    address
+}
+
+/// One request on its own connection: the status and the body (JSON, or `Null` if it is not).
+async fn http(
+    address: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> (u16, Value) {
+    let mut request =
+        format!("{method} {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n");
+    for (name, value) in headers {
+        request.push_str(&format!("{name}: {value}\r\n"));
+    }
+    request.push_str(&format!("Content-Length: {}\r\n\r\n{body}", body.len()));
+    let mut stream = TcpStream::connect(address).await.unwrap();
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).await.unwrap();
+    let (head, body) = response.split_once("\r\n\r\n").expect("an HTTP response");
+    let status = head
+        .split(' ')
+        .nth(1)
+        .and_then(|status| status.parse().ok())
+        .unwrap_or_else(|| panic!("no status in {head}"));
+    (status, serde_json::from_str(body).unwrap_or(Value::Null))
+}
+
+async fn get(address: SocketAddr, path: &str) -> (u16, Value) {
+    http(address, "GET", path, &[], "").await
+}
+
+async fn post_json(address: SocketAddr, path: &str, body: Value) -> (u16, Value) {
+    let headers = [("Content-Type", "application/json")];
+    http(address, "POST", path, &headers, &body.to_string()).await
+}
+
+/// An SQS JSON action; panics unless it succeeds.
+async fn sqs(address: SocketAddr, action: &str, body: Value) -> Value {
+    let target = format!("AmazonSQS.{action}");
+    let headers = [
+        ("X-Amz-Target", target.as_str()),
+        ("Content-Type", "application/x-amz-json-1.0"),
+    ];
+    let (status, answer) = http(address, "POST", "/", &headers, &body.to_string()).await;
+    assert_eq!(status, 200, "{action} failed: {answer}");
+    answer
+}
+
+fn url(queue: &str) -> String {
+    format!("http://localhost/{ACCOUNT}/{queue}")
+}
+
+/// Creates `dlq` and `source` (whose messages go to `dlq` after one receive).
+async fn create_pair(address: SocketAddr, source: &str, dlq: &str) {
+    sqs(address, "CreateQueue", json!({"QueueName": dlq})).await;
+    let policy = json!({
+        "deadLetterTargetArn": format!("arn:aws:sqs:us-east-1:{ACCOUNT}:{dlq}"),
+        "maxReceiveCount": 1,
+    });
+    let attributes = json!({"RedrivePolicy": policy.to_string()});
+    let request = json!({"QueueName": source, "Attributes": attributes});
+    sqs(address, "CreateQueue", request).await;
+}
+
+/// Sends `body` to `source` and fails it at once with `reason`: it lands in the dead-letter
+/// queue. Returns its message id.
+async fn send_and_fail(address: SocketAddr, source: &str, body: &str, reason: &str) -> String {
+    let request = json!({"QueueUrl": url(source), "MessageBody": body});
+    let id = sqs(address, "SendMessage", request).await["MessageId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let received = sqs(address, "ReceiveMessage", json!({"QueueUrl": url(source)})).await;
+    let message = &received["Messages"][0];
+    assert_eq!(message["MessageId"], id.as_str());
+    let fail = json!({
+        "QueueUrl": url(source),
+        "ReceiptHandle": message["ReceiptHandle"],
+        "Reason": reason,
+    });
+    sqs(address, "LeaseqFailMessage", fail).await;
+    id
+}
+
+/// `(visible, in_flight)` of a queue, from the dashboard's `/api/queues`.
+async fn counts(address: SocketAddr, queue: &str) -> (u64, u64) {
+    let (status, api) = get(address, "/api/queues").await;
+    assert_eq!(status, 200);
+    let entry = api["queues"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|entry| entry["name"] == queue)
+        .unwrap_or_else(|| panic!("{queue} missing from {api}"));
+    (
+        entry["visible"].as_u64().unwrap(),
+        entry["in_flight"].as_u64().unwrap(),
+    )
+}
+
+fn error_code(answer: &Value) -> &str {
+    answer["error"]["code"].as_str().unwrap_or("(none)")
+}
+
+fn error_message(answer: &Value) -> &str {
+    answer["error"]["message"].as_str().unwrap_or("(none)")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn peek_shows_dead_letters_without_leasing_them() {
+    let address = start().await;
+    create_pair(address, "jobs", "jobs-dlq").await;
+    // One message dead-lettered by its receive count: received once, then the next receive
+    // moves it instead of delivering it again.
+    let request = json!({"QueueUrl": url("jobs"), "MessageBody": "job-1"});
+    let counted = sqs(address, "SendMessage", request).await["MessageId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let release = json!({"QueueUrl": url("jobs"), "VisibilityTimeout": 0});
+    let first = sqs(address, "ReceiveMessage", release.clone()).await;
+    assert_eq!(first["Messages"][0]["MessageId"], counted.as_str());
+    let second = sqs(address, "ReceiveMessage", release).await;
+    assert!(second["Messages"].as_array().is_none_or(Vec::is_empty));
+    // One failed at once with a reason, with a body longer than a peek shows (two bytes a
+    // character, so the cut must fall on a character boundary).
+    let long_body = "é".repeat(700);
+    let failed = send_and_fail(address, "jobs", &long_body, "cannot parse").await;
+
+    let (status, peek) = get(address, "/api/queues/jobs-dlq/peek?max=10").await;
+    assert_eq!(status, 200, "{peek}");
+    assert_eq!(peek["queue"], "jobs-dlq");
+    let messages = peek["messages"].as_array().unwrap();
+    assert_eq!(messages.len(), 2, "{peek}");
+    assert_eq!(messages[0]["message_id"], counted.as_str());
+    assert_eq!(messages[0]["body"], "job-1");
+    assert_eq!(messages[0]["body_truncated"], false);
+    assert_eq!(messages[0]["failure_reason"], Value::Null);
+    assert_eq!(messages[0]["source_queue"], "jobs");
+    assert_eq!(messages[0]["receive_count"], 1);
+    assert_eq!(messages[0]["state"], "ready");
+    assert!(messages[0]["sent_at_ms"].as_u64().unwrap() > 0);
+    assert_eq!(messages[1]["message_id"], failed.as_str());
+    assert_eq!(messages[1]["failure_reason"], "cannot parse");
+    assert_eq!(messages[1]["source_queue"], "jobs");
+    assert_eq!(messages[1]["body"], "é".repeat(512));
+    assert_eq!(messages[1]["body_bytes"], 1400);
+    assert_eq!(messages[1]["body_truncated"], true);
+    assert_eq!(peek["next_after"], Value::Null, "the page was not full");
+
+    // Nothing was leased: both are still visible, and a second peek sees the same.
+    assert_eq!(counts(address, "jobs-dlq").await, (2, 0));
+    let (_, again) = get(address, "/api/queues/jobs-dlq/peek").await;
+    assert_eq!(again["messages"], peek["messages"]);
+
+    // Pages: `max` messages, then from `after` on.
+    let (_, page) = get(address, "/api/queues/jobs-dlq/peek?max=1").await;
+    assert_eq!(page["messages"].as_array().unwrap().len(), 1);
+    assert_eq!(page["messages"][0]["message_id"], counted.as_str());
+    let after = page["next_after"].as_u64().expect("a full page has a next");
+    let path = format!("/api/queues/jobs-dlq/peek?max=1&after={after}");
+    let (_, page) = get(address, &path).await;
+    assert_eq!(page["messages"][0]["message_id"], failed.as_str());
+}
+
+/// Polls the queue's tasks (bounded) until the newest is no longer active; returns it.
+async fn until_stopped(address: SocketAddr, queue: &str) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let (status, list) = get(address, &format!("/api/queues/{queue}/redrives")).await;
+        assert_eq!(status, 200, "{list}");
+        let newest = list["tasks"][0].clone();
+        if newest["active"] == false {
+            return newest;
+        }
+        assert!(Instant::now() < deadline, "still active: {list}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redrive_moves_messages_back_and_can_be_cancelled() {
+    let address = start().await;
+    create_pair(address, "orders", "orders-dlq").await;
+    for i in 0..3 {
+        send_and_fail(address, "orders", &format!("order-{i}"), "flaky").await;
+    }
+    assert_eq!(counts(address, "orders").await, (0, 0));
+    assert_eq!(counts(address, "orders-dlq").await, (3, 0));
+    let (status, list) = get(address, "/api/queues/orders-dlq/redrives").await;
+    assert_eq!((status, list["tasks"].clone()), (200, json!([])));
+
+    // A slow redrive (one message a second), cancelled while it runs.
+    let (status, started) = post_json(
+        address,
+        "/api/queues/orders-dlq/redrives",
+        json!({"rate_per_second": 1}),
+    )
+    .await;
+    assert_eq!(status, 200, "{started}");
+    let task = &started["task"];
+    assert_eq!(task["rate_per_second"], 1);
+    assert_eq!(task["destination"], Value::Null, "back to the sources");
+    assert_eq!(task["to_move"], 3);
+    assert_eq!(task["active"], true);
+    let task_id = task["task_id"].as_u64().unwrap();
+    let (_, list) = get(address, "/api/queues/orders-dlq/redrives").await;
+    assert_eq!(list["tasks"][0]["task_id"], task_id);
+    // Only one active task per source.
+    let (status, second) = post_json(address, "/api/queues/orders-dlq/redrives", json!({})).await;
+    assert_eq!(status, 400, "{second}");
+    assert!(
+        error_message(&second).contains("already a task running"),
+        "{second}"
+    );
+
+    let cancel = format!("/api/queues/orders-dlq/redrives/{task_id}/cancel");
+    let (status, cancelled) = post_json(address, &cancel, json!({})).await;
+    assert_eq!(status, 200, "{cancelled}");
+    assert_eq!(cancelled["task"]["status"], "CANCELLED");
+    assert_eq!(cancelled["task"]["active"], false);
+    let moved = cancelled["task"]["moved"].as_u64().unwrap();
+    assert!(moved < 3, "{cancelled}");
+    // A stopped task cannot be cancelled again.
+    let (status, again) = post_json(address, &cancel, json!({})).await;
+    assert_eq!(status, 400, "{again}");
+
+    // The rest, at the automatic rate (an empty body is `{}`).
+    let headers = [("Content-Type", "application/json")];
+    let path = "/api/queues/orders-dlq/redrives";
+    let (status, started) = http(address, "POST", path, &headers, "").await;
+    assert_eq!(status, 200, "{started}");
+    assert_eq!(started["task"]["rate_per_second"], Value::Null);
+    let done = until_stopped(address, "orders-dlq").await;
+    assert_eq!(done["status"], "COMPLETED", "{done}");
+    assert_eq!(done["moved"].as_u64().unwrap() + moved, 3, "{done}");
+    assert_eq!(counts(address, "orders").await, (3, 0));
+    assert_eq!(counts(address, "orders-dlq").await, (0, 0));
+    let (_, list) = get(address, "/api/queues/orders-dlq/redrives").await;
+    assert_eq!(list["tasks"].as_array().unwrap().len(), 2, "{list}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_input_gets_a_json_error() {
+    let address = start().await;
+    create_pair(address, "mail", "mail-dlq").await;
+
+    for path in [
+        "/api/queues/nope/peek",
+        "/api/queues/nope/redrives",
+        "/api/queues/mail-dlq/redrives/99/cancel",
+    ] {
+        let (status, answer) = if path.ends_with("cancel") {
+            post_json(address, path, json!({})).await
+        } else {
+            get(address, path).await
+        };
+        assert_eq!((status, error_code(&answer)), (404, "NotFound"), "{path}");
+    }
+    let (_, answer) = get(address, "/api/queues/nope/peek").await;
+    assert_eq!(error_message(&answer), "There is no queue named nope.");
+    let (status, answer) = post_json(address, "/api/queues/nope/redrives", json!({})).await;
+    assert_eq!(
+        (status, error_message(&answer)),
+        (404, "There is no queue named nope.")
+    );
+
+    for max in ["0", "101", "ten", "-1", ""] {
+        let (status, answer) = get(address, &format!("/api/queues/mail-dlq/peek?max={max}")).await;
+        assert_eq!(status, 400, "max={max}: {answer}");
+        assert!(
+            error_message(&answer).contains("max must be a whole number from 1 to 100"),
+            "{answer}"
+        );
+    }
+    let (status, answer) = get(address, "/api/queues/mail-dlq/peek?after=x").await;
+    assert_eq!(status, 400, "{answer}");
+
+    let start = "/api/queues/mail-dlq/redrives";
+    for rate in [json!(0), json!(501), json!("fast"), json!(1.5)] {
+        let (status, answer) = post_json(address, start, json!({"rate_per_second": rate})).await;
+        assert_eq!(status, 400, "rate {rate}: {answer}");
+        assert!(
+            error_message(&answer).contains("rate_per_second"),
+            "{answer}"
+        );
+    }
+    let (status, answer) = post_json(address, start, json!({"destination": "mail"})).await;
+    assert_eq!(status, 400, "{answer}");
+    let (status, answer) = post_json(address, start, json!([1])).await;
+    assert_eq!(status, 400, "{answer}");
+    let headers = [("Content-Type", "application/json")];
+    let (status, answer) = http(address, "POST", start, &headers, "{rate").await;
+    assert_eq!(status, 400, "{answer}");
+    assert!(
+        error_message(&answer).contains("not valid JSON"),
+        "{answer}"
+    );
+
+    // A queue that is no queue's dead-letter queue cannot be redriven.
+    let (status, answer) = post_json(address, "/api/queues/mail/redrives", json!({})).await;
+    assert_eq!(status, 400, "{answer}");
+    assert!(
+        error_message(&answer).contains("Dead Letter Queue"),
+        "{answer}"
+    );
+
+    let cancel = "/api/queues/mail-dlq/redrives/first/cancel";
+    let (status, answer) = post_json(address, cancel, json!({})).await;
+    assert_eq!(status, 400, "{answer}");
+    assert!(error_message(&answer).contains("not a task id"), "{answer}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_post_that_a_cross_site_form_could_send_is_refused() {
+    let address = start().await;
+    create_pair(address, "web", "web-dlq").await;
+    send_and_fail(address, "web", "page-1", "404").await;
+    let start = "/api/queues/web-dlq/redrives";
+    // What an HTML form can send without a preflight: none of it starts a redrive.
+    for content_type in [
+        Some("application/x-www-form-urlencoded"),
+        Some("text/plain"),
+        Some("multipart/form-data; boundary=x"),
+        None,
+    ] {
+        let headers: Vec<(&str, &str)> = content_type
+            .map(|value| vec![("Content-Type", value)])
+            .unwrap_or_default();
+        let (status, answer) = http(address, "POST", start, &headers, "{}").await;
+        assert_eq!(status, 415, "{content_type:?}: {answer}");
+        assert_eq!(error_code(&answer), "UnsupportedMediaType");
+    }
+    let (_, list) = get(address, start).await;
+    assert_eq!(list["tasks"], json!([]), "no task was started");
+    let headers = [("Content-Type", "text/plain")];
+    let cancel = "/api/queues/web-dlq/redrives/1/cancel";
+    let (status, _) = http(address, "POST", cancel, &headers, "{}").await;
+    assert_eq!(status, 415);
+    // The JSON type with parameters is JSON.
+    let headers = [("Content-Type", "application/json; charset=utf-8")];
+    let (status, answer) = http(address, "POST", start, &headers, "{}").await;
+    assert_eq!(status, 200, "{answer}");
+}
