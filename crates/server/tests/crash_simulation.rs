@@ -55,6 +55,18 @@ use model::{Dump, Ledger, Window};
 use ops::{Held, Request};
 
 const SEEDS_DEFAULT: u64 = 20;
+
+/// The user agent of every simulated request: attempt histories must keep it through crashes.
+const USER_AGENT: &str = "crash-sim/1.0";
+
+/// Who the simulation's requests come from.
+fn caller() -> Caller {
+    Caller {
+        user_agent: Some(axum::http::HeaderValue::from_static(USER_AGENT)),
+        address: Some(std::net::SocketAddr::from(([127, 0, 0, 1], 4000))),
+        ..Caller::default()
+    }
+}
 const STEPS_DEFAULT: usize = 1000;
 const HELD_MAX: usize = 24;
 const TRACE_LEN: usize = 40;
@@ -470,10 +482,7 @@ impl Sim {
     /// Issues one request and checks its answer against the states before and after.
     async fn request(&mut self, request: Request) {
         let before = self.window.states.last().expect("states").clone();
-        let result = self
-            .backend()
-            .execute(request.action(), &Caller::default())
-            .await;
+        let result = self.backend().execute(request.action(), &caller()).await;
         let after = self.dump_live();
         self.note(format!("{} -> {}", request.describe(), summary(&result)));
         if self.window.is_open() {

@@ -14,7 +14,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 
-use leaseq_core::{codec, Limits, MessageId, MessageState, PayloadRef, QueueConfig, QueueCounters};
+use leaseq_core::{
+    codec, AttemptOutcome, Limits, MessageId, MessageState, PayloadRef, QueueConfig, QueueCounters,
+};
 use leaseq_server::Embedded;
 use leaseq_sqs::{Outcome, SqsError};
 use leaseq_wal::fault::FaultStorage;
@@ -36,6 +38,20 @@ pub struct MessageView {
     pub sent_at_ms: u64,
     pub leased_at_ms: u64,
     pub first_received_at_ms: Option<u64>,
+    /// The attempts kept in its history, oldest first.
+    pub attempts: Vec<AttemptView>,
+}
+
+/// One attempt of a message's history: received at, deadline, extensions, outcome as recorded
+/// (a lease whose deadline passed stays `Leased` until something records its end) and the
+/// receiving client's user agent.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AttemptView {
+    pub received_at_ms: u64,
+    pub deadline_ms: u64,
+    pub extensions: u32,
+    pub outcome: AttemptOutcome,
+    pub user_agent: Option<String>,
 }
 
 /// One queue's identity and settings.
@@ -99,6 +115,18 @@ impl Dump {
                     sent_at_ms: message.sent_at_ms,
                     leased_at_ms: message.leased_at_ms,
                     first_received_at_ms: message.first_received_at_ms(),
+                    attempts: message
+                        .history
+                        .iter()
+                        .flat_map(|history| &history.attempts)
+                        .map(|attempt| AttemptView {
+                            received_at_ms: attempt.received_at_ms,
+                            deadline_ms: attempt.deadline_ms,
+                            extensions: attempt.extensions,
+                            outcome: attempt.outcome,
+                            user_agent: attempt.client.as_ref().map(|c| c.user_agent.clone()),
+                        })
+                        .collect(),
                 };
                 let body = match (backend.payload(&message.payload), storage) {
                     (Ok(payload), _) => payload.body.clone(),
@@ -331,6 +359,7 @@ pub fn check_request(before: &Dump, after: &Dump, request: &Request, result: &Ou
                     sent_at_ms: now,
                     leased_at_ms: stored.leased_at_ms,
                     first_received_at_ms: None,
+                    attempts: Vec::new(),
                 };
                 expected.messages.insert(body.clone(), view);
             }
@@ -354,6 +383,21 @@ pub fn check_request(before: &Dump, after: &Dump, request: &Request, result: &Ou
                 message.state = state_at(delivery.visible_at_ms, now, MessageState::InFlight);
                 message.leased_at_ms = now;
                 message.first_received_at_ms = message.first_received_at_ms.or(Some(now));
+                if let Some(last) = message.attempts.last_mut() {
+                    if last.outcome == AttemptOutcome::Leased {
+                        last.outcome = AttemptOutcome::Expired;
+                    }
+                }
+                message.attempts.push(AttemptView {
+                    received_at_ms: now,
+                    deadline_ms: delivery.visible_at_ms,
+                    extensions: 0,
+                    outcome: AttemptOutcome::Leased,
+                    user_agent: Some(super::USER_AGENT.to_string()),
+                });
+                let kept = Limits::default().attempt_history_max;
+                let excess = message.attempts.len().saturating_sub(kept);
+                message.attempts.drain(..excess);
             }
             if let Some(policy) = &before.queues[*name].config.redrive_policy {
                 if before.queues.contains_key(&policy.dead_letter_queue) {
@@ -396,6 +440,15 @@ pub fn check_request(before: &Dump, after: &Dump, request: &Request, result: &Ou
             let message = expected.messages.get_mut(&held.body).expect("current");
             message.visible_at_ms = now + u64::from(*seconds) * 1000;
             message.state = state_at(message.visible_at_ms, now, MessageState::InFlight);
+            let attempt = message.attempts.last_mut().expect("a received message");
+            if *seconds == 0 {
+                attempt.outcome = AttemptOutcome::Released;
+                attempt.deadline_ms = now;
+            } else {
+                attempt.outcome = AttemptOutcome::Leased;
+                attempt.deadline_ms = message.visible_at_ms;
+                attempt.extensions += 1;
+            }
         }
         (request, outcome) => panic!("{request:?} answered {outcome:?}"),
     }

@@ -3,7 +3,7 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use leaseq_server::{Backend, Caller};
+use leaseq_server::Backend;
 use leaseq_sqs::Outcome;
 use rand::seq::IndexedRandom;
 use rand::Rng;
@@ -56,7 +56,7 @@ impl Sim {
             .iter()
             .map(|request| {
                 let (backend, action) = (backend.clone(), request.action());
-                tokio::spawn(async move { backend.execute(action, &Caller::default()).await })
+                tokio::spawn(async move { backend.execute(action, &super::caller()).await })
             })
             .collect();
         drop(backend);
