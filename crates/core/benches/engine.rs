@@ -4,7 +4,8 @@
 //!
 //! Workloads, each reported per message (`Throughput::Elements`):
 //! - `send`: one 256-byte message per operation;
-//! - `receive10_delete10`: a receive of 10, then a delete of each by its receipt;
+//! - `receive10_delete10`: a receive of 10 (by a client with an address and a user agent, which
+//!   every attempt's history records), then a delete of each by its receipt;
 //! - `receive10_extend10`: a receive of 10, then a ChangeMessageVisibility of each.
 //!
 //! Only the named operations are timed. Untimed, between short timed stretches, the benchmark
@@ -25,7 +26,7 @@ use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use leaseq_core::{
-    Engine, EngineConfig, MessageId, QueueConfigPatch, ReceiptKey, ReceiveRequest, Record,
+    Client, Engine, EngineConfig, MessageId, QueueConfigPatch, ReceiptKey, ReceiveRequest, Record,
     SendInput,
 };
 
@@ -179,10 +180,15 @@ impl Fixture {
 
     fn receive(&mut self) -> Vec<leaseq_core::Delivery<leaseq_core::PayloadRef>> {
         self.now_ms += 1;
+        // As the server does: a client of its own per request, which the engine interns.
+        let client = Client::new(
+            "127.0.0.1:40000",
+            "aws-sdk-rust/1.3.0 os/linux lang/rust/1.95.0",
+        );
         let request = ReceiveRequest {
             max_messages: BATCH,
             visibility_timeout_seconds: None,
-            client: None,
+            client: Some(Arc::new(client)),
         };
         let deliveries = self
             .engine
