@@ -6,15 +6,19 @@ carries commands to the browser, fd 4 its answers, each message ended by a NUL b
 needs nothing beyond the standard library: no chromedriver, no WebSocket client.
 
 Given a running server with a queue SOURCE whose dead-letter queue DLQ holds the messages
-IDS (comma-separated), it
+IDS (comma-separated; the first dead-lettered by its receive count after one lease that ran
+out, the others failed at once with a reason), it
   1. opens the dashboard and clicks "peek" on the DLQ's row: every id must appear, and the
      DLQ must still hold them all, none in flight (a peek leases nothing);
-  2. types a rate of 1 message/s and clicks "redrive", accepting the confirm() dialog (whose
+  2. clicks the first id: the history panel must show the message (ready, one receive, from
+     SOURCE) and one row per receive: attempt 1, expired, by curl (the client the test script
+     used); then the second id: attempt 1, failed, with the failure reason. Closes the panel;
+  3. types a rate of 1 message/s and clicks "redrive", accepting the confirm() dialog (whose
      text must name the source queue): a running task with a cancel button must appear;
-  3. clicks "cancel": the task must show as cancelled;
-  4. clears the rate and clicks "redrive" again (automatic rate): the task must complete and
+  4. clicks "cancel": the task must show as cancelled;
+  5. clears the rate and clicks "redrive" again (automatic rate): the task must complete and
      every message be back in SOURCE, counted through the JSON API;
-  5. saves a screenshot.
+  6. saves a screenshot.
 
 Usage: dashboard-dlq.py SCRATCH_DIR ENDPOINT SOURCE DLQ IDS SCREENSHOT.png
 Prints one line per check and "dashboard-dlq: N passed, N failed"; exits 1 on a failure.
@@ -170,6 +174,55 @@ def wait_counts(endpoint, name, want, timeout_s=STEP_TIMEOUT_S):
         time.sleep(0.1)
 
 
+# The history panel as data: the message id, the summary's fields and each attempt row's cells.
+HISTORY_SHOWN = """(() => {
+  const panel = document.querySelector('#history');
+  if (!panel || panel.hidden) return null;
+  const fields = {};
+  for (const dd of panel.querySelectorAll('#history-summary dd')) fields[dd.dataset.field] = dd.textContent;
+  const attempts = [...panel.querySelectorAll('#history-attempts tbody tr[data-attempt]')].map((row) => {
+    const cells = {};
+    for (const td of row.querySelectorAll('td')) cells[td.classList[0]] = td.textContent;
+    return cells;
+  });
+  return {id: document.querySelector('#history-id').textContent, fields, attempts};
+})()"""
+
+
+def open_history(browser, message_id):
+    """Clicks the peeked message's id; the panel once it shows that message's attempts."""
+    browser.click('#peek tr[data-message-id="%s"] button.history-link' % message_id)
+    return browser.wait_for("(() => { const h = %s; return h && h.id === %s && h.attempts.length"
+                            " ? h : null; })()" % (HISTORY_SHOWN, json.dumps(message_id)))
+
+
+def check_history(browser, check, ids, source, screenshot_path):
+    """Step 2: the history panel of two dead letters, one that expired and one that failed."""
+    shown = open_history(browser, ids[0])
+    check("a click on a peeked id opens its history (%r)" % shown, shown)
+    if not shown:
+        return
+    fields, attempts = shown["fields"], shown["attempts"]
+    check("the history shows the message ready, 1 receive, from %s (%r)" % (source, fields),
+          fields.get("state") == "ready" and fields.get("receives") == "1"
+          and fields.get("dead-lettered from") == source and fields.get("dead-lettered at"))
+    check("one attempt row per receive: attempt 1, expired (%r)" % attempts,
+          [(a.get("attempt"), a.get("outcome")) for a in attempts] == [("1", "expired")])
+    check("the attempt names its client, 127.0.0.1 and curl (%r)" % attempts[0].get("client"),
+          "127.0.0.1:" in attempts[0].get("client", "") and "curl/" in attempts[0].get("client", ""))
+    browser.screenshot(screenshot_path.replace(".png", "-history.png"))
+
+    shown = open_history(browser, ids[1])
+    fields, attempts = (shown or {}).get("fields", {}), (shown or {}).get("attempts", [])
+    check("the second id's history: attempt 1 failed, with the reason (%r, %r)"
+          % (fields, attempts),
+          [(a.get("attempt"), a.get("outcome")) for a in attempts] == [("1", "failed")]
+          and fields.get("failure reason") == "dashboard test failure")
+    browser.click("#history button.close")
+    check("close hides the panel",
+          browser.wait_for("document.querySelector('#history').hidden"))
+
+
 def main():
     scratch_dir, endpoint, source, dlq, ids, screenshot_path = sys.argv[1:]
     ids = ids.split(",")
@@ -209,6 +262,11 @@ def main():
         browser.screenshot(screenshot_path.replace(".png", "-peek.png"))
         counts = queue_counts(endpoint, dlq)
         check("after the peek the DLQ holds all %d, none in flight (it holds %r)"
+              % (len(ids), counts), counts == (len(ids), 0))
+
+        check_history(browser, check, ids, source, screenshot_path)
+        counts = queue_counts(endpoint, dlq)
+        check("after the history lookups the DLQ still holds all %d, none in flight (%r)"
               % (len(ids), counts), counts == (len(ids), 0))
 
         browser.type_into(row + " input.rate", "1")

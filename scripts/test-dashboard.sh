@@ -11,9 +11,11 @@
 #   6. dead-letters five messages of a second queue (one by its receive count, four failed at
 #      once with LeaseqFailMessage) and clicks through the dead-letter buttons in headless
 #      Chromium, driven over the DevTools protocol by scripts/dashboard-dlq.py: peek shows every
-#      id and leases nothing; redrive (after its confirm dialog, at 1 message/s) shows a running task
-#      that cancel stops; a second redrive brings every message back to the source queue
-#      (counted through /api/queues). Screenshots: target/artifacts/dashboard-dlq*.png.
+#      id and leases nothing; clicking a peeked message id opens its history panel (its attempts:
+#      one expired, one failed, with the client's user agent); redrive (after its confirm dialog,
+#      at 1 message/s) shows a running task that cancel stops; a second redrive brings every
+#      message back to the source queue (counted through /api/queues).
+#      Screenshots: target/artifacts/dashboard-dlq*.png (dashboard-dlq-history.png: the panel).
 #
 # Environment: LEASEQ_BIN=path uses that binary and skips the build.
 set -euo pipefail
@@ -134,8 +136,11 @@ for cell, want in [("visible", "2"), ("in-flight", "1"), ("delayed", "0")]:
     checks.append(("%s shows %s (it shows %r)" % (cell, want, cells.get(cell)), cells.get(cell) == want))
 leases = re.search(r'<table id="leases">.*?<tbody>(.*?)</tbody>', dom, re.S)
 lease_rows = re.findall(r'<tr>(.*?)</tr>', leases.group(1), re.S) if leases else []
-attempts = [re.findall(r'<td[^>]*>([^<]*)</td>', row)[1] for row in lease_rows]
-checks.append(("the leases table shows one lease, attempt 1 (it shows %r)" % attempts, attempts == ["1"]))
+attempts = [re.findall(r'<td class="attempt">([^<]*)</td>', row) for row in lease_rows]
+checks.append(("the leases table shows one lease, attempt 1 (it shows %r)" % attempts, attempts == [["1"]]))
+links = [re.search(r'<td class="message-id"><button class="history-link"[^>]*>([0-9a-f-]{36})</button>', row)
+         for row in lease_rows]
+checks.append(("the lease's message id opens its history", len(links) == 1 and links[0] is not None))
 status = re.search(r'id="status">([^<]*)<', dom)
 status = status.group(1) if status else ""
 checks.append(("the status line reports the queues (it says %r)" % status, "queue(s), updated" in status))
@@ -149,7 +154,7 @@ sys.exit(1 if failed else 0)
 PY
 echo "screenshot: $artifacts/dashboard.png"
 
-echo "== chromium (DevTools): peek, redrive and cancel on $dlq"
+echo "== chromium (DevTools): peek, message history, redrive and cancel on $dlq"
 python3 "$repo_root/scripts/dashboard-dlq.py" "$scratch" "$endpoint" "$source_queue" "$dlq" \
     "$dead_ids" "$artifacts/dashboard-dlq.png" \
     || { cat "$scratch/chromium-dlq.log" >&2 2>/dev/null; exit 1; }

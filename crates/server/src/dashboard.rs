@@ -1,13 +1,15 @@
 //! The observation endpoints of the embedded backend: `GET /metrics` (Prometheus text),
 //! `GET /api/queues` (the dashboard's JSON), the dead-letter actions under
-//! `/api/queues/{name}/` (peek and redrive, in `dashboard/dlq.rs`) and the dashboard page itself
-//! (`GET /`, served by the HTTP layer).
+//! `/api/queues/{name}/` (peek and redrive, in `dashboard/dlq.rs`), a message's attempt history
+//! (`dashboard/history.rs`) and the dashboard page itself (`GET /`, served by the HTTP layer).
 //!
 //! The page is one file compiled into the binary (`dashboard.html`: inline CSS and JavaScript,
 //! no external library, no CDN), so it works on a machine without internet access. It polls
 //! `/api/queues` and draws its charts by hand on a canvas.
 
+mod api;
 mod dlq;
+mod history;
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -40,9 +42,11 @@ pub fn page() -> Response {
         .into_response()
 }
 
-/// `GET /metrics`, `GET /api/queues` and the dead-letter actions for `backend`:
+/// `GET /metrics`, `GET /api/queues`, the dead-letter actions and message histories for
+/// `backend`:
 ///
 /// - `GET /api/queues/{name}/peek?max=10&after=0`: messages without leasing them;
+/// - `GET /api/queues/{name}/messages/{message_id}/history`: a message's attempts;
 /// - `GET /api/queues/{name}/redrives`: the queue's recent move tasks;
 /// - `POST /api/queues/{name}/redrives` (`{"rate_per_second": n}`): start a redrive;
 /// - `POST /api/queues/{name}/redrives/{task_id}/cancel` (`{}`): cancel one.
@@ -54,6 +58,10 @@ pub fn routes(backend: Arc<Embedded>) -> Router {
         .route("/metrics", get(metrics))
         .route("/api/queues", get(queues))
         .route("/api/queues/{name}/peek", get(dlq::peek))
+        .route(
+            "/api/queues/{name}/messages/{message_id}/history",
+            get(history::history),
+        )
         .route(
             "/api/queues/{name}/redrives",
             get(dlq::list).post(dlq::start),

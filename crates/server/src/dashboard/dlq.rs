@@ -20,15 +20,15 @@ use std::sync::Arc;
 use axum::body::Bytes;
 use axum::extract::rejection::{PathRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
-use axum::http::header::{CACHE_CONTROL, CONTENT_TYPE};
-use axum::http::{HeaderMap, StatusCode};
-use axum::response::{IntoResponse, Response};
+use axum::http::header::CONTENT_TYPE;
+use axum::http::HeaderMap;
+use axum::response::Response;
 use leaseq_core::engine::MoveTaskInfo;
 use leaseq_sqs::decode::{LIST_MOVE_TASKS_MAX, PEEK_MESSAGES_MAX};
-use leaseq_sqs::{Action, ErrorCode, Outcome, PeekedEntry, QueueRef, SqsError, TaskHandle};
+use leaseq_sqs::{Action, ErrorCode, Outcome, PeekedEntry, QueueRef, TaskHandle};
 use serde_json::{json, Value};
 
-use crate::backend::{Backend, Caller};
+use super::api::{execute, execute_raw, reply, state_name, ApiError};
 use crate::Embedded;
 
 /// Messages a peek shows when the request names no `max`.
@@ -37,73 +37,20 @@ const PEEK_SHOWN_DEFAULT: usize = 10;
 /// Bytes of each body a peek returns: the page shows the start of a body, not all of it.
 const BODY_SHOWN_BYTES_MAX: usize = 1024;
 
-/// An answer other than success: a status and `{"error": {"code", "message"}}`.
-#[derive(Debug)]
-pub(super) struct ApiError {
-    status: StatusCode,
-    code: &'static str,
-    message: String,
-}
-
-impl ApiError {
-    fn bad_request(message: impl Into<String>) -> ApiError {
-        ApiError {
-            status: StatusCode::BAD_REQUEST,
-            code: "InvalidParameterValue",
-            message: message.into(),
-        }
-    }
-
-    fn not_found(message: impl Into<String>) -> ApiError {
-        ApiError {
-            status: StatusCode::NOT_FOUND,
-            code: "NotFound",
-            message: message.into(),
-        }
-    }
-
-    /// The backend's refusal of an action on queue `name`. A missing queue is a 404 (SQS says
-    /// 400, but this is a resource path), with a sentence that names the queue rather than the
-    /// ARN parameter the SQS action would have had.
-    fn from_backend(error: SqsError, name: &str) -> ApiError {
-        match error.code {
-            ErrorCode::QueueDoesNotExist | ErrorCode::ResourceNotFound => {
-                ApiError::not_found(format!("There is no queue named {name}."))
-            }
-            code => ApiError {
-                status: StatusCode::from_u16(code.status())
-                    .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
-                // The shape name of the JSON `__type` (`com.amazonaws.sqs#OverLimit`).
-                code: code.json_type().rsplit('#').next().unwrap_or("Error"),
-                message: error.message,
-            },
-        }
-    }
-}
-
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
-        let body = json!({ "error": { "code": self.code, "message": self.message } });
-        (self.status, reply(body)).into_response()
-    }
-}
-
-fn reply(body: Value) -> Response {
-    (
-        [
-            (CONTENT_TYPE, "application/json"),
-            (CACHE_CONTROL, "no-cache"),
-        ],
-        body.to_string(),
-    )
-        .into_response()
-}
-
-async fn execute(backend: &Embedded, action: Action, name: &str) -> Result<Outcome, ApiError> {
-    backend
-        .execute(action, &Caller::default())
+/// Executes a move-task action on source queue `name`. Those actions name their queue by ARN,
+/// as SQS's do, and say `ResourceNotFound` when no queue has it (SQS's word for a missing
+/// `SourceArn`): here that is the missing queue of the path.
+async fn execute_on_source(
+    backend: &Embedded,
+    action: Action,
+    name: &str,
+) -> Result<Outcome, ApiError> {
+    execute_raw(backend, action)
         .await
-        .map_err(|error| ApiError::from_backend(error, name))
+        .map_err(|error| match error.code {
+            ErrorCode::ResourceNotFound => ApiError::no_queue(name),
+            _ => ApiError::from_backend(error, name),
+        })
 }
 
 /// An integer query parameter in `range`, or `default` when absent.
@@ -167,15 +114,10 @@ fn peeked_message(entry: &PeekedEntry) -> Value {
     let message = &entry.message;
     let body = &entry.payload.body;
     let shown = &body[..floor_char_boundary(body, BODY_SHOWN_BYTES_MAX)];
-    let state = match message.state {
-        leaseq_core::MessageState::Ready => "ready",
-        leaseq_core::MessageState::InFlight => "in-flight",
-        leaseq_core::MessageState::Delayed => "delayed",
-    };
     json!({
         "message_id": message.id.to_string(),
         "sequence": entry.seq,
-        "state": state,
+        "state": state_name(message.state),
         "sent_at_ms": message.sent_at_ms,
         "receive_count": message.receive_count,
         "redrive_generation": message.redrive_generation,
@@ -205,7 +147,7 @@ async fn tasks(backend: &Embedded, name: &str) -> Result<Vec<MoveTaskInfo>, ApiE
         source: name.to_string(),
         max_results: LIST_MOVE_TASKS_MAX as usize,
     };
-    let Outcome::MoveTasks(tasks) = execute(backend, action, name).await? else {
+    let Outcome::MoveTasks(tasks) = execute_on_source(backend, action, name).await? else {
         unreachable!("ListMessageMoveTasks answers with Outcome::MoveTasks");
     };
     Ok(tasks)
@@ -254,13 +196,9 @@ fn json_object(
         .unwrap_or("");
     let essence = content_type.split(';').next().unwrap_or("").trim();
     if !essence.eq_ignore_ascii_case("application/json") {
-        return Err(ApiError {
-            status: StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            code: "UnsupportedMediaType",
-            message: format!(
-                "This route takes Content-Type: application/json (the request has {content_type:?})."
-            ),
-        });
+        return Err(ApiError::unsupported_media_type(format!(
+            "This route takes Content-Type: application/json (the request has {content_type:?})."
+        )));
     }
     if body.iter().all(u8::is_ascii_whitespace) {
         return Ok(serde_json::Map::new());
@@ -307,7 +245,9 @@ pub(super) async fn start(
         rate_per_second,
         limit: None,
     };
-    let Outcome::MoveTaskStarted { task_id, .. } = execute(&backend, action, &name).await? else {
+    let Outcome::MoveTaskStarted { task_id, .. } =
+        execute_on_source(&backend, action, &name).await?
+    else {
         unreachable!("StartMessageMoveTask answers with Outcome::MoveTaskStarted");
     };
     task_reply(&backend, &name, task_id).await
@@ -342,7 +282,7 @@ pub(super) async fn cancel(
         task_id,
         source: name.clone(),
     };
-    execute(&backend, Action::CancelMessageMoveTask { task }, &name).await?;
+    execute_on_source(&backend, Action::CancelMessageMoveTask { task }, &name).await?;
     task_reply(&backend, &name, task_id).await
 }
 

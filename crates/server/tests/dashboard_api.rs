@@ -1,8 +1,9 @@
-//! The dashboard's dead-letter routes through the real HTTP stack, in process: peek
-//! (`GET /api/queues/{name}/peek`) leases nothing; a redrive (`POST /api/queues/{name}/redrives`)
-//! moves messages back to their source and can be listed and cancelled; bad input gets a JSON
-//! error with a clear status, and a POST that is not JSON (what a cross-site form sends) is
-//! refused.
+//! The dashboard's JSON routes under `/api/queues/{name}/` through the real HTTP stack, in
+//! process: peek (`GET .../peek`) leases nothing; a redrive (`POST .../redrives`) moves messages
+//! back to their source and can be listed and cancelled; a message's history
+//! (`GET .../messages/{id}/history`) shows each attempt with the client that made it, for live,
+//! dead-lettered and deleted messages; bad input gets a JSON error with a clear status, and a
+//! POST that is not JSON (what a cross-site form sends) is refused.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -38,6 +39,8 @@ async fn start() -> SocketAddr {
     tokio::spawn(backend.drive_moves());
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap();
+    // With the connection's address, as `leaseq serve` runs it: attempts record their client.
+    let app = app.into_make_service_with_connect_info::<SocketAddr>();
     tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
     address
 }
@@ -80,10 +83,16 @@ async fn post_json(address: SocketAddr, path: &str, body: Value) -> (u16, Value)
 
 /// An SQS JSON action; panics unless it succeeds.
 async fn sqs(address: SocketAddr, action: &str, body: Value) -> Value {
+    sqs_as(address, "dashboard-test", action, body).await
+}
+
+/// An SQS JSON action sent with `User-Agent: user_agent`; panics unless it succeeds.
+async fn sqs_as(address: SocketAddr, user_agent: &str, action: &str, body: Value) -> Value {
     let target = format!("AmazonSQS.{action}");
     let headers = [
         ("X-Amz-Target", target.as_str()),
         ("Content-Type", "application/x-amz-json-1.0"),
+        ("User-Agent", user_agent),
     ];
     let (status, answer) = http(address, "POST", "/", &headers, &body.to_string()).await;
     assert_eq!(status, 200, "{action} failed: {answer}");
@@ -385,4 +394,159 @@ async fn a_post_that_a_cross_site_form_could_send_is_refused() {
     let headers = [("Content-Type", "application/json; charset=utf-8")];
     let (status, answer) = http(address, "POST", start, &headers, "{}").await;
     assert_eq!(status, 200, "{answer}");
+}
+
+/// `GET /api/queues/{queue}/messages/{id}/history`; panics unless it answers 200.
+async fn history(address: SocketAddr, queue: &str, id: &str) -> Value {
+    let path = format!("/api/queues/{queue}/messages/{id}/history");
+    let (status, answer) = get(address, &path).await;
+    assert_eq!(status, 200, "{path}: {answer}");
+    answer
+}
+
+/// Receives one message of `queue` as `user_agent`; returns its receipt handle.
+async fn receive_as(address: SocketAddr, user_agent: &str, queue: &str, lease_s: u32) -> String {
+    let request = json!({"QueueUrl": url(queue), "VisibilityTimeout": lease_s});
+    let received = sqs_as(address, user_agent, "ReceiveMessage", request).await;
+    received["Messages"][0]["ReceiptHandle"]
+        .as_str()
+        .unwrap_or_else(|| panic!("nothing received: {received}"))
+        .to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn history_shows_each_attempt_and_its_client() {
+    let address = start().await;
+    sqs(address, "CreateQueue", json!({"QueueName": "tasks"})).await;
+    let request = json!({"QueueUrl": url("tasks"), "MessageBody": "task-1"});
+    let id = sqs(address, "SendMessage", request).await["MessageId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let sent = history(address, "tasks", &id).await;
+    assert_eq!(sent["state"], "ready", "{sent}");
+    assert_eq!(sent["receive_count"], 0);
+    assert_eq!(sent["first_received_at_ms"], Value::Null);
+    assert_eq!(sent["attempts"], json!([]));
+
+    // Attempt 1 runs out at once; attempt 2 is handed back (visibility 0); attempt 3 holds its
+    // lease and extends it once.
+    receive_as(address, "worker-a/1.0", "tasks", 0).await;
+    let receipt = receive_as(address, "worker-b/2.0", "tasks", 30).await;
+    let change = |receipt: &str, seconds: u32| json!({"QueueUrl": url("tasks"), "ReceiptHandle": receipt, "VisibilityTimeout": seconds});
+    sqs(address, "ChangeMessageVisibility", change(&receipt, 0)).await;
+    let receipt = receive_as(address, "worker-c/3.0", "tasks", 30).await;
+    sqs(address, "ChangeMessageVisibility", change(&receipt, 600)).await;
+
+    let live = history(address, "tasks", &id).await;
+    assert_eq!(live["queue"], "tasks");
+    assert_eq!(live["message_id"], id.as_str());
+    assert_eq!(live["state"], "in-flight", "{live}");
+    assert_eq!(live["receive_count"], 3);
+    assert_eq!(live["source_queue"], Value::Null);
+    assert_eq!(live["deleted_at_ms"], Value::Null);
+    let sent_at_ms = live["sent_at_ms"].as_u64().unwrap();
+    let attempts = live["attempts"].as_array().unwrap();
+    let summary: Vec<(u64, &str, &str)> = attempts
+        .iter()
+        .map(|a| {
+            (
+                a["attempt"].as_u64().unwrap(),
+                a["outcome"].as_str().unwrap(),
+                a["user_agent"].as_str().unwrap_or("(none)"),
+            )
+        })
+        .collect();
+    assert_eq!(
+        summary,
+        [
+            (1, "expired", "worker-a/1.0"),
+            (2, "released", "worker-b/2.0"),
+            (3, "leased", "worker-c/3.0"),
+        ],
+        "{live}"
+    );
+    assert_eq!(live["first_received_at_ms"], attempts[0]["received_at_ms"]);
+    for attempt in attempts {
+        assert!(attempt["received_at_ms"].as_u64().unwrap() >= sent_at_ms);
+        let client = attempt["client_address"].as_str().unwrap();
+        assert!(client.starts_with("127.0.0.1:"), "{attempt}");
+    }
+    assert!(attempts[0]["ended_at_ms"].as_u64().is_some(), "ended");
+    assert_eq!(attempts[1]["extensions"], 0);
+    let current = &attempts[2];
+    assert_eq!(current["ended_at_ms"], Value::Null, "the lease is current");
+    assert_eq!(current["extensions"], 1);
+    let first_deadline_ms = current["first_deadline_ms"].as_u64().unwrap();
+    let deadline_ms = current["deadline_ms"].as_u64().unwrap();
+    let received_at_ms = current["received_at_ms"].as_u64().unwrap();
+    assert!(first_deadline_ms >= received_at_ms + 30_000, "{current}");
+    assert!(deadline_ms >= first_deadline_ms + 500_000, "{current}");
+
+    // Once deleted, the message is still found (among the recently deleted), as such.
+    let delete = json!({"QueueUrl": url("tasks"), "ReceiptHandle": receipt});
+    sqs(address, "DeleteMessage", delete).await;
+    let deleted = history(address, "tasks", &id).await;
+    assert_eq!(deleted["state"], "deleted", "{deleted}");
+    assert!(deleted["deleted_at_ms"].as_u64().unwrap() >= received_at_ms);
+    assert_eq!(deleted["receive_count"], 3);
+    assert_eq!(deleted["attempts"][2]["outcome"], "deleted", "{deleted}");
+    assert_eq!(deleted["attempts"][2]["user_agent"], "worker-c/3.0");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn history_of_a_dead_letter_names_its_source_and_failure() {
+    let address = start().await;
+    create_pair(address, "jobs", "jobs-dlq").await;
+    let id = send_and_fail(address, "jobs", "job-1", "cannot parse").await;
+
+    let dead = history(address, "jobs-dlq", &id).await;
+    assert_eq!(dead["state"], "ready", "{dead}");
+    assert_eq!(dead["source_queue"], "jobs", "a name, not an ARN");
+    assert_eq!(dead["failure_reason"], "cannot parse");
+    assert_eq!(dead["receive_count"], 1);
+    let dead_lettered_at_ms = dead["dead_lettered_at_ms"].as_u64().unwrap();
+    let attempts = dead["attempts"].as_array().unwrap();
+    assert_eq!(attempts.len(), 1, "{dead}");
+    assert_eq!(attempts[0]["outcome"], "failed");
+    assert_eq!(attempts[0]["ended_at_ms"], dead_lettered_at_ms);
+    assert_eq!(attempts[0]["user_agent"], "dashboard-test");
+    // It left its source queue.
+    let path = format!("/api/queues/jobs/messages/{id}/history");
+    let (status, answer) = get(address, &path).await;
+    assert_eq!((status, error_code(&answer)), (404, "NotFound"), "{answer}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn history_of_a_missing_message_or_queue_is_a_json_error() {
+    let address = start().await;
+    sqs(address, "CreateQueue", json!({"QueueName": "mail"})).await;
+    let unknown = "6f1c2a9e-0000-4000-8000-000000000001";
+
+    let path = format!("/api/queues/mail/messages/{unknown}/history");
+    let (status, answer) = get(address, &path).await;
+    assert_eq!((status, error_code(&answer)), (404, "NotFound"), "{answer}");
+    let message = error_message(&answer);
+    assert!(
+        message.contains(unknown) && message.contains("has no message"),
+        "the answer names the message, not the queue: {message}"
+    );
+
+    let path = format!("/api/queues/nope/messages/{unknown}/history");
+    let (status, answer) = get(address, &path).await;
+    assert_eq!(
+        (status, error_message(&answer)),
+        (404, "There is no queue named nope.")
+    );
+
+    for bad in ["not-a-uuid", "123", "6f1c2a9e-0000-4000-8000"] {
+        let path = format!("/api/queues/mail/messages/{bad}/history");
+        let (status, answer) = get(address, &path).await;
+        assert_eq!(status, 400, "{bad}: {answer}");
+        assert_eq!(error_code(&answer), "InvalidParameterValue");
+        assert!(
+            error_message(&answer).contains("is not a message id"),
+            "{answer}"
+        );
+    }
 }

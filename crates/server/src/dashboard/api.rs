@@ -1,0 +1,119 @@
+//! What the dashboard's JSON routes share: a JSON reply, the error answer
+//! (`{"error": {"code", "message"}}` with a status), the execution of an SQS [`Action`]
+//! through the backend, whose refusals it turns into that answer, and the names of message
+//! states.
+//!
+//! The routes name their resources by path (`/api/queues/{name}/...`), so a missing queue or
+//! message is a 404 here even where SQS answers 400, and the sentence names the queue or
+//! message rather than the `QueueUrl` or `SourceArn` parameter the SQS action would have had.
+
+use axum::http::header::{CACHE_CONTROL, CONTENT_TYPE};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use leaseq_core::MessageState;
+use leaseq_sqs::{Action, ErrorCode, Outcome, SqsError};
+use serde_json::{json, Value};
+
+use crate::backend::{Backend, Caller};
+use crate::Embedded;
+
+/// An answer other than success: a status and `{"error": {"code", "message"}}`.
+#[derive(Debug)]
+pub(super) struct ApiError {
+    status: StatusCode,
+    code: &'static str,
+    message: String,
+}
+
+impl ApiError {
+    pub(super) fn bad_request(message: impl Into<String>) -> ApiError {
+        ApiError {
+            status: StatusCode::BAD_REQUEST,
+            code: "InvalidParameterValue",
+            message: message.into(),
+        }
+    }
+
+    pub(super) fn not_found(message: impl Into<String>) -> ApiError {
+        ApiError {
+            status: StatusCode::NOT_FOUND,
+            code: "NotFound",
+            message: message.into(),
+        }
+    }
+
+    pub(super) fn no_queue(name: &str) -> ApiError {
+        ApiError::not_found(format!("There is no queue named {name}."))
+    }
+
+    pub(super) fn unsupported_media_type(message: impl Into<String>) -> ApiError {
+        ApiError {
+            status: StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            code: "UnsupportedMediaType",
+            message: message.into(),
+        }
+    }
+
+    /// The backend's refusal of an action on queue `name`. A missing queue is a 404 with a
+    /// sentence that names it. Another missing resource (`ResourceNotFound`: a message, a
+    /// task) is a 404 with the backend's own sentence, which names what is missing; a route
+    /// whose action says `ResourceNotFound` of its queue maps that first (see
+    /// `dlq::execute_on_source`).
+    pub(super) fn from_backend(error: SqsError, name: &str) -> ApiError {
+        match error.code {
+            ErrorCode::QueueDoesNotExist => ApiError::no_queue(name),
+            ErrorCode::ResourceNotFound => ApiError::not_found(error.message),
+            code => ApiError {
+                status: StatusCode::from_u16(code.status())
+                    .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+                // The shape name of the JSON `__type` (`com.amazonaws.sqs#OverLimit`).
+                code: code.json_type().rsplit('#').next().unwrap_or("Error"),
+                message: error.message,
+            },
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let body = json!({ "error": { "code": self.code, "message": self.message } });
+        (self.status, reply(body)).into_response()
+    }
+}
+
+/// A JSON answer the browser must not cache (the page polls).
+pub(super) fn reply(body: Value) -> Response {
+    (
+        [
+            (CONTENT_TYPE, "application/json"),
+            (CACHE_CONTROL, "no-cache"),
+        ],
+        body.to_string(),
+    )
+        .into_response()
+}
+
+/// Executes `action` on queue `name` as the SQS API would, refusals as [`ApiError`]s.
+pub(super) async fn execute(
+    backend: &Embedded,
+    action: Action,
+    name: &str,
+) -> Result<Outcome, ApiError> {
+    execute_raw(backend, action)
+        .await
+        .map_err(|error| ApiError::from_backend(error, name))
+}
+
+/// Executes `action` as the SQS API would, refusals as the backend gave them.
+pub(super) async fn execute_raw(backend: &Embedded, action: Action) -> Result<Outcome, SqsError> {
+    backend.execute(action, &Caller::default()).await
+}
+
+/// A message state as the dashboard names it.
+pub(super) fn state_name(state: MessageState) -> &'static str {
+    match state {
+        MessageState::Ready => "ready",
+        MessageState::InFlight => "in-flight",
+        MessageState::Delayed => "delayed",
+    }
+}
