@@ -2,19 +2,20 @@
 //!
 //! Concurrency design. All mutable state lives in one `State` behind one mutex, held only for
 //! memory operations: `append` encodes the frame into the tail of an in-memory chunk, assigns
-//! the LSN and the position, and returns. It makes no syscall (it signals the sync thread's
-//! condition variable only when that thread is idle), so the engine can append while holding
-//! its own lock. A dedicated sync thread (see `sync.rs`) takes all pending chunks at once,
-//! writes them, fdatasyncs per the [`FsyncPolicy`], and publishes the new watermarks both to a
-//! condition variable (for [`Wal::wait_durable_blocking`]) and to the async waiters of
+//! the LSN and the position, and returns. It makes no syscall (under `Interval` and `Never` it
+//! signals the sync thread's condition variable, only when that thread is idle), so the engine
+//! can append while holding its own lock. A batch (see `sync.rs`) takes all pending chunks at
+//! once, writes them, fdatasyncs per the [`FsyncPolicy`], and publishes the new watermarks both
+//! to a condition variable (for [`Wal::wait_durable_blocking`]) and to the async waiters of
 //! [`Wal::wait_durable`], which wait in LSN order: a publish wakes exactly the waiters whose
-//! records it made durable (a broadcast would wake every waiter on every fsync, most of them only
-//! to sleep again, which costs a wake-up per waiter per fsync). Because the sync thread takes everything that
-//! was appended while it was busy, one fdatasync covers all the records of all concurrent
-//! appenders: group commit.
+//! records it made durable (a broadcast would wake every waiter on every fsync, most of them
+//! only to sleep again, which costs a wake-up per waiter per fsync). Because a batch takes
+//! everything that was appended while the previous one was busy, one fdatasync covers all the
+//! records of all concurrent appenders: group commit. Under `Always` the batches are led by the
+//! waiters themselves; under the other policies by the sync thread.
 //!
 //! Invariant: a record is in exactly one of three places: `State::pending` (appended, not yet
-//! taken), `State::in_flight` (taken by the sync thread, being written), or its segment file.
+//! taken), `State::in_flight` (taken by a batch, being written), or its segment file.
 //! Reads look in that order under the lock, so a record is readable from the moment `append`
 //! returns.
 
@@ -22,6 +23,8 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
+
+use std::time::Instant;
 
 use tokio::sync::oneshot;
 
@@ -31,6 +34,7 @@ use crate::recovery;
 use crate::snapshot::{self, Snapshot};
 use crate::stats::WalStats;
 use crate::storage::{DirStorage, Storage, StorageFile};
+use crate::sync::{Commit, Writer};
 use crate::{
     segment_file_name, Appended, FsyncPolicy, Lsn, Options, Position, Record, Recovery,
     ReplayError, SegmentInfo,
@@ -43,8 +47,20 @@ pub struct Wal {
     sync_thread: Option<JoinHandle<()>>,
 }
 
-/// Where an async waiter learns its record's fate: durable, or the log was poisoned.
-pub(crate) type DurableSender = oneshot::Sender<Result<(), Arc<PoisonCause>>>;
+/// Where an async waiter learns its record's fate, or that it is to lead the next batch.
+pub(crate) type DurableSender = oneshot::Sender<Wake>;
+
+/// What a publish tells an async waiter.
+#[derive(Debug)]
+pub(crate) enum Wake {
+    /// The record is acknowledged.
+    Durable,
+    /// The writer is free, records are pending and this waiter has the lowest LSN still
+    /// waiting: it is to lead the next batch.
+    Lead,
+    /// The log was poisoned before the record was acknowledged.
+    Poisoned(Arc<PoisonCause>),
+}
 
 /// State shared by the handle and the sync thread.
 #[derive(Debug)]
@@ -52,7 +68,8 @@ pub(crate) struct Shared {
     pub(crate) storage: Arc<dyn Storage>,
     pub(crate) options: Options,
     pub(crate) state: Mutex<State>,
-    /// Wakes the sync thread: new records, a sync request, or shutdown.
+    /// Wakes the sync thread: new records (not under `Always`), a sync request, shutdown, or
+    /// the writer is back.
     pub(crate) work: Condvar,
     /// Wakes blocking waiters and appenders waiting for buffer space: the watermarks moved or
     /// the log was poisoned.
@@ -62,11 +79,11 @@ pub(crate) struct Shared {
     pub(crate) async_waiters: Mutex<BTreeMap<Lsn, Vec<DurableSender>>>,
     /// Serializes segment removals, which do I/O outside the state lock.
     removal: Mutex<()>,
-    /// Fsync latency and batch sizes, recorded by the sync thread.
+    /// Fsync latency and batch sizes, recorded by whoever holds the writer.
     pub(crate) stats: WalStats,
 }
 
-/// Durability watermarks, published after every batch of the sync thread.
+/// Durability watermarks, published after every batch.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Progress {
     /// Every record with an LSN up to this one has been written to the operating system.
@@ -85,11 +102,16 @@ pub(crate) struct State {
     pub(crate) segments: BTreeMap<u64, SegmentMeta>,
     /// Appended chunks not yet taken by the sync thread, in order.
     pub(crate) pending: Vec<Chunk>,
-    /// The batch the sync thread is writing; readable until it is in the files.
+    /// The batch being written; readable until it is in the files.
     pub(crate) in_flight: Option<Arc<Vec<Chunk>>>,
+    /// The right to do I/O: here while nobody writes, taken by the sync thread or a leading
+    /// waiter for the length of one batch (see `sync.rs`).
+    pub(crate) writer: Option<Writer>,
+    /// When the last batch with an fdatasync finished (for `Interval`).
+    pub(crate) last_sync_at: Instant,
     /// Bytes in `pending` and `in_flight`, bounded by `Options::buffer_size_max_bytes`.
     pub(crate) buffered_bytes: u64,
-    /// Whether the sync thread is waiting for work (so `append` must wake it).
+    /// Whether the sync thread is waiting for work (so whoever gives it some must wake it).
     pub(crate) sync_thread_idle: bool,
     /// [`Wal::sync`] asked for an fdatasync covering records up to this LSN.
     pub(crate) sync_requested_lsn: Lsn,
@@ -119,7 +141,7 @@ pub(crate) struct Chunk {
     pub(crate) segment: u64,
     pub(crate) offset: u64,
     pub(crate) bytes: Vec<u8>,
-    /// `Some` if the sync thread must create the segment file before writing this chunk.
+    /// `Some` if the batch must create the segment file before writing this chunk.
     pub(crate) create: Option<SegmentHeader>,
     /// The LSN of the last record in the chunk.
     pub(crate) last_lsn: Lsn,
@@ -140,17 +162,30 @@ impl Shared {
         }
     }
 
-    /// Publishes the state's progress to both kinds of waiters. Called with the state lock
-    /// held (`state` is borrowed from it), which is what makes async registration race-free.
+    /// Whether waiters lead their own batches (see `sync.rs`).
+    pub(crate) fn waiters_lead(&self) -> bool {
+        self.options.fsync == FsyncPolicy::Always
+    }
+
+    /// Publishes the state's progress after a batch, with the writer back in place. Called
+    /// with the state lock held (`state` is borrowed from it), which is what makes async
+    /// registration race-free: a waiter either sees the writer free and leads, or registers
+    /// before this runs and is answered or chosen as the next leader here.
     pub(crate) fn publish(&self, state: &State) {
         self.progress.notify_all();
+        if state.sync_thread_idle
+            && state.writer.is_some()
+            && crate::sync::sync_thread_work(self, state).is_some()
+        {
+            self.work.notify_one();
+        }
         let mut waiters = self
             .async_waiters
             .lock()
             .expect("wal waiter mutex poisoned by a panic");
         if let Some(cause) = &state.progress.poisoned {
             for sender in std::mem::take(&mut *waiters).into_values().flatten() {
-                let _ = sender.send(Err(cause.clone()));
+                let _ = sender.send(Wake::Poisoned(cause.clone()));
             }
             return;
         }
@@ -161,8 +196,47 @@ impl Shared {
             .flatten()
         {
             // A waiter that gave up (its future was dropped) has dropped its receiver.
-            let _ = sender.send(Ok(()));
+            let _ = sender.send(Wake::Durable);
         }
+        self.choose_leader(state, &mut waiters);
+    }
+
+    /// If the writer is free and async waiters remain, tells the one with the lowest LSN to
+    /// lead the next batch (the others' records are appended before its own or ride along).
+    /// A waiter that gave up is skipped. Blocking waiters need no message: they were woken
+    /// by the `progress` condition variable and lead by themselves if the writer is free.
+    pub(crate) fn choose_leader(
+        &self,
+        state: &State,
+        waiters: &mut BTreeMap<Lsn, Vec<DurableSender>>,
+    ) {
+        if !self.waiters_lead() || state.writer.is_none() || state.progress.poisoned.is_some() {
+            return;
+        }
+        while let Some(mut entry) = waiters.first_entry() {
+            let sender = entry.get_mut().pop();
+            if entry.get().is_empty() {
+                entry.remove();
+            }
+            if sender.is_some_and(|sender| sender.send(Wake::Lead).is_ok()) {
+                return;
+            }
+        }
+    }
+
+    /// Commits one batch of everything pending, with an fdatasync, on this thread; `io` runs
+    /// the I/O (directly, or inside `tokio::task::block_in_place`). The writer must be free.
+    fn lead<'a>(
+        &'a self,
+        mut state: MutexGuard<'a, State>,
+        io: impl FnOnce(&mut dyn FnMut() -> Result<(), PoisonCause>) -> Result<(), PoisonCause>,
+    ) -> MutexGuard<'a, State> {
+        let mut commit = Commit::begin(&mut state, true);
+        drop(state);
+        let result = io(&mut || commit.write(self));
+        let mut state = self.lock();
+        commit.finish(self, &mut state, result);
+        state
     }
 }
 
@@ -198,6 +272,8 @@ impl Wal {
             segments: recovered.segments,
             pending: Vec::new(),
             in_flight: None,
+            writer: Some(Writer::default()),
+            last_sync_at: Instant::now(),
             buffered_bytes: 0,
             sync_thread_idle: false,
             sync_requested_lsn: 0,
@@ -238,9 +314,10 @@ impl Wal {
     }
 
     /// Appends a record and returns its LSN and position. Cheap: it copies the payload into a
-    /// buffer under a short lock and makes no syscall; durability comes later, from the sync
-    /// thread, and is awaited with [`Wal::wait_durable`]. Blocks only if
-    /// `Options::buffer_size_max_bytes` of appended bytes are still waiting to be written.
+    /// buffer under a short lock and makes no syscall; durability comes later, from a batch
+    /// led by a waiter or the sync thread, and is awaited with [`Wal::wait_durable`]. Blocks
+    /// only if `Options::buffer_size_max_bytes` of appended bytes are still waiting to be
+    /// written.
     pub fn append(&self, payload: &[u8]) -> Result<Appended, WalError> {
         let max_bytes = self.shared.options.record_size_max_bytes;
         if payload.len() > max_bytes as usize {
@@ -263,7 +340,9 @@ impl Wal {
         chunk.last_lsn = lsn;
         state.next_lsn = lsn + 1;
         state.buffered_bytes += frame_len_bytes;
-        if state.sync_thread_idle {
+        // Under `Always` the waiter leads the batch itself (see `sync.rs`); waking the sync
+        // thread too would cost a wake-up per request for nothing.
+        if state.sync_thread_idle && !self.shared.waiters_lead() {
             state.sync_thread_idle = false;
             self.shared.work.notify_one();
         }
@@ -291,6 +370,12 @@ impl Wal {
             }
             if state.buffered_bytes == 0 || state.buffered_bytes + frame_len_bytes <= max_bytes {
                 return Ok(state);
+            }
+            if self.shared.waiters_lead() {
+                // The buffer may be full of records nobody waits for (their waiters gave up):
+                // have the sync thread write them.
+                let last_lsn = state.next_lsn - 1;
+                self.request_sync(&mut state, last_lsn);
             }
             state = self
                 .shared
@@ -340,38 +425,68 @@ impl Wal {
     /// fdatasync for [`FsyncPolicy::Always`], written to the operating system otherwise.
     /// Fails with [`WalError::Poisoned`] if the log was poisoned before that happened.
     ///
-    /// Holds no lock while waiting; cancel-safe.
+    /// Under `Always`, on a multi-threaded tokio runtime, the caller may become the leader of
+    /// the group commit (see `sync.rs`): if no batch is in flight, or when the previous leader
+    /// hands over, it writes and fdatasyncs every pending record inside
+    /// `tokio::task::block_in_place`, so its worker's other tasks move to another thread
+    /// meanwhile. Elsewhere (a current-thread runtime, no runtime) the sync thread does it.
+    ///
+    /// Holds no lock while waiting; cancel-safe. A batch, once started, runs to its end within
+    /// one poll; a waiter dropped after being chosen to lead hands the role on (see
+    /// `Waiting`), so pending records are never left without a leader while others wait.
     pub async fn wait_durable(&self, lsn: Lsn) -> Result<(), WalError> {
-        let receiver = {
-            let state = self.shared.lock();
-            assert!(
-                lsn < state.next_lsn,
-                "waiting for LSN {lsn}, but the next is {}",
-                state.next_lsn
-            );
-            if self.shared.acknowledged_lsn(&state.progress) >= lsn
-                || state.progress.poisoned.is_some()
-            {
-                return self.acknowledgement(&state.progress, lsn);
+        let may_lead = self.shared.waiters_lead() && on_multi_threaded_runtime();
+        loop {
+            let receiver = {
+                let mut state = self.shared.lock();
+                assert!(
+                    lsn < state.next_lsn,
+                    "waiting for LSN {lsn}, but the next is {}",
+                    state.next_lsn
+                );
+                if self.shared.acknowledged_lsn(&state.progress) >= lsn
+                    || state.progress.poisoned.is_some()
+                {
+                    return self.acknowledgement(&state.progress, lsn);
+                }
+                if may_lead && state.writer.is_some() {
+                    drop(
+                        self.shared
+                            .lead(state, |write| tokio::task::block_in_place(write)),
+                    );
+                    continue;
+                }
+                if self.shared.waiters_lead() && !may_lead {
+                    self.request_sync(&mut state, lsn);
+                }
+                let (sender, receiver) = oneshot::channel();
+                self.shared
+                    .async_waiters
+                    .lock()
+                    .expect("wal waiter mutex poisoned by a panic")
+                    .entry(lsn)
+                    .or_default()
+                    .push(sender);
+                receiver
+            };
+            let mut waiting = Waiting {
+                shared: &self.shared,
+                receiver,
+            };
+            match (&mut waiting.receiver).await {
+                Ok(Wake::Durable) => return Ok(()),
+                Ok(Wake::Poisoned(cause)) => return Err(WalError::Poisoned { cause }),
+                // Loop: lead if the writer is still free, else wait again.
+                Ok(Wake::Lead) => {}
+                Err(_) => {
+                    unreachable!("the log outlives its waiters, and publish answers each one")
+                }
             }
-            let (sender, receiver) = oneshot::channel();
-            self.shared
-                .async_waiters
-                .lock()
-                .expect("wal waiter mutex poisoned by a panic")
-                .entry(lsn)
-                .or_default()
-                .push(sender);
-            receiver
-        };
-        match receiver.await {
-            Ok(Ok(())) => Ok(()),
-            Ok(Err(cause)) => Err(WalError::Poisoned { cause }),
-            Err(_) => unreachable!("the log outlives its waiters, and publish answers each one"),
         }
     }
 
-    /// Blocking form of [`Wal::wait_durable`], for threads outside an async runtime.
+    /// Blocking form of [`Wal::wait_durable`], for threads outside an async runtime. Under
+    /// [`FsyncPolicy::Always`] the calling thread leads a batch itself when none is in flight.
     pub fn wait_durable_blocking(&self, lsn: Lsn) -> Result<(), WalError> {
         self.assert_appended(lsn);
         let mut state = self.shared.lock();
@@ -380,11 +495,24 @@ impl Wal {
             if acknowledged || state.progress.poisoned.is_some() {
                 return self.acknowledgement(&state.progress, lsn);
             }
+            if self.shared.waiters_lead() && state.writer.is_some() {
+                state = self.shared.lead(state, |write| write());
+                continue;
+            }
             state = self
                 .shared
                 .progress
                 .wait(state)
                 .expect("wal state mutex poisoned by a panic");
+        }
+    }
+
+    /// Asks the sync thread for a batch with an fdatasync covering `lsn`.
+    fn request_sync(&self, state: &mut State, lsn: Lsn) {
+        state.sync_requested_lsn = state.sync_requested_lsn.max(lsn);
+        if state.sync_thread_idle {
+            state.sync_thread_idle = false;
+            self.shared.work.notify_one();
         }
     }
 
@@ -430,7 +558,7 @@ impl Wal {
         }
     }
 
-    /// The sync thread's measurements: fdatasync latency and records per batch.
+    /// The group commit's measurements: fdatasync latency and records per batch.
     pub fn stats(&self) -> &WalStats {
         &self.shared.stats
     }
@@ -627,6 +755,37 @@ impl Drop for Wal {
     fn drop(&mut self) {
         self.stop_sync_thread();
     }
+}
+
+/// An async waiter's registration. If the future is dropped after a publish chose this waiter
+/// to lead but before it could act, the role passes to the next waiter, so records never sit
+/// pending while others wait for them with nobody to write them.
+struct Waiting<'a> {
+    shared: &'a Shared,
+    receiver: oneshot::Receiver<Wake>,
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        // Empty once the message was received, so this acts only for a future dropped between
+        // the publish and its next poll.
+        if let Ok(Wake::Lead) = self.receiver.try_recv() {
+            let state = self.shared.lock();
+            let mut waiters = self
+                .shared
+                .async_waiters
+                .lock()
+                .expect("wal waiter mutex poisoned by a panic");
+            self.shared.choose_leader(&state, &mut waiters);
+        }
+    }
+}
+
+/// Whether `tokio::task::block_in_place` may be called here: on a worker (or in `block_on`)
+/// of a multi-threaded runtime.
+fn on_multi_threaded_runtime() -> bool {
+    tokio::runtime::Handle::try_current()
+        .is_ok_and(|handle| handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread)
 }
 
 /// The chunk an append at `offset` of `segment` extends: the last pending one if it is for the
