@@ -10,9 +10,9 @@
 //!   [`fault`] is the in-memory implementation that injects failed fsyncs, full disks, crashes
 //!   with torn writes and bit flips.
 //! - [`format`](mod@format): the byte layout of segments and record frames, and a pure decoder.
-//! - [`Wal`]: appends (cheap: a copy into a buffer), group commit (led by the waiters themselves
-//!   under [`FsyncPolicy::Always`], else by a sync thread), waits for durability (async and
-//!   blocking), random reads by [`Position`], segment removal and stats.
+//! - [`Wal`]: appends (cheap: a copy into a buffer), group commit (by a sync thread, or under
+//!   [`FsyncPolicy::Always`] by a lone waiter on its own thread), waits for durability (async
+//!   and blocking), random reads by [`Position`], segment removal and stats.
 //! - recovery: the scan on open that replays records, cuts a torn tail and refuses (or, with
 //!   `salvage`, cuts at) corruption anywhere else.
 //! - [`snapshot`]: atomic snapshot files so the engine can replay only the log's tail.

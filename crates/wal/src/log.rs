@@ -11,8 +11,8 @@
 //! records it made durable (a broadcast would wake every waiter on every fsync, most of them
 //! only to sleep again, which costs a wake-up per waiter per fsync). Because a batch takes
 //! everything that was appended while the previous one was busy, one fdatasync covers all the
-//! records of all concurrent appenders: group commit. Under `Always` the batches are led by the
-//! waiters themselves; under the other policies by the sync thread.
+//! records of all concurrent appenders: group commit. Under `Always` a lone waiter that finds the
+//! log idle runs the batch itself; otherwise, and under the other policies, the sync thread does.
 //!
 //! Invariant: a record is in exactly one of three places: `State::pending` (appended, not yet
 //! taken), `State::in_flight` (taken by a batch, being written), or its segment file.
@@ -21,6 +21,7 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 
@@ -50,14 +51,32 @@ pub struct Wal {
 /// Where an async waiter learns its record's fate, or that it is to lead the next batch.
 pub(crate) type DurableSender = oneshot::Sender<Wake>;
 
+/// The answers of one publish, sent with no lock held: each send may wake a thread, and while
+/// the state lock is held appenders wait, and with them whoever holds the engine's lock.
+#[must_use]
+pub(crate) struct Wakes {
+    /// Waiters to answer: durable, or poisoned if `poisoned` is set.
+    senders: Vec<DurableSender>,
+    poisoned: Option<Arc<PoisonCause>>,
+}
+
+impl Wakes {
+    pub(crate) fn deliver(self) {
+        for sender in self.senders {
+            // A waiter that gave up (its future was dropped) has dropped its receiver.
+            let _ = sender.send(match &self.poisoned {
+                Some(cause) => Wake::Poisoned(cause.clone()),
+                None => Wake::Durable,
+            });
+        }
+    }
+}
+
 /// What a publish tells an async waiter.
 #[derive(Debug)]
 pub(crate) enum Wake {
     /// The record is acknowledged.
     Durable,
-    /// The writer is free, records are pending and this waiter has the lowest LSN still
-    /// waiting: it is to lead the next batch.
-    Lead,
     /// The log was poisoned before the record was acknowledged.
     Poisoned(Arc<PoisonCause>),
 }
@@ -77,6 +96,9 @@ pub(crate) struct Shared {
     /// Async waiters by the LSN they wait for, each with a channel for the outcome (`Err`: the
     /// log was poisoned). Registered and woken under the `state` lock, so none is missed.
     pub(crate) async_waiters: Mutex<BTreeMap<Lsn, Vec<DurableSender>>>,
+    /// Async waiters inside [`Wal::wait_durable`] right now, answered or not: a waiter leads
+    /// only if it is alone (see `sync.rs`).
+    pub(crate) async_waiting: AtomicUsize,
     /// Serializes segment removals, which do I/O outside the state lock.
     removal: Mutex<()>,
     /// Fsync latency and batch sizes, recorded by whoever holds the writer.
@@ -170,73 +192,62 @@ impl Shared {
     /// Publishes the state's progress after a batch, with the writer back in place. Called
     /// with the state lock held (`state` is borrowed from it), which is what makes async
     /// registration race-free: a waiter either sees the writer free and leads, or registers
-    /// before this runs and is answered or chosen as the next leader here.
-    pub(crate) fn publish(&self, state: &State) {
+    /// before this runs and is answered here or by a later batch, which this wakes the sync
+    /// thread for if records are pending. The answers are taken out of the registry here but
+    /// sent by
+    /// [`Wakes::deliver`] once the lock is released.
+    pub(crate) fn publish(&self, state: &State) -> Wakes {
         self.progress.notify_all();
+        let mut waiters = self.async_waiters();
+        let wakes = match &state.progress.poisoned {
+            Some(cause) => Wakes {
+                senders: std::mem::take(&mut *waiters)
+                    .into_values()
+                    .flatten()
+                    .collect(),
+                poisoned: Some(cause.clone()),
+            },
+            None => {
+                let acknowledged = self.acknowledged_lsn(&state.progress);
+                let still_waiting = waiters.split_off(&(acknowledged + 1));
+                let senders = std::mem::replace(&mut *waiters, still_waiting)
+                    .into_values()
+                    .flatten()
+                    .collect();
+                Wakes {
+                    senders,
+                    poisoned: None,
+                }
+            }
+        };
+        drop(waiters);
         if state.sync_thread_idle
             && state.writer.is_some()
             && crate::sync::sync_thread_work(self, state).is_some()
         {
             self.work.notify_one();
         }
-        let mut waiters = self
-            .async_waiters
-            .lock()
-            .expect("wal waiter mutex poisoned by a panic");
-        if let Some(cause) = &state.progress.poisoned {
-            for sender in std::mem::take(&mut *waiters).into_values().flatten() {
-                let _ = sender.send(Wake::Poisoned(cause.clone()));
-            }
-            return;
-        }
-        let acknowledged = self.acknowledged_lsn(&state.progress);
-        let still_waiting = waiters.split_off(&(acknowledged + 1));
-        for sender in std::mem::replace(&mut *waiters, still_waiting)
-            .into_values()
-            .flatten()
-        {
-            // A waiter that gave up (its future was dropped) has dropped its receiver.
-            let _ = sender.send(Wake::Durable);
-        }
-        self.choose_leader(state, &mut waiters);
+        wakes
     }
 
-    /// If the writer is free and async waiters remain, tells the one with the lowest LSN to
-    /// lead the next batch (the others' records are appended before its own or ride along).
-    /// A waiter that gave up is skipped. Blocking waiters need no message: they were woken
-    /// by the `progress` condition variable and lead by themselves if the writer is free.
-    pub(crate) fn choose_leader(
-        &self,
-        state: &State,
-        waiters: &mut BTreeMap<Lsn, Vec<DurableSender>>,
-    ) {
-        if !self.waiters_lead() || state.writer.is_none() || state.progress.poisoned.is_some() {
-            return;
-        }
-        while let Some(mut entry) = waiters.first_entry() {
-            let sender = entry.get_mut().pop();
-            if entry.get().is_empty() {
-                entry.remove();
-            }
-            if sender.is_some_and(|sender| sender.send(Wake::Lead).is_ok()) {
-                return;
-            }
-        }
+    pub(crate) fn async_waiters(&self) -> MutexGuard<'_, BTreeMap<Lsn, Vec<DurableSender>>> {
+        self.async_waiters
+            .lock()
+            .expect("wal waiter mutex poisoned by a panic")
     }
 
     /// Commits one batch of everything pending, with an fdatasync, on this thread; `io` runs
     /// the I/O (directly, or inside `tokio::task::block_in_place`). The writer must be free.
-    fn lead<'a>(
-        &'a self,
-        mut state: MutexGuard<'a, State>,
+    fn lead(
+        &self,
+        mut state: MutexGuard<'_, State>,
         io: impl FnOnce(&mut dyn FnMut() -> Result<(), PoisonCause>) -> Result<(), PoisonCause>,
-    ) -> MutexGuard<'a, State> {
+    ) {
         let mut commit = Commit::begin(&mut state, true);
         drop(state);
         let result = io(&mut || commit.write(self));
-        let mut state = self.lock();
-        commit.finish(self, &mut state, result);
-        state
+        let wakes = commit.finish(self, &mut self.lock(), result);
+        wakes.deliver();
     }
 }
 
@@ -286,6 +297,7 @@ impl Wal {
             work: Condvar::new(),
             progress: Condvar::new(),
             async_waiters: Mutex::new(BTreeMap::new()),
+            async_waiting: AtomicUsize::new(0),
             removal: Mutex::new(()),
             stats: WalStats::default(),
         });
@@ -425,63 +437,61 @@ impl Wal {
     /// fdatasync for [`FsyncPolicy::Always`], written to the operating system otherwise.
     /// Fails with [`WalError::Poisoned`] if the log was poisoned before that happened.
     ///
-    /// Under `Always`, on a multi-threaded tokio runtime, the caller may become the leader of
-    /// the group commit (see `sync.rs`): if no batch is in flight, or when the previous leader
-    /// hands over, it writes and fdatasyncs every pending record inside
-    /// `tokio::task::block_in_place`, so its worker's other tasks move to another thread
-    /// meanwhile. Elsewhere (a current-thread runtime, no runtime) the sync thread does it.
+    /// Under `Always`, on a multi-threaded tokio runtime, the caller leads the group commit
+    /// (see `sync.rs`) if it is the only async waiter and no batch is in flight: it writes and
+    /// fdatasyncs every pending record inside `tokio::task::block_in_place`, so its worker's
+    /// other tasks move to another thread meanwhile. Otherwise it waits for the sync thread.
     ///
-    /// Holds no lock while waiting; cancel-safe. A batch, once started, runs to its end within
-    /// one poll; a waiter dropped after being chosen to lead hands the role on (see
-    /// `Waiting`), so pending records are never left without a leader while others wait.
+    /// Holds no lock while waiting; cancel-safe: a batch, once started, runs to its end within
+    /// one poll, and a waiter that gives up leaves nothing undone (the sync thread writes
+    /// whatever is pending once woken).
     pub async fn wait_durable(&self, lsn: Lsn) -> Result<(), WalError> {
-        let may_lead = self.shared.waiters_lead() && on_multi_threaded_runtime();
-        loop {
-            let receiver = {
-                let mut state = self.shared.lock();
-                assert!(
-                    lsn < state.next_lsn,
-                    "waiting for LSN {lsn}, but the next is {}",
-                    state.next_lsn
-                );
-                if self.shared.acknowledged_lsn(&state.progress) >= lsn
+        let waiting = AsyncWaiting::enter(&self.shared.async_waiting);
+        let receiver = {
+            let mut state = self.shared.lock();
+            assert!(
+                lsn < state.next_lsn,
+                "waiting for LSN {lsn}, but the next is {}",
+                state.next_lsn
+            );
+            let settled = |state: &State| {
+                self.shared.acknowledged_lsn(&state.progress) >= lsn
                     || state.progress.poisoned.is_some()
-                {
-                    return self.acknowledgement(&state.progress, lsn);
-                }
-                if may_lead && state.writer.is_some() {
-                    drop(
-                        self.shared
-                            .lead(state, |write| tokio::task::block_in_place(write)),
-                    );
-                    continue;
-                }
-                if self.shared.waiters_lead() && !may_lead {
-                    self.request_sync(&mut state, lsn);
-                }
-                let (sender, receiver) = oneshot::channel();
-                self.shared
-                    .async_waiters
-                    .lock()
-                    .expect("wal waiter mutex poisoned by a panic")
-                    .entry(lsn)
-                    .or_default()
-                    .push(sender);
-                receiver
             };
-            let mut waiting = Waiting {
-                shared: &self.shared,
-                receiver,
-            };
-            match (&mut waiting.receiver).await {
-                Ok(Wake::Durable) => return Ok(()),
-                Ok(Wake::Poisoned(cause)) => return Err(WalError::Poisoned { cause }),
-                // Loop: lead if the writer is still free, else wait again.
-                Ok(Wake::Lead) => {}
-                Err(_) => {
-                    unreachable!("the log outlives its waiters, and publish answers each one")
-                }
+            if settled(&state) {
+                return self.acknowledgement(&state.progress, lsn);
             }
+            if self.shared.waiters_lead()
+                && state.writer.is_some()
+                && waiting.alone()
+                && on_multi_threaded_runtime()
+            {
+                // The record is pending (not acknowledged, and no batch in flight), so the
+                // batch this leads covers it, or poisons the log.
+                self.shared
+                    .lead(state, |write| tokio::task::block_in_place(write));
+                state = self.shared.lock();
+                assert!(settled(&state), "a batch led by this waiter must settle it");
+                return self.acknowledgement(&state.progress, lsn);
+            }
+            let (sender, receiver) = oneshot::channel();
+            self.shared
+                .async_waiters()
+                .entry(lsn)
+                .or_default()
+                .push(sender);
+            // Its record is pending or in flight: wake the sync thread if it sleeps (if the
+            // writer is busy, whoever holds it wakes the thread when it is done).
+            if state.sync_thread_idle && state.writer.is_some() {
+                state.sync_thread_idle = false;
+                self.shared.work.notify_one();
+            }
+            receiver
+        };
+        match receiver.await {
+            Ok(Wake::Durable) => Ok(()),
+            Ok(Wake::Poisoned(cause)) => Err(WalError::Poisoned { cause }),
+            Err(_) => unreachable!("the log outlives its waiters, and publish answers each one"),
         }
     }
 
@@ -496,7 +506,8 @@ impl Wal {
                 return self.acknowledgement(&state.progress, lsn);
             }
             if self.shared.waiters_lead() && state.writer.is_some() {
-                state = self.shared.lead(state, |write| write());
+                self.shared.lead(state, |write| write());
+                state = self.shared.lock();
                 continue;
             }
             state = self
@@ -757,27 +768,24 @@ impl Drop for Wal {
     }
 }
 
-/// An async waiter's registration. If the future is dropped after a publish chose this waiter
-/// to lead but before it could act, the role passes to the next waiter, so records never sit
-/// pending while others wait for them with nobody to write them.
-struct Waiting<'a> {
-    shared: &'a Shared,
-    receiver: oneshot::Receiver<Wake>,
+/// Counts an async waiter for as long as its future lives, however it ends.
+struct AsyncWaiting<'a>(&'a AtomicUsize);
+
+impl<'a> AsyncWaiting<'a> {
+    fn enter(counter: &'a AtomicUsize) -> Self {
+        counter.fetch_add(1, Ordering::Relaxed);
+        AsyncWaiting(counter)
+    }
+
+    /// Whether no other async waiter is inside `wait_durable` (a hint: it may change at once).
+    fn alone(&self) -> bool {
+        self.0.load(Ordering::Relaxed) == 1
+    }
 }
 
-impl Drop for Waiting<'_> {
+impl Drop for AsyncWaiting<'_> {
     fn drop(&mut self) {
-        // Empty once the message was received, so this acts only for a future dropped between
-        // the publish and its next poll.
-        if let Ok(Wake::Lead) = self.receiver.try_recv() {
-            let state = self.shared.lock();
-            let mut waiters = self
-                .shared
-                .async_waiters
-                .lock()
-                .expect("wal waiter mutex poisoned by a panic");
-            self.shared.choose_leader(&state, &mut waiters);
-        }
+        self.0.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
