@@ -175,7 +175,7 @@ impl Metrics {
 pub struct LogStats {
     /// fdatasync latency, in microseconds.
     pub fsync_micros: HistogramSnapshot,
-    /// Records per batch of the sync thread.
+    /// Records per batch of the log's group commit.
     pub batch_records: HistogramSnapshot,
 }
 
@@ -220,7 +220,7 @@ pub fn render(scrape: &Scrape) -> String {
         page.family(
             "leaseq_log_fsync_batch_records",
             "histogram",
-            "Records written by each batch of the log's sync thread (group commit).",
+            "Records written by each batch of the log's group commit.",
         );
         page.histogram(
             "leaseq_log_fsync_batch_records",

@@ -8,6 +8,9 @@
 //! The promise under test: a request that was answered with success survives any crash; a
 //! request that failed, or was never answered, may or may not have happened; a failed write or
 //! fsync stops every later request (the log is poisoned) until a restart recovers from the disk.
+//!
+//! The tests run on a multi-threaded runtime, as the server does, so the requests lead the log's
+//! group commit themselves (the wal crate's tests cover the other runtimes' path).
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -195,7 +198,7 @@ async fn assert_everything_fails(backend: &Embedded, receipt: &str, cause: &str)
     }
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_fsync_fails_every_request_and_loses_nothing_acknowledged() {
     // A power loss drops what the failed fsync did not cover; a crash of the process alone keeps
     // it. Either way the doomed message was never acknowledged, so either outcome is allowed.
@@ -242,7 +245,7 @@ async fn a_failed_fsync_fails_every_request_and_loses_nothing_acknowledged() {
     }
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_full_disk_fails_cleanly_and_recovers_when_space_returns() {
     // The disk fills at different points: inside a record of the active segment, before any
     // byte of it, and while a new segment is created (40 sends fill the first 4 KiB segment).
@@ -309,7 +312,7 @@ async fn full_disk(sends: usize, room_bytes: u64) {
 /// Crashes that keep every possible prefix of the unsynced tail: each restart succeeds, cuts the
 /// tail at the last whole record, keeps the messages sent before it in order, and appends after
 /// the cut.
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_torn_tail_recovers_to_the_last_whole_record() {
     const SENDS: usize = 6;
     let sent = bodies("torn", SENDS);
@@ -380,7 +383,7 @@ fn unsynced_len_bytes(storage: &FaultStorage) -> u64 {
 
 /// A checkpoint whose snapshot cannot be made durable (a failed fsync, a full disk) fails on
 /// its own: the log is not poisoned, the server goes on, and a crash loses nothing acknowledged.
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_checkpoint_loses_nothing_and_the_server_goes_on() {
     for full_disk in [false, true] {
         let storage = FaultStorage::new();
@@ -427,7 +430,7 @@ async fn a_failed_checkpoint_loses_nothing_and_the_server_goes_on() {
 /// Power losses while checkpoints run in the background (one every few hundred logged bytes,
 /// old segments removed): after each, exactly the acknowledged state comes back, leases and
 /// receipts included.
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn crashes_between_checkpoints_lose_nothing_acknowledged() {
     let mut storage = FaultStorage::new();
     let mut expected = BTreeSet::new();

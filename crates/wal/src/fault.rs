@@ -8,6 +8,8 @@
 //! - fail the next `sync_data` with EIO ([`FaultStorage::fail_next_sync`]),
 //! - cap the total size so writes fail with ENOSPC after a partial write
 //!   ([`FaultStorage::set_space_limit_bytes`]),
+//! - hold every `sync_data` until released ([`FaultStorage::hold_syncs`]), to freeze a batch
+//!   of the group commit in flight while a test arranges what happens meanwhile,
 //! - crash ([`FaultStorage::crash`]): every file falls back to its durable image, optionally
 //!   keeping a torn prefix of the unsynced writes, and the handles held by the crashed process
 //!   stop working, so a log still running on them cannot touch the "rebooted" world,
@@ -15,7 +17,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::io;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 use crate::storage::{Storage, StorageFile};
 
@@ -36,6 +38,8 @@ pub enum CrashMode {
 #[derive(Debug, Clone)]
 pub struct FaultStorage {
     world: Arc<Mutex<World>>,
+    /// Signalled when `World::syncs_held` or `World::syncs_waiting` changes.
+    sync_gate: Arc<Condvar>,
     /// The world generation this handle belongs to; a crash starts a new one.
     generation: u64,
 }
@@ -50,6 +54,10 @@ struct World {
     fail_next_sync: bool,
     space_limit_bytes: Option<u64>,
     sync_count: u64,
+    /// `sync_data` calls wait while this is set.
+    syncs_held: bool,
+    /// `sync_data` calls waiting right now.
+    syncs_waiting: u64,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -76,6 +84,7 @@ impl FaultStorage {
     pub fn new() -> FaultStorage {
         FaultStorage {
             world: Arc::new(Mutex::new(World::default())),
+            sync_gate: Arc::new(Condvar::new()),
             generation: 0,
         }
     }
@@ -110,6 +119,30 @@ impl FaultStorage {
         self.world_unchecked().space_limit_bytes = limit;
     }
 
+    /// Makes every `sync_data` on any file wait (before doing anything) until
+    /// [`FaultStorage::release_syncs`].
+    pub fn hold_syncs(&self) {
+        self.world_unchecked().syncs_held = true;
+    }
+
+    /// Lets held and later `sync_data` calls proceed.
+    pub fn release_syncs(&self) {
+        self.world_unchecked().syncs_held = false;
+        self.sync_gate.notify_all();
+    }
+
+    /// Blocks until `count` `sync_data` calls are waiting at the gate of
+    /// [`FaultStorage::hold_syncs`].
+    pub fn wait_for_held_syncs(&self, count: u64) {
+        let mut world = self.world_unchecked();
+        while world.syncs_waiting < count {
+            world = self
+                .sync_gate
+                .wait(world)
+                .expect("fault storage mutex poisoned");
+        }
+    }
+
     /// How many `sync_data` calls have succeeded.
     pub fn sync_count(&self) -> u64 {
         self.world_unchecked().sync_count
@@ -131,6 +164,7 @@ impl FaultStorage {
         }
         FaultStorage {
             world: self.world.clone(),
+            sync_gate: self.sync_gate.clone(),
             generation: world.generation,
         }
     }
@@ -154,6 +188,7 @@ impl FaultStorage {
         }
         FaultStorage {
             world: Arc::new(Mutex::new(copy)),
+            sync_gate: Arc::new(Condvar::new()),
             generation: 0,
         }
     }
@@ -351,16 +386,32 @@ impl StorageFile for FaultFile {
     }
 
     fn sync_data(&self) -> io::Result<()> {
-        self.with_image(|world, id| {
-            if std::mem::take(&mut world.fail_next_sync) {
-                return Err(io::Error::from_raw_os_error(5));
+        let storage = &self.storage;
+        let mut world = storage.world()?;
+        if world.syncs_held {
+            world.syncs_waiting += 1;
+            storage.sync_gate.notify_all();
+            while world.syncs_held {
+                world = storage
+                    .sync_gate
+                    .wait(world)
+                    .expect("fault storage mutex poisoned");
             }
-            world.sync_count += 1;
-            let image = world.files.get_mut(&id).expect("file image");
-            image.durable = image.current.clone();
-            image.pending.clear();
-            Ok(())
-        })
+            world.syncs_waiting -= 1;
+        }
+        if world.generation != storage.generation {
+            return Err(io::Error::other(
+                "storage handle from before a simulated crash",
+            ));
+        }
+        if std::mem::take(&mut world.fail_next_sync) {
+            return Err(io::Error::from_raw_os_error(5));
+        }
+        world.sync_count += 1;
+        let image = world.files.get_mut(&self.id).expect("file image");
+        image.durable = image.current.clone();
+        image.pending.clear();
+        Ok(())
     }
 
     fn set_len(&self, len_bytes: u64) -> io::Result<()> {

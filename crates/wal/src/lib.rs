@@ -10,12 +10,13 @@
 //!   [`fault`] is the in-memory implementation that injects failed fsyncs, full disks, crashes
 //!   with torn writes and bit flips.
 //! - [`format`](mod@format): the byte layout of segments and record frames, and a pure decoder.
-//! - [`Wal`]: appends (cheap: a copy into a buffer), a sync thread doing group commit, waits for
-//!   durability (async and blocking), random reads by [`Position`], segment removal and stats.
+//! - [`Wal`]: appends (cheap: a copy into a buffer), group commit (by a sync thread, or under
+//!   [`FsyncPolicy::Always`] by a lone waiter on its own thread), waits for durability (async
+//!   and blocking), random reads by [`Position`], segment removal and stats.
 //! - recovery: the scan on open that replays records, cuts a torn tail and refuses (or, with
 //!   `salvage`, cuts at) corruption anywhere else.
 //! - [`snapshot`]: atomic snapshot files so the engine can replay only the log's tail.
-//! - [`stats`]: fdatasync latency and batch size, measured by the sync thread for metrics.
+//! - [`stats`]: fdatasync latency and batch size, measured by the group commit for metrics.
 //!
 //! `docs/design/wal.md` has the byte layout, the order of writes and fsyncs, the recovery
 //! algorithm and what each [`FsyncPolicy`] promises.
@@ -102,7 +103,7 @@ pub struct Options {
     /// The largest payload [`Wal::append`] accepts; at most [`format::RECORD_SIZE_LIMIT_BYTES`].
     pub record_size_max_bytes: u32,
     /// Appended bytes not yet handed to the operating system, beyond which `append` blocks
-    /// until the sync thread catches up. Bounds memory when the disk is slower than appends.
+    /// until a batch writes them. Bounds memory when the disk is slower than appends.
     pub buffer_size_max_bytes: u64,
     /// On corruption, cut the log at the last good record instead of refusing to open.
     pub salvage: bool,

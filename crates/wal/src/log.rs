@@ -2,26 +2,30 @@
 //!
 //! Concurrency design. All mutable state lives in one `State` behind one mutex, held only for
 //! memory operations: `append` encodes the frame into the tail of an in-memory chunk, assigns
-//! the LSN and the position, and returns. It makes no syscall (it signals the sync thread's
-//! condition variable only when that thread is idle), so the engine can append while holding
-//! its own lock. A dedicated sync thread (see `sync.rs`) takes all pending chunks at once,
-//! writes them, fdatasyncs per the [`FsyncPolicy`], and publishes the new watermarks both to a
-//! condition variable (for [`Wal::wait_durable_blocking`]) and to the async waiters of
+//! the LSN and the position, and returns. It makes no syscall (under `Interval` and `Never` it
+//! signals the sync thread's condition variable, only when that thread is idle), so the engine
+//! can append while holding its own lock. A batch (see `sync.rs`) takes all pending chunks at
+//! once, writes them, fdatasyncs per the [`FsyncPolicy`], and publishes the new watermarks both
+//! to a condition variable (for [`Wal::wait_durable_blocking`]) and to the async waiters of
 //! [`Wal::wait_durable`], which wait in LSN order: a publish wakes exactly the waiters whose
-//! records it made durable (a broadcast would wake every waiter on every fsync, most of them only
-//! to sleep again, which costs a wake-up per waiter per fsync). Because the sync thread takes everything that
-//! was appended while it was busy, one fdatasync covers all the records of all concurrent
-//! appenders: group commit.
+//! records it made durable (a broadcast would wake every waiter on every fsync, most of them
+//! only to sleep again, which costs a wake-up per waiter per fsync). Because a batch takes
+//! everything that was appended while the previous one was busy, one fdatasync covers all the
+//! records of all concurrent appenders: group commit. Under `Always` a lone waiter that finds the
+//! log idle runs the batch itself; otherwise, and under the other policies, the sync thread does.
 //!
 //! Invariant: a record is in exactly one of three places: `State::pending` (appended, not yet
-//! taken), `State::in_flight` (taken by the sync thread, being written), or its segment file.
+//! taken), `State::in_flight` (taken by a batch, being written), or its segment file.
 //! Reads look in that order under the lock, so a record is readable from the moment `append`
 //! returns.
 
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
+
+use std::time::Instant;
 
 use tokio::sync::oneshot;
 
@@ -31,6 +35,7 @@ use crate::recovery;
 use crate::snapshot::{self, Snapshot};
 use crate::stats::WalStats;
 use crate::storage::{DirStorage, Storage, StorageFile};
+use crate::sync::{Commit, Writer};
 use crate::{
     segment_file_name, Appended, FsyncPolicy, Lsn, Options, Position, Record, Recovery,
     ReplayError, SegmentInfo,
@@ -43,8 +48,38 @@ pub struct Wal {
     sync_thread: Option<JoinHandle<()>>,
 }
 
-/// Where an async waiter learns its record's fate: durable, or the log was poisoned.
-pub(crate) type DurableSender = oneshot::Sender<Result<(), Arc<PoisonCause>>>;
+/// Where an async waiter learns its record's fate, or that it is to lead the next batch.
+pub(crate) type DurableSender = oneshot::Sender<Wake>;
+
+/// The answers of one publish, sent with no lock held: each send may wake a thread, and while
+/// the state lock is held appenders wait, and with them whoever holds the engine's lock.
+#[must_use]
+pub(crate) struct Wakes {
+    /// Waiters to answer: durable, or poisoned if `poisoned` is set.
+    senders: Vec<DurableSender>,
+    poisoned: Option<Arc<PoisonCause>>,
+}
+
+impl Wakes {
+    pub(crate) fn deliver(self) {
+        for sender in self.senders {
+            // A waiter that gave up (its future was dropped) has dropped its receiver.
+            let _ = sender.send(match &self.poisoned {
+                Some(cause) => Wake::Poisoned(cause.clone()),
+                None => Wake::Durable,
+            });
+        }
+    }
+}
+
+/// What a publish tells an async waiter.
+#[derive(Debug)]
+pub(crate) enum Wake {
+    /// The record is acknowledged.
+    Durable,
+    /// The log was poisoned before the record was acknowledged.
+    Poisoned(Arc<PoisonCause>),
+}
 
 /// State shared by the handle and the sync thread.
 #[derive(Debug)]
@@ -52,7 +87,8 @@ pub(crate) struct Shared {
     pub(crate) storage: Arc<dyn Storage>,
     pub(crate) options: Options,
     pub(crate) state: Mutex<State>,
-    /// Wakes the sync thread: new records, a sync request, or shutdown.
+    /// Wakes the sync thread: new records (not under `Always`), a sync request, shutdown, or
+    /// the writer is back.
     pub(crate) work: Condvar,
     /// Wakes blocking waiters and appenders waiting for buffer space: the watermarks moved or
     /// the log was poisoned.
@@ -60,13 +96,16 @@ pub(crate) struct Shared {
     /// Async waiters by the LSN they wait for, each with a channel for the outcome (`Err`: the
     /// log was poisoned). Registered and woken under the `state` lock, so none is missed.
     pub(crate) async_waiters: Mutex<BTreeMap<Lsn, Vec<DurableSender>>>,
+    /// Async waiters inside [`Wal::wait_durable`] right now, answered or not: a waiter leads
+    /// only if it is alone (see `sync.rs`).
+    pub(crate) async_waiting: AtomicUsize,
     /// Serializes segment removals, which do I/O outside the state lock.
     removal: Mutex<()>,
-    /// Fsync latency and batch sizes, recorded by the sync thread.
+    /// Fsync latency and batch sizes, recorded by whoever holds the writer.
     pub(crate) stats: WalStats,
 }
 
-/// Durability watermarks, published after every batch of the sync thread.
+/// Durability watermarks, published after every batch.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Progress {
     /// Every record with an LSN up to this one has been written to the operating system.
@@ -85,11 +124,16 @@ pub(crate) struct State {
     pub(crate) segments: BTreeMap<u64, SegmentMeta>,
     /// Appended chunks not yet taken by the sync thread, in order.
     pub(crate) pending: Vec<Chunk>,
-    /// The batch the sync thread is writing; readable until it is in the files.
+    /// The batch being written; readable until it is in the files.
     pub(crate) in_flight: Option<Arc<Vec<Chunk>>>,
+    /// The right to do I/O: here while nobody writes, taken by the sync thread or a leading
+    /// waiter for the length of one batch (see `sync.rs`).
+    pub(crate) writer: Option<Writer>,
+    /// When the last batch with an fdatasync finished (for `Interval`).
+    pub(crate) last_sync_at: Instant,
     /// Bytes in `pending` and `in_flight`, bounded by `Options::buffer_size_max_bytes`.
     pub(crate) buffered_bytes: u64,
-    /// Whether the sync thread is waiting for work (so `append` must wake it).
+    /// Whether the sync thread is waiting for work (so whoever gives it some must wake it).
     pub(crate) sync_thread_idle: bool,
     /// [`Wal::sync`] asked for an fdatasync covering records up to this LSN.
     pub(crate) sync_requested_lsn: Lsn,
@@ -119,7 +163,7 @@ pub(crate) struct Chunk {
     pub(crate) segment: u64,
     pub(crate) offset: u64,
     pub(crate) bytes: Vec<u8>,
-    /// `Some` if the sync thread must create the segment file before writing this chunk.
+    /// `Some` if the batch must create the segment file before writing this chunk.
     pub(crate) create: Option<SegmentHeader>,
     /// The LSN of the last record in the chunk.
     pub(crate) last_lsn: Lsn,
@@ -140,29 +184,70 @@ impl Shared {
         }
     }
 
-    /// Publishes the state's progress to both kinds of waiters. Called with the state lock
-    /// held (`state` is borrowed from it), which is what makes async registration race-free.
-    pub(crate) fn publish(&self, state: &State) {
+    /// Whether waiters lead their own batches (see `sync.rs`).
+    pub(crate) fn waiters_lead(&self) -> bool {
+        self.options.fsync == FsyncPolicy::Always
+    }
+
+    /// Publishes the state's progress after a batch, with the writer back in place. Called
+    /// with the state lock held (`state` is borrowed from it), which is what makes async
+    /// registration race-free: a waiter either sees the writer free and leads, or registers
+    /// before this runs and is answered here or by a later batch, which this wakes the sync
+    /// thread for if records are pending. The answers are taken out of the registry here but
+    /// sent by
+    /// [`Wakes::deliver`] once the lock is released.
+    pub(crate) fn publish(&self, state: &State) -> Wakes {
         self.progress.notify_all();
-        let mut waiters = self
-            .async_waiters
-            .lock()
-            .expect("wal waiter mutex poisoned by a panic");
-        if let Some(cause) = &state.progress.poisoned {
-            for sender in std::mem::take(&mut *waiters).into_values().flatten() {
-                let _ = sender.send(Err(cause.clone()));
+        let mut waiters = self.async_waiters();
+        let wakes = match &state.progress.poisoned {
+            Some(cause) => Wakes {
+                senders: std::mem::take(&mut *waiters)
+                    .into_values()
+                    .flatten()
+                    .collect(),
+                poisoned: Some(cause.clone()),
+            },
+            None => {
+                let acknowledged = self.acknowledged_lsn(&state.progress);
+                let still_waiting = waiters.split_off(&(acknowledged + 1));
+                let senders = std::mem::replace(&mut *waiters, still_waiting)
+                    .into_values()
+                    .flatten()
+                    .collect();
+                Wakes {
+                    senders,
+                    poisoned: None,
+                }
             }
-            return;
-        }
-        let acknowledged = self.acknowledged_lsn(&state.progress);
-        let still_waiting = waiters.split_off(&(acknowledged + 1));
-        for sender in std::mem::replace(&mut *waiters, still_waiting)
-            .into_values()
-            .flatten()
+        };
+        drop(waiters);
+        if state.sync_thread_idle
+            && state.writer.is_some()
+            && crate::sync::sync_thread_work(self, state).is_some()
         {
-            // A waiter that gave up (its future was dropped) has dropped its receiver.
-            let _ = sender.send(Ok(()));
+            self.work.notify_one();
         }
+        wakes
+    }
+
+    pub(crate) fn async_waiters(&self) -> MutexGuard<'_, BTreeMap<Lsn, Vec<DurableSender>>> {
+        self.async_waiters
+            .lock()
+            .expect("wal waiter mutex poisoned by a panic")
+    }
+
+    /// Commits one batch of everything pending, with an fdatasync, on this thread; `io` runs
+    /// the I/O (directly, or inside `tokio::task::block_in_place`). The writer must be free.
+    fn lead(
+        &self,
+        mut state: MutexGuard<'_, State>,
+        io: impl FnOnce(&mut dyn FnMut() -> Result<(), PoisonCause>) -> Result<(), PoisonCause>,
+    ) {
+        let mut commit = Commit::begin(&mut state, true);
+        drop(state);
+        let result = io(&mut || commit.write(self));
+        let wakes = commit.finish(self, &mut self.lock(), result);
+        wakes.deliver();
     }
 }
 
@@ -198,6 +283,8 @@ impl Wal {
             segments: recovered.segments,
             pending: Vec::new(),
             in_flight: None,
+            writer: Some(Writer::default()),
+            last_sync_at: Instant::now(),
             buffered_bytes: 0,
             sync_thread_idle: false,
             sync_requested_lsn: 0,
@@ -210,6 +297,7 @@ impl Wal {
             work: Condvar::new(),
             progress: Condvar::new(),
             async_waiters: Mutex::new(BTreeMap::new()),
+            async_waiting: AtomicUsize::new(0),
             removal: Mutex::new(()),
             stats: WalStats::default(),
         });
@@ -238,9 +326,10 @@ impl Wal {
     }
 
     /// Appends a record and returns its LSN and position. Cheap: it copies the payload into a
-    /// buffer under a short lock and makes no syscall; durability comes later, from the sync
-    /// thread, and is awaited with [`Wal::wait_durable`]. Blocks only if
-    /// `Options::buffer_size_max_bytes` of appended bytes are still waiting to be written.
+    /// buffer under a short lock and makes no syscall; durability comes later, from a batch
+    /// led by a waiter or the sync thread, and is awaited with [`Wal::wait_durable`]. Blocks
+    /// only if `Options::buffer_size_max_bytes` of appended bytes are still waiting to be
+    /// written.
     pub fn append(&self, payload: &[u8]) -> Result<Appended, WalError> {
         let max_bytes = self.shared.options.record_size_max_bytes;
         if payload.len() > max_bytes as usize {
@@ -263,7 +352,9 @@ impl Wal {
         chunk.last_lsn = lsn;
         state.next_lsn = lsn + 1;
         state.buffered_bytes += frame_len_bytes;
-        if state.sync_thread_idle {
+        // Under `Always` the waiter leads the batch itself (see `sync.rs`); waking the sync
+        // thread too would cost a wake-up per request for nothing.
+        if state.sync_thread_idle && !self.shared.waiters_lead() {
             state.sync_thread_idle = false;
             self.shared.work.notify_one();
         }
@@ -291,6 +382,12 @@ impl Wal {
             }
             if state.buffered_bytes == 0 || state.buffered_bytes + frame_len_bytes <= max_bytes {
                 return Ok(state);
+            }
+            if self.shared.waiters_lead() {
+                // The buffer may be full of records nobody waits for (their waiters gave up):
+                // have the sync thread write them.
+                let last_lsn = state.next_lsn - 1;
+                self.request_sync(&mut state, last_lsn);
             }
             state = self
                 .shared
@@ -340,38 +437,66 @@ impl Wal {
     /// fdatasync for [`FsyncPolicy::Always`], written to the operating system otherwise.
     /// Fails with [`WalError::Poisoned`] if the log was poisoned before that happened.
     ///
-    /// Holds no lock while waiting; cancel-safe.
+    /// Under `Always`, on a multi-threaded tokio runtime, the caller leads the group commit
+    /// (see `sync.rs`) if it is the only async waiter and no batch is in flight: it writes and
+    /// fdatasyncs every pending record inside `tokio::task::block_in_place`, so its worker's
+    /// other tasks move to another thread meanwhile. Otherwise it waits for the sync thread.
+    ///
+    /// Holds no lock while waiting; cancel-safe: a batch, once started, runs to its end within
+    /// one poll, and a waiter that gives up leaves nothing undone (the sync thread writes
+    /// whatever is pending once woken).
     pub async fn wait_durable(&self, lsn: Lsn) -> Result<(), WalError> {
+        let waiting = AsyncWaiting::enter(&self.shared.async_waiting);
         let receiver = {
-            let state = self.shared.lock();
+            let mut state = self.shared.lock();
             assert!(
                 lsn < state.next_lsn,
                 "waiting for LSN {lsn}, but the next is {}",
                 state.next_lsn
             );
-            if self.shared.acknowledged_lsn(&state.progress) >= lsn
-                || state.progress.poisoned.is_some()
+            let settled = |state: &State| {
+                self.shared.acknowledged_lsn(&state.progress) >= lsn
+                    || state.progress.poisoned.is_some()
+            };
+            if settled(&state) {
+                return self.acknowledgement(&state.progress, lsn);
+            }
+            if self.shared.waiters_lead()
+                && state.writer.is_some()
+                && waiting.alone()
+                && on_multi_threaded_runtime()
             {
+                // The record is pending (not acknowledged, and no batch in flight), so the
+                // batch this leads covers it, or poisons the log.
+                self.shared
+                    .lead(state, |write| tokio::task::block_in_place(write));
+                state = self.shared.lock();
+                assert!(settled(&state), "a batch led by this waiter must settle it");
                 return self.acknowledgement(&state.progress, lsn);
             }
             let (sender, receiver) = oneshot::channel();
             self.shared
-                .async_waiters
-                .lock()
-                .expect("wal waiter mutex poisoned by a panic")
+                .async_waiters()
                 .entry(lsn)
                 .or_default()
                 .push(sender);
+            // Its record is pending or in flight: wake the sync thread if it sleeps (if the
+            // writer is busy, whoever holds it wakes the thread when it is done).
+            if state.sync_thread_idle && state.writer.is_some() {
+                state.sync_thread_idle = false;
+                self.shared.work.notify_one();
+            }
             receiver
         };
         match receiver.await {
-            Ok(Ok(())) => Ok(()),
-            Ok(Err(cause)) => Err(WalError::Poisoned { cause }),
+            Ok(Wake::Durable) => Ok(()),
+            Ok(Wake::Poisoned(cause)) => Err(WalError::Poisoned { cause }),
             Err(_) => unreachable!("the log outlives its waiters, and publish answers each one"),
         }
     }
 
-    /// Blocking form of [`Wal::wait_durable`], for threads outside an async runtime.
+    /// Blocking form of [`Wal::wait_durable`], for threads outside an async runtime. Under
+    /// [`FsyncPolicy::Always`] the calling thread leads a batch itself when none is in flight.
     pub fn wait_durable_blocking(&self, lsn: Lsn) -> Result<(), WalError> {
         self.assert_appended(lsn);
         let mut state = self.shared.lock();
@@ -380,11 +505,25 @@ impl Wal {
             if acknowledged || state.progress.poisoned.is_some() {
                 return self.acknowledgement(&state.progress, lsn);
             }
+            if self.shared.waiters_lead() && state.writer.is_some() {
+                self.shared.lead(state, |write| write());
+                state = self.shared.lock();
+                continue;
+            }
             state = self
                 .shared
                 .progress
                 .wait(state)
                 .expect("wal state mutex poisoned by a panic");
+        }
+    }
+
+    /// Asks the sync thread for a batch with an fdatasync covering `lsn`.
+    fn request_sync(&self, state: &mut State, lsn: Lsn) {
+        state.sync_requested_lsn = state.sync_requested_lsn.max(lsn);
+        if state.sync_thread_idle {
+            state.sync_thread_idle = false;
+            self.shared.work.notify_one();
         }
     }
 
@@ -430,7 +569,7 @@ impl Wal {
         }
     }
 
-    /// The sync thread's measurements: fdatasync latency and records per batch.
+    /// The group commit's measurements: fdatasync latency and records per batch.
     pub fn stats(&self) -> &WalStats {
         &self.shared.stats
     }
@@ -627,6 +766,34 @@ impl Drop for Wal {
     fn drop(&mut self) {
         self.stop_sync_thread();
     }
+}
+
+/// Counts an async waiter for as long as its future lives, however it ends.
+struct AsyncWaiting<'a>(&'a AtomicUsize);
+
+impl<'a> AsyncWaiting<'a> {
+    fn enter(counter: &'a AtomicUsize) -> Self {
+        counter.fetch_add(1, Ordering::Relaxed);
+        AsyncWaiting(counter)
+    }
+
+    /// Whether no other async waiter is inside `wait_durable` (a hint: it may change at once).
+    fn alone(&self) -> bool {
+        self.0.load(Ordering::Relaxed) == 1
+    }
+}
+
+impl Drop for AsyncWaiting<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// Whether `tokio::task::block_in_place` may be called here: on a worker (or in `block_on`)
+/// of a multi-threaded runtime.
+fn on_multi_threaded_runtime() -> bool {
+    tokio::runtime::Handle::try_current()
+        .is_ok_and(|handle| handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread)
 }
 
 /// The chunk an append at `offset` of `segment` extends: the last pending one if it is for the

@@ -1,8 +1,9 @@
-//! What the sync thread measures: how long each fdatasync takes and how many records each batch
+//! What the group commit measures: how long each fdatasync takes and how many records each batch
 //! carries, for the server's metrics.
 //!
-//! The sync thread is the only writer and it records once per batch, so the cost is a handful of
-//! relaxed atomic adds per fdatasync, far below the fdatasync itself. Readers take a
+//! Only the holder of the log's one writer records (the sync thread or a leading waiter, one
+//! batch at a time), once per batch, so the cost is a handful of relaxed atomic adds per
+//! fdatasync, far below the fdatasync itself. Readers take a
 //! [`HistogramSnapshot`] at any time; its buckets are read one by one, so a snapshot taken while
 //! a batch is recorded may count that batch in some fields and not yet in others (an observer's
 //! rounding, never a lost count).
@@ -117,7 +118,7 @@ pub const BATCH_RECORDS_BOUNDS: &[u64] = &[1, 2, 4, 8, 16, 32, 64, 128, 256, 512
 pub struct WalStats {
     /// Duration of each fdatasync of a batch's files, in microseconds.
     pub fsync_micros: Histogram,
-    /// Records written by each batch of the sync thread.
+    /// Records written by each batch of the group commit.
     pub batch_records: Histogram,
 }
 

@@ -21,7 +21,7 @@ fn options() -> Options {
 }
 
 /// Asserts that `record` is inside the durable image of its segment right now.
-fn assert_durable(storage: &FaultStorage, wal: &Wal, record: &Appended) {
+pub fn assert_durable(storage: &FaultStorage, wal: &Wal, record: &Appended) {
     let position = record.position;
     let end = position.offset + frame_len_bytes(position.len_bytes as usize) as u64;
     let durable_len = storage

@@ -6,6 +6,7 @@ mod concurrency;
 mod corruption;
 mod decoder;
 mod faults;
+mod leaders;
 mod model;
 mod roundtrip;
 mod segments;

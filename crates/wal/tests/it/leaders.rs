@@ -1,0 +1,177 @@
+//! The group commit under `FsyncPolicy::Always` (see `sync.rs`): on a multi-threaded runtime a
+//! lone waiter that finds the log idle writes and fdatasyncs on its own thread (it leads);
+//! waiters arriving while a batch is in flight ride the next one, the sync thread's. The fault
+//! storage's sync gate freezes a batch in flight so each test can arrange exactly who waits
+//! while it runs.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::task::{Context, Waker};
+use std::time::Duration;
+
+use leaseq_wal::fault::FaultStorage;
+use leaseq_wal::{FsyncPolicy, Options, Wal};
+
+use crate::common::{append_all, open, payload};
+use crate::concurrency::assert_durable;
+
+fn options() -> Options {
+    Options {
+        fsync: FsyncPolicy::Always,
+        ..Options::default()
+    }
+}
+
+/// A log with its first segment already created, so every later batch is one fdatasync.
+fn warm_log(storage: &FaultStorage) -> Arc<Wal> {
+    let (wal, _, _) = open(storage, options()).unwrap();
+    append_all(&wal, 0, 1);
+    Arc::new(wal)
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_time()
+        .build()
+        .unwrap()
+}
+
+/// A lone task leads the first batch, held in its fdatasync until every other task has
+/// appended, then let go: the followers must all ride one second batch, and each is
+/// acknowledged only once an fdatasync covers its record.
+#[test]
+fn waiters_arriving_during_a_batch_ride_the_next_one() {
+    const TASKS: u64 = 64;
+    let storage = FaultStorage::new();
+    let wal = warm_log(&storage);
+    let runtime = runtime();
+    let syncs_before = storage.sync_count();
+    storage.hold_syncs();
+    let spawn = |task: u64| {
+        let (wal, storage) = (wal.clone(), storage.clone());
+        runtime.spawn(async move {
+            let record = wal.append(&payload(task)).unwrap();
+            wal.wait_durable(record.lsn).await.unwrap();
+            assert_durable(&storage, &wal, &record);
+        })
+    };
+    let mut tasks = vec![spawn(0)];
+    storage.wait_for_held_syncs(1);
+    tasks.extend((1..TASKS).map(spawn));
+    while wal.next_lsn() < 2 + TASKS {
+        std::thread::yield_now();
+    }
+    storage.release_syncs();
+    runtime.block_on(async {
+        for task in tasks {
+            task.await.unwrap();
+        }
+    });
+    // The held batch, then one batch with everything appended while it was held.
+    assert_eq!(storage.sync_count() - syncs_before, 2);
+    assert_eq!(wal.durable_lsn(), 1 + TASKS);
+}
+
+/// The fdatasync of a lone task's batch fails: the log is poisoned, that task and every one
+/// that arrived meanwhile get the error, none is acknowledged, and nobody writes again.
+#[test]
+fn a_failed_fsync_in_the_leader_fails_every_waiter() {
+    const TASKS: u64 = 32;
+    let storage = FaultStorage::new();
+    let wal = warm_log(&storage);
+    let runtime = runtime();
+    storage.hold_syncs();
+    storage.fail_next_sync();
+    let spawn = |task: u64| {
+        let wal = wal.clone();
+        runtime.spawn(async move {
+            let record = wal.append(&payload(task)).unwrap();
+            wal.wait_durable(record.lsn).await
+        })
+    };
+    let mut tasks = vec![spawn(0)];
+    storage.wait_for_held_syncs(1);
+    tasks.extend((1..TASKS).map(spawn));
+    while wal.next_lsn() < 2 + TASKS {
+        std::thread::yield_now();
+    }
+    let syncs_before = storage.sync_count();
+    storage.release_syncs();
+    let outcomes = runtime.block_on(async {
+        let mut outcomes = Vec::new();
+        for task in tasks {
+            outcomes.push(task.await.unwrap());
+        }
+        outcomes
+    });
+    for outcome in outcomes {
+        assert!(outcome.unwrap_err().is_poisoned());
+    }
+    assert_eq!(wal.durable_lsn(), 1);
+    assert!(wal.append(b"later").unwrap_err().is_poisoned());
+    assert_eq!(storage.sync_count(), syncs_before);
+    drop(runtime);
+    let wal = Arc::into_inner(wal).unwrap();
+    assert!(wal.close().unwrap_err().is_poisoned());
+}
+
+/// Waiters that register while a batch is in flight are served by the next batch (the sync
+/// thread's), and one that gives up meanwhile stalls nobody.
+#[test]
+fn a_follower_that_gives_up_leaves_nothing_undone() {
+    let storage = FaultStorage::new();
+    let wal = warm_log(&storage);
+    let runtime = runtime();
+
+    // A blocking waiter leads a batch that the gate holds in its fdatasync.
+    storage.hold_syncs();
+    let first = wal.append(b"first").unwrap();
+    let leader = {
+        let wal = wal.clone();
+        std::thread::spawn(move || wal.wait_durable_blocking(first.lsn))
+    };
+    storage.wait_for_held_syncs(1);
+
+    // Two async waiters register as followers while it is held; one gives up.
+    let second = wal.append(b"second").unwrap();
+    let third = wal.append(b"third").unwrap();
+    let _runtime_context = runtime.enter();
+    let mut gives_up = Box::pin(wal.wait_durable(second.lsn));
+    let mut stays = Box::pin(wal.wait_durable(third.lsn));
+    let mut context = Context::from_waker(Waker::noop());
+    assert!(gives_up.as_mut().poll(&mut context).is_pending());
+    assert!(stays.as_mut().poll(&mut context).is_pending());
+    drop(gives_up);
+
+    storage.release_syncs();
+    leader.join().unwrap().unwrap();
+    let outcome = runtime.block_on(tokio::time::timeout(Duration::from_secs(10), stays));
+    outcome
+        .expect("nobody wrote the follower's record")
+        .unwrap();
+    assert_eq!(wal.durable_lsn(), third.lsn);
+}
+
+/// Records nobody waits for (their requests gave up) still get written when the append
+/// buffer fills: an appender blocked on it asks the sync thread to write.
+#[test]
+fn a_full_buffer_of_unwaited_records_is_written() {
+    let storage = FaultStorage::new();
+    let (wal, _, _) = open(
+        &storage,
+        Options {
+            buffer_size_max_bytes: 1 << 10,
+            ..options()
+        },
+    )
+    .unwrap();
+    let mut last = None;
+    for i in 0..200 {
+        last = Some(wal.append(&payload(i)).unwrap());
+    }
+    assert!(wal.durable_lsn() > 0);
+    let last = last.unwrap();
+    wal.wait_durable_blocking(last.lsn).unwrap();
+    assert_eq!(wal.read(last.position).unwrap(), payload(199));
+}
