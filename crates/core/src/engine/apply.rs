@@ -284,7 +284,14 @@ impl Engine {
                 message,
                 ..
             } => {
-                self.queue_mut(*queue_id).insert(*seq, message.clone());
+                let mut message = message.clone();
+                // Restored attempts share their clients with live ones, as `Lease` does.
+                for attempt in message.history.iter_mut().flat_map(|h| &mut h.attempts) {
+                    if let Some(client) = &mut attempt.client {
+                        *client = self.clients.intern(client);
+                    }
+                }
+                self.queue_mut(*queue_id).insert(*seq, message);
             }
         }
     }

@@ -402,19 +402,9 @@ fn peeked(entry: &crate::outcome::PeekedEntry, ctx: &Context) -> Node {
         members.push(("LeaseqFailureReason", text(reason.as_ref())));
     }
     if !payload.attributes.is_empty() {
-        let entries = payload
-            .attributes
-            .iter()
-            .map(|(name, attribute)| (name.to_string(), attribute_node(attribute)))
-            .collect();
         members.push((
             "MessageAttributes",
-            Node::Map {
-                entry: "MessageAttribute",
-                key: "Name",
-                value: "Value",
-                entries,
-            },
+            message_attributes(payload.attributes.iter()),
         ));
     }
     Node::Struct(members)
@@ -531,6 +521,20 @@ pub fn message_attribute_wanted(name: &str, wanted: &[String]) -> bool {
     })
 }
 
+/// A message's `MessageAttributes`, by name.
+fn message_attributes<'a, N: ToString + 'a>(
+    attributes: impl Iterator<Item = (N, &'a MessageAttribute)>,
+) -> Node {
+    Node::Map {
+        entry: "MessageAttribute",
+        key: "Name",
+        value: "Value",
+        entries: attributes
+            .map(|(name, attribute)| (name.to_string(), attribute_node(attribute)))
+            .collect(),
+    }
+}
+
 fn attribute_node(attribute: &MessageAttribute) -> Node {
     let value = match &attribute.value {
         AttributeValue::Text(value) => ("StringValue", text(value)),
@@ -570,18 +574,9 @@ fn message(
     }
     if let Some(md5) = md5_of_message_attributes(returned.iter().copied()) {
         members.push(("MD5OfMessageAttributes", text(md5)));
-        let entries = returned
-            .iter()
-            .map(|(name, attribute)| (name.to_string(), attribute_node(attribute)))
-            .collect();
         members.push((
             "MessageAttributes",
-            Node::Map {
-                entry: "MessageAttribute",
-                key: "Name",
-                value: "Value",
-                entries,
-            },
+            message_attributes(returned.iter().copied()),
         ));
     }
     Node::Struct(members)
