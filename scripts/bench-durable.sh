@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Durable-mode (`--fsync always`) latency and CPU against the disk's own fdatasync, A/B.
 #
-# Each round: a bare fdatasync probe (4000 x pwrite 256 B + fdatasync, on the data directory's
-# filesystem), then W1 -c 1, W1 -c 64 and W2 -c 64 against a fresh server of each binary in
-# turn, so drift on a shared machine hits both alike. The bars (BENCHMARKS.md): W1 -c 1 p50 at
-# most 2x the probe's p50; at most 25 us server CPU per message for W1, 10 for W2.
+# Each round: bare fdatasync probes (4000 x pwrite 256 B + fdatasync on the data directory's
+# filesystem, once extending a file and once over a zero-filled one), then W1 -c 1, W1 -c 64 and
+# W2 -c 64 against a fresh server of each binary in turn, so drift on a shared machine hits both
+# alike. The bars (BENCHMARKS.md): W1 -c 1 p50 at most 2x the probe's p50; at most 25 us server
+# CPU per message for W1, 10 for W2.
 #
 # Usage: scripts/bench-durable.sh [rounds] [seconds]   (defaults: 2 8)
 #   LEASEQ_BIN  the binary to measure (default: build and use target/release/leaseq)
@@ -24,18 +25,25 @@ server_pid=""
 trap '[[ -n "$server_pid" ]] && kill "$server_pid" 2>/dev/null; rm -rf "$scratch"' EXIT
 
 probe() {
+    # Two yardsticks: writes that extend the file (each fdatasync also commits the new size), and
+    # writes over a file already zero-filled (what the log does, see docs/design/wal.md).
     python3 - "$scratch/probe" <<'EOF'
 import os, sys, time
-fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
-block, samples = b"x" * 256, []
-for i in range(4000):
-    started = time.perf_counter()
-    os.pwrite(fd, block, i * 256)
-    os.fdatasync(fd)
-    samples.append(time.perf_counter() - started)
-samples.sort()
-print("probe  fdatasync  p50 %4.0f us  p99 %5.0f us  %5.0f/s" % (
-    samples[2000] * 1e6, samples[3960] * 1e6, len(samples) / sum(samples)))
+for mode in ("append", "overwrite"):
+    fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+    if mode == "overwrite":
+        os.write(fd, bytes(4000 * 256))
+        os.fsync(fd)
+    block, samples = b"x" * 256, []
+    for i in range(4000):
+        started = time.perf_counter()
+        os.pwrite(fd, block, i * 256)
+        os.fdatasync(fd)
+        samples.append(time.perf_counter() - started)
+    os.close(fd)
+    samples.sort()
+    print("probe  fdatasync %-9s  p50 %4.0f us  p99 %5.0f us  %5.0f/s" % (
+        mode, samples[2000] * 1e6, samples[3960] * 1e6, len(samples) / sum(samples)))
 EOF
 }
 

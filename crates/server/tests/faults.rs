@@ -247,19 +247,20 @@ async fn a_failed_fsync_fails_every_request_and_loses_nothing_acknowledged() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_full_disk_fails_cleanly_and_recovers_when_space_returns() {
-    // The disk fills at different points: inside a record of the active segment, before any
-    // byte of it, and while a new segment is created (40 sends fill the first 4 KiB segment).
-    for (sends, room_bytes) in [(10, 100), (10, 0), (40, 20)] {
+    // The disk fills at different points: records go into space the log zeroed ahead, so the
+    // disk fills when the log next needs more (more zeros, a new segment, a checkpoint's
+    // snapshot), at a point that depends on how far the first sends got and on the room left.
+    for (sends, room_bytes) in [(10, 100), (10, 0), (40, 20), (25, 3000)] {
         full_disk(sends, room_bytes).await;
     }
 }
 
-/// Sends `sends` messages, then leaves `room_bytes` of free space and sends one more.
+/// Sends `sends` messages, then leaves `room_bytes` of free space and sends until a send fails.
 async fn full_disk(sends: usize, room_bytes: u64) {
     let storage = FaultStorage::new();
     let (backend, _) = open(&storage, FsyncPolicy::Always);
     create_queue(&backend).await;
-    let acknowledged = bodies("acknowledged", sends);
+    let mut acknowledged = bodies("acknowledged", sends);
     send_all(&backend, &acknowledged).await;
     let leased = receive(&backend, 300).await.unwrap();
 
@@ -269,7 +270,18 @@ async fn full_disk(sends: usize, room_bytes: u64) {
         .map(|name| storage.contents(name).unwrap().len() as u64)
         .sum();
     storage.set_space_limit_bytes(Some(used_bytes + room_bytes));
-    let error = send(&backend, &"x".repeat(200)).await.unwrap_err();
+    let mut error = None;
+    for i in 0..1000 {
+        let body = format!("filler-{i}-{}", "x".repeat(200));
+        match send(&backend, &body).await {
+            Ok(_) => acknowledged.push(body),
+            Err(failed) => {
+                error = Some(failed);
+                break;
+            }
+        }
+    }
+    let error = error.expect("the disk filled up");
     assert_log_failed(&error, "No space left on device");
     assert_everything_fails(&backend, &leased[0].1, "No space left on device").await;
     drop(backend);
@@ -368,16 +380,13 @@ async fn a_torn_tail_recovers_to_the_last_whole_record() {
     assert!(torn > 0, "some crashes tore a record");
 }
 
-/// How many bytes of unsynced writes the storage holds: the size of every file now minus its
-/// durable size.
+/// How many bytes of unsynced writes the storage holds (records overwrite the zeros the log
+/// keeps ahead of them, so file sizes do not tell).
 fn unsynced_len_bytes(storage: &FaultStorage) -> u64 {
     storage
         .file_names()
         .iter()
-        .map(|name| {
-            let now = storage.contents(name).unwrap().len() as u64;
-            now - storage.durable_len_bytes(name).unwrap_or(0)
-        })
+        .map(|name| storage.unsynced_bytes(name))
         .sum()
 }
 

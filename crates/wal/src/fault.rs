@@ -212,6 +212,24 @@ impl FaultStorage {
         Some(world.files[id].durable.len() as u64)
     }
 
+    /// Bytes written to a file since its last `sync_data`: what a crash with
+    /// [`CrashMode::KeepTornPrefix`] chooses a prefix of. Overwrites count, though they do not
+    /// change the file's length.
+    pub fn unsynced_bytes(&self, name: &str) -> u64 {
+        let world = self.world_unchecked();
+        let Some(id) = world.names.get(name) else {
+            return 0;
+        };
+        world.files[id]
+            .pending
+            .iter()
+            .map(|op| match op {
+                PendingOp::Write { data, .. } => data.len() as u64,
+                PendingOp::SetLen(_) => 0,
+            })
+            .sum()
+    }
+
     /// Replaces a file's contents, durably (models damage found on the medium).
     pub fn set_contents(&self, name: &str, bytes: Vec<u8>) {
         let mut world = self.world_unchecked();

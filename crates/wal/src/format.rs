@@ -199,7 +199,8 @@ pub struct SegmentScan {
     pub frames: Vec<FrameRef>,
     /// The offset just past the last valid frame.
     pub valid_end: u64,
-    /// `None` if the valid frames reach the end of the bytes exactly.
+    /// `None` if the valid frames reach the end of the bytes, or are followed only by zero
+    /// bytes (`valid_end` then tells where the zeros begin).
     pub stop: Option<ScanStop>,
 }
 
@@ -218,6 +219,10 @@ pub fn scan_segment(bytes: &[u8]) -> Result<SegmentScan, HeaderError> {
                 });
                 offset += frame_len_bytes(payload.len());
             }
+            // Zeros to the end: space the writer zeroed ahead of its records (see
+            // `sync.rs`), or blocks a crash left allocated but unwritten. Neither holds a
+            // record, and no frame starts with a zero length and a zero CRC.
+            Err(_) if bytes[offset..].iter().all(|&byte| byte == 0) => break,
             Err(error) => {
                 stop = Some(ScanStop {
                     offset: offset as u64,
@@ -319,11 +324,23 @@ mod tests {
     }
 
     #[test]
-    fn zero_filled_tail_is_not_a_frame() {
-        let mut bytes = segment(&[b"x"]);
+    fn zero_filled_tail_ends_the_records() {
+        let records = segment(&[b"x"]);
+        let mut bytes = records.clone();
         bytes.extend_from_slice(&[0u8; 64]);
+        let scan = scan_segment(&bytes).expect("header");
+        assert_eq!(scan.stop, None);
+        assert_eq!(scan.frames.len(), 1);
+        assert_eq!(scan.valid_end, records.len() as u64);
+        assert!(
+            decode_frame(&bytes, records.len()).is_err(),
+            "zeros are no frame"
+        );
+
+        // Anything but zeros after the records is damage.
+        bytes[records.len() + 40] = 1;
         let stop = scan_segment(&bytes).expect("header").stop.expect("stop");
-        assert_eq!(stop.error, FrameError::ChecksumMismatch);
+        assert_eq!(stop.offset, records.len() as u64);
         assert!(!stop.valid_frame_after);
     }
 }

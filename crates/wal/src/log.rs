@@ -139,6 +139,9 @@ pub(crate) struct State {
     pub(crate) sync_requested_lsn: Lsn,
     /// The handle is being dropped: flush, sync and exit.
     pub(crate) shutdown: bool,
+    /// Threads waiting on `Shared::progress` (blocking waiters, appenders waiting for buffer
+    /// space).
+    pub(crate) progress_waiters: u32,
 }
 
 /// What the log knows about one segment.
@@ -197,7 +200,10 @@ impl Shared {
     /// sent by
     /// [`Wakes::deliver`] once the lock is released.
     pub(crate) fn publish(&self, state: &State) -> Wakes {
-        self.progress.notify_all();
+        // A notify is a syscall even when nobody waits; under load nobody usually does.
+        if state.progress_waiters > 0 {
+            self.progress.notify_all();
+        }
         let mut waiters = self.async_waiters();
         let wakes = match &state.progress.poisoned {
             Some(cause) => Wakes {
@@ -228,6 +234,18 @@ impl Shared {
             self.work.notify_one();
         }
         wakes
+    }
+
+    /// Waits on the `progress` condition variable, counted in `State::progress_waiters` so
+    /// that [`Shared::publish`] notifies only when someone waits.
+    fn wait_for_progress<'a>(&self, mut state: MutexGuard<'a, State>) -> MutexGuard<'a, State> {
+        state.progress_waiters += 1;
+        let mut state = self
+            .progress
+            .wait(state)
+            .expect("wal state mutex poisoned by a panic");
+        state.progress_waiters -= 1;
+        state
     }
 
     pub(crate) fn async_waiters(&self) -> MutexGuard<'_, BTreeMap<Lsn, Vec<DurableSender>>> {
@@ -289,6 +307,7 @@ impl Wal {
             sync_thread_idle: false,
             sync_requested_lsn: 0,
             shutdown: false,
+            progress_waiters: 0,
         };
         let shared = Arc::new(Shared {
             storage,
@@ -389,11 +408,7 @@ impl Wal {
                 let last_lsn = state.next_lsn - 1;
                 self.request_sync(&mut state, last_lsn);
             }
-            state = self
-                .shared
-                .progress
-                .wait(state)
-                .expect("wal state mutex poisoned by a panic");
+            state = self.shared.wait_for_progress(state);
         }
     }
 
@@ -510,11 +525,7 @@ impl Wal {
                 state = self.shared.lock();
                 continue;
             }
-            state = self
-                .shared
-                .progress
-                .wait(state)
-                .expect("wal state mutex poisoned by a panic");
+            state = self.shared.wait_for_progress(state);
         }
     }
 
@@ -561,11 +572,7 @@ impl Wal {
                     cause: cause.clone(),
                 });
             }
-            state = self
-                .shared
-                .progress
-                .wait(state)
-                .expect("wal state mutex poisoned by a panic");
+            state = self.shared.wait_for_progress(state);
         }
     }
 

@@ -5,11 +5,14 @@
 //! replay callback as they are found. Where the valid records stop short of a file's end, the
 //! rule is:
 //!
+//! - zeros to the file's end: the space the writer zeroes ahead of its records (see `sync.rs`),
+//!   or blocks a crash left allocated but unwritten. That is the end of the records, not damage;
+//!   the file keeps its length and appending continues where the records end.
 //! - in the **last** segment, with no valid frame anywhere after the damage: a torn tail left
 //!   by a crash during a write. It held no acknowledged record (acknowledgement follows the
 //!   fdatasync that would have made it whole), so it is cut off with a warning and appending
-//!   continues at the cut. A last segment whose header is incomplete was torn while being
-//!   created and is removed the same way.
+//!   continues at the cut. A last segment whose header is incomplete, or which holds only
+//!   zeros, was torn while being created and is removed the same way.
 //! - anywhere else (a non-last segment, valid data after the damage, a bad header, a missing
 //!   segment number, an LSN discontinuity): corruption. Open fails with
 //!   [`WalError::Corrupt`] naming the file and offset, unless `salvage` is set, in which case
@@ -274,6 +277,11 @@ fn judge(
     is_last: bool,
     previous: Option<(&u64, &SegmentMeta)>,
 ) -> (Option<SegmentScan>, Verdict) {
+    // A last segment of only zeros (or nothing): created, but its header never reached the
+    // disk, so nothing in it was acknowledged (records follow the header's fdatasync).
+    if is_last && bytes.iter().all(|&byte| byte == 0) {
+        return (None, Verdict::TornHeader);
+    }
     let scan = match format::scan_segment(bytes) {
         Ok(scan) => scan,
         Err(format::HeaderError::Truncated { .. }) if is_last => {

@@ -23,6 +23,15 @@ pub fn small_segments(fsync: FsyncPolicy) -> Options {
     }
 }
 
+/// Default options but 4 KiB zeroed ahead instead of 1 MiB, for tests that copy the storage
+/// many times (forks, crashes).
+pub fn small_zero_ahead() -> Options {
+    Options {
+        zero_ahead_bytes: 4096,
+        ..Options::default()
+    }
+}
+
 /// A payload that differs per record and varies in length.
 pub fn payload(i: u64) -> Vec<u8> {
     format!("record-{i};")

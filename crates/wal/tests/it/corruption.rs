@@ -5,14 +5,14 @@ use leaseq_wal::fault::FaultStorage;
 use leaseq_wal::format::{frame_len_bytes, SEGMENT_HEADER_LEN_BYTES};
 use leaseq_wal::{segment_file_name, FsyncPolicy, Options, Position, WalError};
 
-use crate::common::{append_all, open, small_segments};
+use crate::common::{append_all, open, small_segments, small_zero_ahead};
 
 const RECORDS: u64 = 5;
 
 /// A one-segment log of five records, and their positions.
 fn five_records() -> (FaultStorage, Vec<Position>) {
     let storage = FaultStorage::new();
-    let (wal, _, _) = open(&storage, Options::default()).unwrap();
+    let (wal, _, _) = open(&storage, small_zero_ahead()).unwrap();
     let appended = append_all(&wal, 0, RECORDS);
     wal.close().unwrap();
     let positions = appended.iter().map(|a| a.1).collect();
@@ -27,28 +27,86 @@ fn frame_end(position: &Position) -> u64 {
 fn truncation_at_every_byte_of_the_tail_is_cut() {
     let (storage, positions) = five_records();
     let name = segment_file_name(1);
-    let bytes = storage.contents(&name).unwrap();
+    let file = storage.contents(&name).unwrap();
+    // The writer keeps the file zeroed ahead of its records.
+    let records_end = frame_end(positions.last().unwrap()) as usize;
+    assert!(file.len() > records_end, "no space zeroed ahead");
+    assert!(file[records_end..].iter().all(|&byte| byte == 0));
+    let bytes = &file[..records_end];
     for cut in 0..=bytes.len() {
-        let damaged = storage.fork();
-        damaged.set_contents(&name, bytes[..cut].to_vec());
-        let (wal, recovery, replayed) = open(&damaged, Options::default())
-            .unwrap_or_else(|error| panic!("cut at {cut}: {error}"));
-        let complete = positions
-            .iter()
-            .filter(|p| frame_end(p) <= cut as u64)
-            .count();
-        assert_eq!(replayed.len(), complete, "cut at {cut}");
-        let on_boundary =
-            cut == SEGMENT_HEADER_LEN_BYTES || positions.iter().any(|p| frame_end(p) == cut as u64);
-        assert_eq!(recovery.torn_tail.is_none(), on_boundary, "cut at {cut}");
-        // The log continues after the cut, and the continuation survives a reopen.
-        let record = wal.append(b"after the cut").unwrap();
-        assert_eq!(record.lsn, complete as u64 + 1, "cut at {cut}");
-        wal.close().unwrap();
-        let (_, _, replayed) = open(&damaged, Options::default()).unwrap();
-        assert_eq!(replayed.len(), complete + 1, "cut at {cut}");
-        assert_eq!(replayed[complete].payload, b"after the cut");
+        // The cut alone (a file that was extended only as far as it was written), and the cut
+        // followed by zeros (space zeroed ahead, or allocated and never written).
+        let zeros: &[usize] = if cut < SEGMENT_HEADER_LEN_BYTES {
+            &[0]
+        } else {
+            &[0, 1, 4096]
+        };
+        for &zeros in zeros {
+            let context = format!("cut at {cut}, then {zeros} zeros");
+            let damaged = storage.fork();
+            let mut contents = bytes[..cut].to_vec();
+            contents.resize(cut + zeros, 0);
+            damaged.set_contents(&name, contents);
+            let (wal, recovery, replayed) = open(&damaged, small_zero_ahead())
+                .unwrap_or_else(|error| panic!("{context}: {error}"));
+            let complete = positions
+                .iter()
+                .filter(|p| frame_end(p) <= cut as u64)
+                .count();
+            assert_eq!(replayed.len(), complete, "{context}");
+            let on_boundary = cut == SEGMENT_HEADER_LEN_BYTES
+                || positions.iter().any(|p| frame_end(p) == cut as u64);
+            assert_eq!(recovery.torn_tail.is_none(), on_boundary, "{context}");
+            // The log continues after the cut, and the continuation survives a reopen.
+            let record = wal.append(b"after the cut").unwrap();
+            assert_eq!(record.lsn, complete as u64 + 1, "{context}");
+            wal.close().unwrap();
+            let (_, _, replayed) = open(&damaged, small_zero_ahead()).unwrap();
+            assert_eq!(replayed.len(), complete + 1, "{context}");
+            assert_eq!(replayed[complete].payload, b"after the cut");
+        }
     }
+}
+
+#[test]
+fn a_last_segment_of_only_zeros_was_torn_while_created() {
+    let storage = FaultStorage::new();
+    let options = small_segments(FsyncPolicy::Always);
+    let (wal, _, _) = open(&storage, options.clone()).unwrap();
+    let appended = append_all(&wal, 0, 30);
+    wal.close().unwrap();
+    let last = appended.last().unwrap().1.segment;
+    assert!(last > 1);
+    // The file's length reached the disk but none of its blocks did: nothing in it was ever
+    // acknowledged (its header is fsynced before any record in it is).
+    let name = segment_file_name(last);
+    let len = storage.contents(&name).unwrap().len();
+    storage.set_contents(&name, vec![0; len]);
+    let (_, recovery, replayed) = open(&storage, options.clone()).unwrap();
+    let torn = recovery.torn_tail.expect("a torn segment");
+    assert_eq!((torn.file.as_str(), torn.offset), (name.as_str(), 0));
+    assert!(!storage.file_names().contains(&name));
+    let kept = appended.iter().filter(|a| a.1.segment < last).count();
+    assert_eq!(replayed.len(), kept);
+
+    // A zeroed header in front of records is corruption, not a torn creation.
+    let (wal, _, _) = open(&storage, options.clone()).unwrap();
+    append_all(&wal, 100, 30);
+    wal.close().unwrap();
+    let name = storage
+        .file_names()
+        .into_iter()
+        .filter(|n| n.ends_with(".wal"))
+        .max()
+        .unwrap();
+    let mut contents = storage.contents(&name).unwrap();
+    contents[..SEGMENT_HEADER_LEN_BYTES].fill(0);
+    storage.set_contents(&name, contents);
+    let error = open(&storage, options).unwrap_err();
+    assert!(
+        matches!(error, WalError::Corrupt { offset: 0, .. }),
+        "{error}"
+    );
 }
 
 #[test]
@@ -66,7 +124,7 @@ fn bit_flips_at_record_boundaries() {
             let damaged = storage.fork();
             damaged.flip_bit(&name, offset, bit);
             let context = format!("record {index}, byte {offset}, bit {bit}");
-            let result = open(&damaged, Options::default());
+            let result = open(&damaged, small_zero_ahead());
             if is_last {
                 let (_, recovery, replayed) = result.expect(&context);
                 assert_eq!(replayed.len(), index, "{context}");
@@ -82,7 +140,7 @@ fn bit_flips_at_record_boundaries() {
             }
             let salvage = Options {
                 salvage: true,
-                ..Options::default()
+                ..small_zero_ahead()
             };
             let (wal, recovery, replayed) = open(&damaged, salvage.clone()).expect(&context);
             assert_eq!(replayed.len(), index, "{context}");
@@ -91,7 +149,7 @@ fn bit_flips_at_record_boundaries() {
             assert!(report.bytes_dropped > 0);
             wal.close().unwrap();
             // Salvaged means clean: a second open needs no salvage.
-            let (_, recovery, replayed) = open(&damaged, Options::default()).expect(&context);
+            let (_, recovery, replayed) = open(&damaged, small_zero_ahead()).expect(&context);
             assert_eq!(replayed.len(), index);
             assert_eq!(recovery.salvage, None);
         }

@@ -24,11 +24,11 @@ fn segments_roll_and_report_contiguous_ranges() {
     assert!(last.active);
     assert_eq!(last.end_lsn, 61);
     for info in &segments {
-        let name = segment_file_name(info.segment);
-        assert_eq!(
-            storage.contents(&name).unwrap().len() as u64,
-            info.size_bytes
-        );
+        // The records, then the zeros written ahead of them, within the segment's bound.
+        let contents = storage.contents(&segment_file_name(info.segment)).unwrap();
+        assert!(contents.len() as u64 >= info.size_bytes);
+        assert!(contents.len() as u64 <= options.segment_size_max_bytes);
+        assert!(contents[info.size_bytes as usize..].iter().all(|&b| b == 0));
     }
     assert_eq!(appended.last().unwrap().1.segment, last.segment);
 }
@@ -123,4 +123,68 @@ fn removal_with_keep_leaves_gaps_that_a_covered_open_accepts() {
     };
     let error = open(&storage, too_little).unwrap_err();
     assert!(error.to_string().contains("missing"), "{error}");
+}
+
+#[test]
+fn the_active_segment_is_zeroed_one_to_two_steps_ahead_of_its_records() {
+    let storage = FaultStorage::new();
+    let step = 1024;
+    let options = leaseq_wal::Options {
+        fsync: FsyncPolicy::Always,
+        segment_size_max_bytes: 6 * step,
+        zero_ahead_bytes: step,
+        ..leaseq_wal::Options::default()
+    };
+    let check = |context: &str| {
+        let wal_files = storage.file_names();
+        let name = wal_files
+            .iter()
+            .filter(|n| n.ends_with(".wal"))
+            .max()
+            .unwrap();
+        let contents = storage.contents(name).unwrap();
+        let len = contents.len() as u64;
+        // The records end where the zeros begin (the last record is not zero-padded inside).
+        let records_end = contents.iter().rposition(|&b| b != 0).unwrap() as u64 + 1;
+        let expected = records_end + step..=records_end + 2 * step;
+        assert!(
+            expected.contains(&len) || len == options.segment_size_max_bytes,
+            "{context}: {len} bytes for records ending at {records_end}"
+        );
+        assert_eq!(
+            storage.durable_len_bytes(name),
+            Some(len),
+            "{context}: zeros are synced"
+        );
+    };
+    let (wal, _, _) = open(&storage, options.clone()).unwrap();
+    for i in 0..200 {
+        append_all(&wal, i, 1);
+        check(&format!("after record {i}"));
+    }
+    wal.close().unwrap();
+    // A reopened log goes on zeroing ahead of the recovered records.
+    let (wal, _, replayed) = open(&storage, options.clone()).unwrap();
+    assert_eq!(replayed.len(), 200);
+    for i in 200..260 {
+        append_all(&wal, i, 1);
+        check(&format!("after record {i}, reopened"));
+    }
+    assert!(
+        wal.segments().len() > 1,
+        "the records crossed segment rolls"
+    );
+
+    // Off, the file grows with its records.
+    let storage = FaultStorage::new();
+    let off = leaseq_wal::Options {
+        zero_ahead_bytes: 0,
+        ..options
+    };
+    let (wal, _, _) = open(&storage, off).unwrap();
+    let appended = append_all(&wal, 0, 10);
+    let last = appended.last().unwrap().1;
+    let end = last.offset + leaseq_wal::format::frame_len_bytes(last.len_bytes as usize) as u64;
+    let contents = storage.contents(&segment_file_name(1)).unwrap();
+    assert_eq!(contents.len() as u64, end);
 }
