@@ -17,12 +17,12 @@ const TRANSPORT_BINARY: u8 = 2;
 /// Lowercase hex of a digest, through a table of digits: `write!("{b:02x}")` per byte went
 /// through the formatting machinery and cost as much as the MD5 of a 256-byte body.
 fn hex(digest: &[u8]) -> String {
-    let mut out = String::with_capacity(digest.len() * 2);
-    for &byte in digest {
-        out.push(char::from(crate::HEX_DIGITS[usize::from(byte >> 4)]));
-        out.push(char::from(crate::HEX_DIGITS[usize::from(byte & 0x0f)]));
+    let mut out = vec![0; digest.len() * 2];
+    for (pair, &byte) in out.chunks_exact_mut(2).zip(digest) {
+        pair[0] = crate::HEX_DIGITS[usize::from(byte >> 4)];
+        pair[1] = crate::HEX_DIGITS[usize::from(byte & 0x0f)];
     }
-    out
+    String::from_utf8(out).expect("hex digits are ASCII")
 }
 
 fn update_with_length(hasher: &mut Md5, bytes: &[u8]) {

@@ -693,39 +693,14 @@ fn write_json_object<'a, K: AsRef<str>>(members: Vec<(K, Node<'a>)>, out: &mut V
     out.push(b'}');
 }
 
-/// About the length of `node` in JSON (exact but for escapes and numbers), to size the output
-/// once.
-fn json_length_hint(node: &Node) -> usize {
-    // `"name":` around a member's name, and a comma.
-    const MEMBER_OVERHEAD: usize = 4;
-    match node {
-        Node::Text(text) => text.len() + 2,
-        Node::Bool(_) => 5,
-        Node::Number(_) => 20,
-        Node::Struct(members) => {
-            let members = members
-                .iter()
-                .map(|(name, node)| name.len() + MEMBER_OVERHEAD + json_length_hint(node));
-            2 + members.sum::<usize>()
-        }
-        Node::List { items, .. } => {
-            2 + items
-                .iter()
-                .map(|item| 1 + json_length_hint(item))
-                .sum::<usize>()
-        }
-        Node::Map { entries, .. } => {
-            let entries = entries
-                .iter()
-                .map(|(key, node)| key.len() + MEMBER_OVERHEAD + json_length_hint(node));
-            2 + entries.sum::<usize>()
-        }
-    }
-}
+/// How many bytes a response's buffer starts with: most responses fit; a receive of 10 large
+/// messages grows it a few times. (Sizing it exactly with a walk of the tree first measured
+/// slower than those few reallocations.)
+const RESPONSE_CAPACITY_BYTES: usize = 1024;
 
 /// `node` as a JSON document.
 fn json_document(node: Node<'_>) -> Vec<u8> {
-    let mut out = Vec::with_capacity(json_length_hint(&node));
+    let mut out = Vec::with_capacity(RESPONSE_CAPACITY_BYTES);
     write_json(node, &mut out);
     out
 }
@@ -868,10 +843,7 @@ pub fn encode(
         }
         crate::Protocol::Query => {
             let result = members.map(Node::Struct);
-            // Element names appear twice in XML where JSON has them once, so twice the JSON
-            // length is a fair first size.
-            let hint = result.as_ref().map_or(0, json_length_hint);
-            let mut out = String::with_capacity(2 * hint + 256);
+            let mut out = String::with_capacity(RESPONSE_CAPACITY_BYTES);
             out.push_str("<?xml version=\"1.0\"?>");
             out.push_str(&format!("<{action}Response xmlns=\"{XML_NAMESPACE}\">"));
             if let Some(result) = result {
