@@ -249,17 +249,25 @@ fn queue_ref(input: &Input, path: &str) -> Result<QueueRef, SqsError> {
 /// The queue name of a URL or path: `http(s)://host/ACCOUNT/name`, `/ACCOUNT/name` or the
 /// legacy `/queue/name`.
 pub fn queue_name_of_url(url: &str) -> Result<QueueRef, SqsError> {
-    let starts_with = |scheme: &str| {
+    let scheme = ["http://", "https://"].into_iter().find(|scheme| {
         url.get(..scheme.len())
             .is_some_and(|start| start.eq_ignore_ascii_case(scheme))
+    });
+    let path = match scheme {
+        // The path starts at the first `/` after the host.
+        Some(scheme) => {
+            let after_scheme = &url[scheme.len()..];
+            after_scheme.find('/').map_or("", |at| &after_scheme[at..])
+        }
+        None => url,
     };
-    let path = if starts_with("http://") || starts_with("https://") {
-        let after_scheme = &url[url.find("//").map_or(0, |at| at + 2)..];
-        after_scheme.find('/').map_or("", |at| &after_scheme[at..])
-    } else {
-        url
-    };
-    let path = path.split(['?', '#']).next().unwrap_or_default();
+    // The path ends at a query or a fragment. (Bytes, not chars: both are ASCII, so the cut is
+    // at a character boundary, and a byte scan is much cheaper.)
+    let end = path
+        .bytes()
+        .position(|byte| byte == b'?' || byte == b'#')
+        .unwrap_or(path.len());
+    let path = &path[..end];
     let mut segments = path.split('/').filter(|s| !s.is_empty());
     match (segments.next(), segments.next(), segments.next()) {
         (Some(_account_or_queue), Some(name), None) => Ok(QueueRef {
