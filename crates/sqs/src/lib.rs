@@ -37,6 +37,9 @@ pub fn queue_arn(ctx: &Context, name: &str) -> String {
     format!("arn:aws:sqs:{}:{}:{}", ctx.region, ctx.account_id, name)
 }
 
+/// Lowercase hex digits by value, for the MD5s and JSON's `\u00XX` escapes.
+const HEX_DIGITS: &[u8; 16] = b"0123456789abcdef";
+
 /// How many names a list action returns when the client does not say (SQS's 1000).
 pub const LIST_PAGE_DEFAULT: usize = 1000;
 

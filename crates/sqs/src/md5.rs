@@ -14,12 +14,15 @@ use leaseq_core::{AttributeValue, MessageAttribute};
 const TRANSPORT_STRING: u8 = 1;
 const TRANSPORT_BINARY: u8 = 2;
 
+/// Lowercase hex of a digest, through a table of digits: `write!("{b:02x}")` per byte went
+/// through the formatting machinery and cost as much as the MD5 of a 256-byte body.
 fn hex(digest: &[u8]) -> String {
-    use std::fmt::Write;
-    digest.iter().fold(String::with_capacity(32), |mut out, b| {
-        let _ = write!(out, "{b:02x}");
-        out
-    })
+    let mut out = vec![0; digest.len() * 2];
+    for (pair, &byte) in out.chunks_exact_mut(2).zip(digest) {
+        pair[0] = crate::HEX_DIGITS[usize::from(byte >> 4)];
+        pair[1] = crate::HEX_DIGITS[usize::from(byte & 0x0f)];
+    }
+    String::from_utf8(out).expect("hex digits are ASCII")
 }
 
 fn update_with_length(hasher: &mut Md5, bytes: &[u8]) {
@@ -93,6 +96,13 @@ mod tests {
             .map(|(name, attribute)| (name.to_string(), attribute.clone()))
             .collect();
         md5_of_message_attributes(&map).unwrap()
+    }
+
+    #[test]
+    fn hex_of_every_byte() {
+        let bytes: Vec<u8> = (0..=255).collect();
+        let expected: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(hex(&bytes), expected);
     }
 
     #[test]

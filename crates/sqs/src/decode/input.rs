@@ -7,6 +7,7 @@
 //! request has.
 
 use std::collections::BTreeMap;
+use std::fmt;
 
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine as _;
@@ -17,15 +18,55 @@ use crate::error::{ErrorCode, SqsError};
 /// Query parameters: name to raw (percent-decoded) bytes.
 pub type Params = BTreeMap<String, Vec<u8>>;
 
+/// Where a JSON structure is in the request, for messages: written as `Entries.1.` (with the
+/// trailing dot, empty at the top). A chain of borrowed steps, each pointing at the path of the
+/// structure around it, so that reading a request builds no text per entry; the text is written
+/// only when a message names a member.
+#[derive(Clone, Copy, Debug)]
+pub enum JsonPath<'a> {
+    /// The whole request.
+    Top,
+    /// A member of the structure at `parent`.
+    Member {
+        /// Where the enclosing structure is.
+        parent: &'a JsonPath<'a>,
+        /// The member's name.
+        member: &'a str,
+        /// The 1-based position of the structure in the member's list, if the member is a list.
+        index: Option<usize>,
+    },
+}
+
+impl fmt::Display for JsonPath<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            JsonPath::Top => Ok(()),
+            JsonPath::Member {
+                parent,
+                member,
+                index: None,
+            } => write!(f, "{parent}{member}."),
+            JsonPath::Member {
+                parent,
+                member,
+                index: Some(index),
+            } => write!(f, "{parent}{member}.{index}."),
+        }
+    }
+}
+
 /// A structure of the request: the whole request, or one entry of a list in it.
+///
+/// A nested `Input` borrows the one it was read from (for its path), which is why the accessors
+/// that return one give it the lifetime of `&self`.
 #[derive(Clone, Debug)]
 pub enum Input<'a> {
     /// A JSON object.
     Json {
         /// Its members.
         object: &'a Map<String, Value>,
-        /// Where it is in the request, for messages (`Entries.1.`).
-        path: String,
+        /// Where it is in the request, for messages.
+        path: JsonPath<'a>,
     },
     /// Query parameters below `prefix` (`""` or `SendMessageBatchRequestEntry.1.`).
     Query {
@@ -97,7 +138,7 @@ impl<'a> Input<'a> {
     pub fn json(object: &'a Map<String, Value>) -> Input<'a> {
         Input::Json {
             object,
-            path: String::new(),
+            path: JsonPath::Top,
         }
     }
 
@@ -222,7 +263,7 @@ impl<'a> Input<'a> {
     }
 
     /// The structures of a list: JSON array items, or Query members `{query}.N.…`.
-    pub fn entries(&self, json: &str, query: &str) -> Result<Vec<Input<'a>>, SqsError> {
+    pub fn entries<'s>(&'s self, json: &'s str, query: &str) -> Result<Vec<Input<'s>>, SqsError> {
         match self {
             Input::Json { path, .. } => match self.json_member(json) {
                 None => Ok(Vec::new()),
@@ -232,7 +273,11 @@ impl<'a> Input<'a> {
                     .map(|(at, item)| match item {
                         Value::Object(object) => Ok(Input::Json {
                             object,
-                            path: format!("{path}{json}.{}.", at + 1),
+                            path: JsonPath::Member {
+                                parent: path,
+                                member: json,
+                                index: Some(at + 1),
+                            },
                         }),
                         _ => Err(self.json_type_error(json, "a list of structures")),
                     })
@@ -250,13 +295,17 @@ impl<'a> Input<'a> {
     }
 
     /// A nested structure: a JSON object member, or the Query members `{query}.…`.
-    pub fn child(&self, json: &str, query: &str) -> Result<Option<Input<'a>>, SqsError> {
+    pub fn child<'s>(&'s self, json: &'s str, query: &str) -> Result<Option<Input<'s>>, SqsError> {
         match self {
             Input::Json { path, .. } => match self.json_member(json) {
                 None => Ok(None),
                 Some(Value::Object(object)) => Ok(Some(Input::Json {
                     object,
-                    path: format!("{path}{json}."),
+                    path: JsonPath::Member {
+                        parent: path,
+                        member: json,
+                        index: None,
+                    },
                 })),
                 Some(_) => Err(self.json_type_error(json, "a structure")),
             },
@@ -275,20 +324,24 @@ impl<'a> Input<'a> {
         query: &str,
         key: &str,
         value: &str,
-        read: impl Fn(&Input<'a>, &str) -> Result<T, SqsError>,
+        read: impl Fn(&Input<'_>, &str) -> Result<T, SqsError>,
     ) -> Result<BTreeMap<String, T>, SqsError> {
         let mut map = BTreeMap::new();
         match self {
             Input::Json { path, .. } => match self.json_member(json) {
                 None => {}
                 Some(Value::Object(object)) => {
-                    // Values are read through a one-member view so that `read` works the same
-                    // in both protocols.
+                    // Values are read through a view of the map as a structure, so that `read`
+                    // works the same in both protocols.
+                    let view = Input::Json {
+                        object,
+                        path: JsonPath::Member {
+                            parent: path,
+                            member: json,
+                            index: None,
+                        },
+                    };
                     for (name, _) in object.iter() {
-                        let view = Input::Json {
-                            object,
-                            path: format!("{path}{json}."),
-                        };
                         map.insert(name.clone(), read(&view, name)?);
                     }
                 }

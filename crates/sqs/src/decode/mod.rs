@@ -10,8 +10,6 @@ mod moves;
 #[cfg(test)]
 mod tests;
 
-use std::collections::BTreeSet;
-
 use leaseq_core::{AttributeValue, MessageAttribute, ReceiveRequest, SendInput};
 use serde_json::Value;
 
@@ -251,18 +249,29 @@ fn queue_ref(input: &Input, path: &str) -> Result<QueueRef, SqsError> {
 /// The queue name of a URL or path: `http(s)://host/ACCOUNT/name`, `/ACCOUNT/name` or the
 /// legacy `/queue/name`.
 pub fn queue_name_of_url(url: &str) -> Result<QueueRef, SqsError> {
-    let lower = url.get(..8).unwrap_or(url).to_ascii_lowercase();
-    let path = if lower.starts_with("http://") || lower.starts_with("https://") {
-        let after_scheme = &url[url.find("//").map_or(0, |at| at + 2)..];
-        after_scheme.find('/').map_or("", |at| &after_scheme[at..])
-    } else {
-        url
+    let scheme = ["http://", "https://"].into_iter().find(|scheme| {
+        url.get(..scheme.len())
+            .is_some_and(|start| start.eq_ignore_ascii_case(scheme))
+    });
+    let path = match scheme {
+        // The path starts at the first `/` after the host.
+        Some(scheme) => {
+            let after_scheme = &url[scheme.len()..];
+            after_scheme.find('/').map_or("", |at| &after_scheme[at..])
+        }
+        None => url,
     };
-    let path = path.split(['?', '#']).next().unwrap_or_default();
-    let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
-    match segments.as_slice() {
-        [_account_or_queue, name] => Ok(QueueRef {
-            name: (*name).to_string(),
+    // The path ends at a query or a fragment. (Bytes, not chars: both are ASCII, so the cut is
+    // at a character boundary, and a byte scan is much cheaper.)
+    let end = path
+        .bytes()
+        .position(|byte| byte == b'?' || byte == b'#')
+        .unwrap_or(path.len());
+    let path = &path[..end];
+    let mut segments = path.split('/').filter(|s| !s.is_empty());
+    match (segments.next(), segments.next(), segments.next()) {
+        (Some(_account_or_queue), Some(name), None) => Ok(QueueRef {
+            name: name.to_string(),
         }),
         _ => Err(SqsError::new(
             ErrorCode::InvalidAddress,
@@ -497,8 +506,7 @@ fn batch<T>(
             ),
         ));
     }
-    let mut seen = BTreeSet::new();
-    let mut decoded = Vec::with_capacity(entries.len());
+    let mut decoded: Vec<(String, &Input)> = Vec::with_capacity(entries.len());
     for entry in &entries {
         let id = entry.required_string("Id", "Id")?;
         if !valid_batch_entry_id(&id) {
@@ -507,7 +515,8 @@ fn batch<T>(
                 "A batch entry id can only contain alphanumeric characters, hyphens and underscores. It can be at most 80 letters long.",
             ));
         }
-        if !seen.insert(id.clone()) {
+        // At most BATCH_ENTRIES_MAX ids: a scan of the earlier ones is cheaper than a set.
+        if decoded.iter().any(|(earlier, _)| *earlier == id) {
             return Err(SqsError::new(
                 ErrorCode::BatchEntryIdsNotDistinct,
                 format!("Id {id} repeated."),

@@ -8,6 +8,8 @@ use serde_json::{json, Value};
 
 use super::*;
 
+mod paths;
+
 fn json_request(action: &str, body: &[u8]) -> Result<Action, SqsError> {
     let target = format!("AmazonSQS.{action}");
     let raw = RawRequest {
@@ -540,10 +542,21 @@ fn queue_url_forms_and_request_path() {
         "http://localhost:9324/queue/jobs",
         "/000000000000/jobs",
         "HTTP://host/1/jobs?x=y",
+        "hTtPs://host/1/jobs#fragment",
+        "/1//jobs/",
+        "http://é/1/jobs",
     ] {
         assert_eq!(queue_name_of_url(url).unwrap(), jobs(), "{url}");
     }
-    for bad in ["jobs", "http://host", "http://host/a/b/c"] {
+    for bad in [
+        "jobs",
+        "http://host",
+        "http://host/a/b/c",
+        "",
+        "/",
+        "http://",
+        "httpé://a/b",
+    ] {
         assert_eq!(
             queue_name_of_url(bad).unwrap_err().code,
             ErrorCode::InvalidAddress,

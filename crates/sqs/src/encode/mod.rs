@@ -4,11 +4,14 @@
 //! walker writes it as JSON, another as XML. The XML walker applies the Query protocol's rules:
 //! lists and maps are flattened (`<Message>` repeated, `<Attribute><Name/><Value/></Attribute>`)
 //! under their member names, and the result sits in `<ActionResult>` inside `<ActionResponse>`.
+//! Text in the tree borrows from the outcome where it can (bodies, receipts, ids), so a message
+//! body is copied once, into the response.
+
+use std::borrow::Cow;
 
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine as _;
 use leaseq_core::{AttributeValue, Delivery, MessageAttribute, Sent};
-use serde_json::{Map, Value};
 
 use crate::error::SqsError;
 use crate::md5::{md5_of_body, md5_of_message_attributes, md5_of_system_attributes};
@@ -33,39 +36,39 @@ pub struct Response {
 
 /// A value of an output shape.
 #[derive(Clone, Debug)]
-enum Node {
-    Text(String),
+enum Node<'a> {
+    Text(Cow<'a, str>),
     Bool(bool),
     /// A number (a JSON number; text in XML).
     Number(u64),
     /// Members in order.
-    Struct(Vec<(&'static str, Node)>),
+    Struct(Vec<(&'static str, Node<'a>)>),
     /// A flattened list; in XML each item is a `<member>` element.
     List {
         member: &'static str,
-        items: Vec<Node>,
+        items: Vec<Node<'a>>,
     },
     /// A flattened map; in XML each entry is `<entry><key/><value/></entry>`.
     Map {
         entry: &'static str,
         key: &'static str,
         value: &'static str,
-        entries: Vec<(String, Node)>,
+        entries: Vec<(Cow<'a, str>, Node<'a>)>,
     },
 }
 
-fn text(value: impl Into<String>) -> Node {
+fn text<'a>(value: impl Into<Cow<'a, str>>) -> Node<'a> {
     Node::Text(value.into())
 }
 
 // ----- outcome to node ----------------------------------------------------------------------
 
 /// The members of the action's result, or `None` for actions whose result is empty.
-fn result(
+fn result<'a>(
     action: &'static str,
-    outcome: &Outcome,
+    outcome: &'a Outcome,
     ctx: &Context,
-) -> Option<Vec<(&'static str, Node)>> {
+) -> Option<Vec<(&'static str, Node<'a>)>> {
     let url_list = |names: &[std::sync::Arc<str>]| Node::List {
         member: "QueueUrl",
         items: names
@@ -97,24 +100,13 @@ fn result(
             if !attributes.is_empty() {
                 members.push((
                     "Attributes",
-                    string_map(
-                        "Attribute",
-                        "Name",
-                        attributes.into_iter().map(|(k, v)| (k.to_string(), v)),
-                    ),
+                    string_map("Attribute", "Name", attributes.into_iter()),
                 ));
             }
         }
         Outcome::QueueTags(tags) => {
             if !tags.is_empty() {
-                members.push((
-                    "Tags",
-                    string_map(
-                        "Tag",
-                        "Key",
-                        tags.iter().map(|(k, v)| (k.clone(), v.clone())),
-                    ),
-                ));
+                members.push(("Tags", string_map("Tag", "Key", tags.iter())));
             }
         }
         Outcome::Sent(sent) => members.extend(sent_members(sent)),
@@ -206,7 +198,10 @@ fn result(
 }
 
 /// `LeaseqGetVisibilityAdvice`'s result. Numbers are strings, as in SQS's attribute maps.
-fn advice_members(advice: &VisibilityAdvice, ctx: &Context) -> Vec<(&'static str, Node)> {
+fn advice_members<'a>(
+    advice: &'a VisibilityAdvice,
+    ctx: &Context,
+) -> Vec<(&'static str, Node<'a>)> {
     let number = |value: u64| text(value.to_string());
     let mut members = vec![
         ("QueueUrl", text(crate::queue_url(ctx, &advice.queue_name))),
@@ -240,7 +235,7 @@ fn advice_members(advice: &VisibilityAdvice, ctx: &Context) -> Vec<(&'static str
 }
 
 /// A `ListMessageMoveTasksResultEntry` (plus `LeaseqMessageLimit` when the task has one).
-fn move_task(info: &leaseq_core::engine::MoveTaskInfo, ctx: &Context) -> Node {
+fn move_task<'a>(info: &'a leaseq_core::engine::MoveTaskInfo, ctx: &Context) -> Node<'a> {
     let task = &info.task;
     let source = info.source.as_deref().unwrap_or("(deleted)");
     let mut members = vec![
@@ -278,10 +273,10 @@ fn move_task(info: &leaseq_core::engine::MoveTaskInfo, ctx: &Context) -> Node {
 
 /// `LeaseqGetMessageHistory`: the message, then its attempts, oldest first. Times are
 /// milliseconds since the Unix epoch, as SQS's timestamp attributes are.
-fn message_history(
-    history: &leaseq_core::engine::MessageHistory,
+fn message_history<'a>(
+    history: &'a leaseq_core::engine::MessageHistory,
     ctx: &Context,
-) -> Vec<(&'static str, Node)> {
+) -> Vec<(&'static str, Node<'a>)> {
     let state = match history.state {
         Some(state) => state_name(state),
         None => "DELETED",
@@ -357,7 +352,7 @@ fn state_name(state: leaseq_core::MessageState) -> &'static str {
 }
 
 /// A message seen by `LeaseqPeekMessages`: no receipt (nothing was leased), and its state.
-fn peeked(entry: &crate::outcome::PeekedEntry, ctx: &Context) -> Node {
+fn peeked<'a>(entry: &'a crate::outcome::PeekedEntry, ctx: &Context) -> Node<'a> {
     let message = &entry.message;
     let payload = &entry.payload;
     let mut system = vec![
@@ -410,20 +405,24 @@ fn peeked(entry: &crate::outcome::PeekedEntry, ctx: &Context) -> Node {
     Node::Struct(members)
 }
 
-fn string_map(
+fn string_map<'a, K, V>(
     entry: &'static str,
     key: &'static str,
-    pairs: impl Iterator<Item = (String, String)>,
-) -> Node {
+    pairs: impl Iterator<Item = (K, V)>,
+) -> Node<'a>
+where
+    K: Into<Cow<'a, str>>,
+    V: Into<Cow<'a, str>>,
+{
     Node::Map {
         entry,
         key,
         value: "Value",
-        entries: pairs.map(|(k, v)| (k, Node::Text(v))).collect(),
+        entries: pairs.map(|(k, v)| (k.into(), text(v))).collect(),
     }
 }
 
-fn sent_members(sent: &Sent) -> Vec<(&'static str, Node)> {
+fn sent_members(sent: &Sent) -> Vec<(&'static str, Node<'_>)> {
     let payload = &sent.payload;
     let mut members = vec![
         ("MessageId", text(sent.message_id.to_string())),
@@ -441,11 +440,11 @@ fn sent_members(sent: &Sent) -> Vec<(&'static str, Node)> {
     members
 }
 
-fn batch_members<T>(
+fn batch_members<'a, T>(
     entry_name: &'static str,
-    successful: Vec<Node>,
-    entries: &[(String, Result<T, SqsError>)],
-) -> Vec<(&'static str, Node)> {
+    successful: Vec<Node<'a>>,
+    entries: &'a [(String, Result<T, SqsError>)],
+) -> Vec<(&'static str, Node<'a>)> {
     let failed = entries
         .iter()
         .filter_map(|(id, result)| {
@@ -490,19 +489,19 @@ const SYSTEM_ATTRIBUTES: [&str; 9] = [
     "SequenceNumber",
 ];
 
-fn system_attribute(name: &str, delivery: &Delivery, ctx: &Context) -> Option<String> {
+fn system_attribute<'a>(name: &str, delivery: &'a Delivery, ctx: &Context) -> Option<Cow<'a, str>> {
     Some(match name {
-        "SenderId" => delivery.payload.sender_id.to_string(),
-        "SentTimestamp" => delivery.sent_at_ms.to_string(),
-        "ApproximateReceiveCount" => delivery.receive_count.to_string(),
-        "ApproximateFirstReceiveTimestamp" => delivery.first_received_at_ms.to_string(),
-        "AWSTraceHeader" => delivery.payload.trace_header.clone()?,
+        "SenderId" => Cow::Borrowed(&*delivery.payload.sender_id),
+        "SentTimestamp" => delivery.sent_at_ms.to_string().into(),
+        "ApproximateReceiveCount" => delivery.receive_count.to_string().into(),
+        "ApproximateFirstReceiveTimestamp" => delivery.first_received_at_ms.to_string().into(),
+        "AWSTraceHeader" => delivery.payload.trace_header.as_deref()?.into(),
         "DeadLetterQueueSourceArn" => {
-            crate::queue_arn(ctx, delivery.dead_letter_source.as_deref()?)
+            crate::queue_arn(ctx, delivery.dead_letter_source.as_deref()?).into()
         }
-        "MessageGroupId" => delivery.fifo.as_ref()?.group_id.to_string(),
-        "MessageDeduplicationId" => delivery.fifo.as_ref()?.deduplication_id.to_string(),
-        "SequenceNumber" => delivery.sequence_number.clone()?,
+        "MessageGroupId" => delivery.fifo.as_ref()?.group_id.to_string().into(),
+        "MessageDeduplicationId" => delivery.fifo.as_ref()?.deduplication_id.to_string().into(),
+        "SequenceNumber" => delivery.sequence_number.as_deref()?.into(),
         _ => return None,
     })
 }
@@ -522,20 +521,20 @@ pub fn message_attribute_wanted(name: &str, wanted: &[String]) -> bool {
 }
 
 /// A message's `MessageAttributes`, by name.
-fn message_attributes<'a, N: ToString + 'a>(
-    attributes: impl Iterator<Item = (N, &'a MessageAttribute)>,
-) -> Node {
+fn message_attributes<'a>(
+    attributes: impl Iterator<Item = (&'a String, &'a MessageAttribute)>,
+) -> Node<'a> {
     Node::Map {
         entry: "MessageAttribute",
         key: "Name",
         value: "Value",
         entries: attributes
-            .map(|(name, attribute)| (name.to_string(), attribute_node(attribute)))
+            .map(|(name, attribute)| (Cow::Borrowed(name.as_str()), attribute_node(attribute)))
             .collect(),
     }
 }
 
-fn attribute_node(attribute: &MessageAttribute) -> Node {
+fn attribute_node(attribute: &MessageAttribute) -> Node<'_> {
     let value = match &attribute.value {
         AttributeValue::Text(value) => ("StringValue", text(value)),
         AttributeValue::Binary(bytes) => ("BinaryValue", text(STANDARD.encode(bytes))),
@@ -543,20 +542,18 @@ fn attribute_node(attribute: &MessageAttribute) -> Node {
     Node::Struct(vec![value, ("DataType", text(&attribute.data_type))])
 }
 
-fn message(
-    delivery: &Delivery,
+fn message<'a>(
+    delivery: &'a Delivery,
     attribute_names: &[String],
     message_attribute_names: &[String],
     ctx: &Context,
-) -> Node {
+) -> Node<'a> {
     let payload = &delivery.payload;
     let all = attribute_names.iter().any(|name| name == "All");
     let system = SYSTEM_ATTRIBUTES
         .iter()
         .filter(|&&name| all || attribute_names.iter().any(|wanted| wanted == name))
-        .filter_map(|&name| {
-            system_attribute(name, delivery, ctx).map(|value| (name.to_string(), value))
-        });
+        .filter_map(|&name| system_attribute(name, delivery, ctx).map(|value| (name, value)));
     let system = string_map("Attribute", "Name", system);
     let returned: Vec<(&String, &MessageAttribute)> = payload
         .attributes
@@ -583,29 +580,132 @@ fn message(
 }
 
 // ----- JSON ---------------------------------------------------------------------------------
+//
+// The JSON walker writes bytes straight from the tree, with no `serde_json::Value` in between,
+// and writes exactly what `Value::to_string` wrote before it: compact; the members of every
+// object in byte order of their names (a `serde_json::Map` is a `BTreeMap` unless serde_json's
+// `preserve_order` feature is on, and nothing in the workspace turns it on), the last of equal
+// names winning; strings escaped as serde_json escapes them. The tests check the two agree.
 
-fn to_json(node: &Node) -> Value {
+/// Writes `text` as a JSON string, escaped as serde_json does: `"` and `\` with a backslash,
+/// the control characters below U+0020 as `\b`, `\t`, `\n`, `\f`, `\r` or `\u00xx`, and every
+/// other character as it is (RFC 8259 asks no more; U+007F, U+2028 and U+2029 are valid in
+/// JSON strings). Every byte of a multi-byte UTF-8 sequence is 0x80 or above, so scanning bytes
+/// never splits a character.
+fn json_string(text: &str, out: &mut Vec<u8>) {
+    let bytes = text.as_bytes();
+    out.push(b'"');
+    // Most text needs no escape: find that out with a scan that does not stop early (which the
+    // compiler turns into wide compares), then copy it whole. Otherwise copy the runs between
+    // escapes.
+    let needs_escape = |byte: u8| byte < 0x20 || byte == b'"' || byte == b'\\';
+    if !bytes
+        .iter()
+        .fold(false, |any, &byte| any | needs_escape(byte))
+    {
+        out.extend_from_slice(bytes);
+        out.push(b'"');
+        return;
+    }
+    let mut start = 0;
+    for (at, &byte) in bytes.iter().enumerate() {
+        let unicode;
+        let escape: &[u8] = match byte {
+            b'"' => b"\\\"",
+            b'\\' => b"\\\\",
+            0x08 => b"\\b",
+            b'\t' => b"\\t",
+            b'\n' => b"\\n",
+            0x0c => b"\\f",
+            b'\r' => b"\\r",
+            0x00..=0x1f => {
+                let digit = |nibble: u8| crate::HEX_DIGITS[usize::from(nibble)];
+                unicode = [
+                    b'\\',
+                    b'u',
+                    b'0',
+                    b'0',
+                    digit(byte >> 4),
+                    digit(byte & 0x0f),
+                ];
+                &unicode
+            }
+            _ => continue,
+        };
+        out.extend_from_slice(&bytes[start..at]);
+        out.extend_from_slice(escape);
+        start = at + 1;
+    }
+    out.extend_from_slice(&bytes[start..]);
+    out.push(b'"');
+}
+
+/// Writes `node` as JSON (see above). Takes the tree by value so that members can be sorted in
+/// place.
+fn write_json(node: Node<'_>, out: &mut Vec<u8>) {
     match node {
-        Node::Text(text) => Value::String(text.clone()),
-        Node::Bool(value) => Value::Bool(*value),
-        Node::Number(value) => Value::from(*value),
-        Node::Struct(members) => Value::Object(
-            members
-                .iter()
-                .map(|(name, node)| (name.to_string(), to_json(node)))
-                .collect(),
-        ),
-        Node::List { items, .. } => Value::Array(items.iter().map(to_json).collect()),
-        Node::Map { entries, .. } => Value::Object(
-            entries
-                .iter()
-                .map(|(key, node)| (key.clone(), to_json(node)))
-                .collect::<Map<String, Value>>(),
-        ),
+        Node::Text(text) => json_string(&text, out),
+        Node::Bool(value) => out.extend_from_slice(if value { b"true" } else { b"false" }),
+        Node::Number(value) => out.extend_from_slice(value.to_string().as_bytes()),
+        Node::Struct(mut members) => {
+            members.sort_by(|a, b| a.0.cmp(b.0));
+            write_json_object(members, out);
+        }
+        Node::List { items, .. } => {
+            out.push(b'[');
+            for (at, item) in items.into_iter().enumerate() {
+                if at > 0 {
+                    out.push(b',');
+                }
+                write_json(item, out);
+            }
+            out.push(b']');
+        }
+        Node::Map { mut entries, .. } => {
+            entries.sort_by(|a, b| a.0.cmp(&b.0));
+            write_json_object(entries, out);
+        }
     }
 }
 
-fn json_response(status: u16, body: Value, ctx: &Context, extra: Option<String>) -> Response {
+/// Writes an object whose members are sorted by name with a stable sort. Of members with equal
+/// names only the last is written, as a `serde_json::Map` keeps the last value inserted under a
+/// name. (The encoder never repeats a name; this keeps the output what it was regardless.)
+fn write_json_object<'a, K: AsRef<str>>(members: Vec<(K, Node<'a>)>, out: &mut Vec<u8>) {
+    out.push(b'{');
+    let mut members = members.into_iter().peekable();
+    let mut first = true;
+    while let Some((name, node)) = members.next() {
+        if members
+            .peek()
+            .is_some_and(|(next, _)| next.as_ref() == name.as_ref())
+        {
+            continue;
+        }
+        if !first {
+            out.push(b',');
+        }
+        first = false;
+        json_string(name.as_ref(), out);
+        out.push(b':');
+        write_json(node, out);
+    }
+    out.push(b'}');
+}
+
+/// How many bytes a response's buffer starts with: most responses fit; a receive of 10 large
+/// messages grows it a few times. (Sizing it exactly with a walk of the tree first measured
+/// slower than those few reallocations.)
+const RESPONSE_CAPACITY_BYTES: usize = 1024;
+
+/// `node` as a JSON document.
+fn json_document(node: Node<'_>) -> Vec<u8> {
+    let mut out = Vec::with_capacity(RESPONSE_CAPACITY_BYTES);
+    write_json(node, &mut out);
+    out
+}
+
+fn json_response(status: u16, body: Vec<u8>, ctx: &Context, extra: Option<String>) -> Response {
     let mut headers = vec![
         ("content-type", JSON_CONTENT_TYPE.to_string()),
         ("x-amzn-requestid", ctx.request_id.clone()),
@@ -616,7 +716,7 @@ fn json_response(status: u16, body: Value, ctx: &Context, extra: Option<String>)
     Response {
         status,
         headers,
-        body: body.to_string().into_bytes(),
+        body,
     }
 }
 
@@ -631,19 +731,38 @@ fn xml_allowed(c: char) -> bool {
 /// Escapes text content as SQS does: markup characters and quotes as entities, and `\r` as
 /// `&#xD;` so that XML parsers' line-end normalisation does not turn it into `\n`.
 pub fn xml_escape(text: &str, out: &mut String) {
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\r' => out.push_str("&#xD;"),
+    // Most text needs no escape: find that out with a scan of bytes that does not stop early
+    // (which the compiler turns into wide compares), then copy it whole. The scan flags every
+    // byte that may start a character to escape or replace: markup, controls, and 0xEF, the
+    // first byte of U+FFFE and U+FFFF (the only characters XML refuses that a `str` can hold
+    // above U+007F). Otherwise copy the runs between escapes.
+    let may_need_escape =
+        |byte: u8| byte < 0x20 || matches!(byte, b'&' | b'<' | b'>' | b'"' | 0xef);
+    if !text
+        .bytes()
+        .fold(false, |any, byte| any | may_need_escape(byte))
+    {
+        out.push_str(text);
+        return;
+    }
+    let mut start = 0;
+    for (at, c) in text.char_indices() {
+        let escape = match c {
+            '&' => "&amp;",
+            '<' => "&lt;",
+            '>' => "&gt;",
+            '"' => "&quot;",
+            '\r' => "&#xD;",
             // Message bodies cannot hold these (the engine refuses them), but error messages
             // may quote arbitrary input; XML cannot carry them even as references.
-            c if !xml_allowed(c) => out.push('\u{FFFD}'),
-            c => out.push(c),
-        }
+            c if !xml_allowed(c) => "\u{FFFD}",
+            _ => continue,
+        };
+        out.push_str(&text[start..at]);
+        out.push_str(escape);
+        start = at + c.len_utf8();
     }
+    out.push_str(&text[start..]);
 }
 
 fn element(out: &mut String, name: &str, content: impl FnOnce(&mut String)) {
@@ -719,15 +838,17 @@ pub fn encode(
     let members = result(action, outcome, ctx);
     match protocol {
         crate::Protocol::Json => {
-            let body = to_json(&Node::Struct(members.unwrap_or_default()));
+            let body = json_document(Node::Struct(members.unwrap_or_default()));
             json_response(200, body, ctx, None)
         }
         crate::Protocol::Query => {
-            let mut out = String::from("<?xml version=\"1.0\"?>");
+            let result = members.map(Node::Struct);
+            let mut out = String::with_capacity(RESPONSE_CAPACITY_BYTES);
+            out.push_str("<?xml version=\"1.0\"?>");
             out.push_str(&format!("<{action}Response xmlns=\"{XML_NAMESPACE}\">"));
-            if let Some(members) = members {
+            if let Some(result) = result {
                 element(&mut out, &format!("{action}Result"), |out| {
-                    xml_content(&Node::Struct(members), out)
+                    xml_content(&result, out)
                 });
             }
             element(&mut out, "ResponseMetadata", |out| {
@@ -743,10 +864,10 @@ pub fn encode(
 pub fn encode_error(protocol: crate::Protocol, error: &SqsError, ctx: &Context) -> Response {
     match protocol {
         crate::Protocol::Json => {
-            let body = serde_json::json!({
-                "__type": error.code.json_type(),
-                "message": error.message,
-            });
+            let body = json_document(Node::Struct(vec![
+                ("__type", text(error.code.json_type())),
+                ("message", text(&error.message)),
+            ]));
             let query_error = format!("{};{}", error.code.query_code(), error.fault());
             json_response(error.status(), body, ctx, Some(query_error))
         }

@@ -16,6 +16,9 @@ use super::*;
 use crate::error::ErrorCode;
 use crate::Protocol;
 
+mod json;
+mod xml;
+
 fn ctx() -> Context {
     Context {
         base_url: "http://localhost:9324".into(),
