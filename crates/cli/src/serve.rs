@@ -237,17 +237,6 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
             .await
             .with_context(|| format!("creating queue {:?} from the configuration", queue.name))?;
     }
-    let app = leaseq_server::router_with_metrics(
-        backend.clone(),
-        HttpConfig {
-            external_url: settings.external_url.clone(),
-            region: settings.region.clone(),
-            account_id: settings.account_id.clone(),
-            request_body_max_bytes: 4 * 1024 * 1024,
-        },
-        metrics,
-    )
-    .merge(leaseq_server::dashboard::routes(backend.clone()));
     let listener = tokio::net::TcpListener::bind(settings.listen)
         .await
         .with_context(|| format!("listening on {}", settings.listen))?;
@@ -267,14 +256,24 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
         settings.account_id,
     );
     let shutdown_backend = backend.clone();
-    let app = app.into_make_service_with_connect_info::<std::net::SocketAddr>();
-    axum::serve(listener, app)
-        .with_graceful_shutdown(async move {
+    leaseq_server::http::serve(
+        listener,
+        backend.clone(),
+        HttpConfig {
+            external_url: settings.external_url.clone(),
+            region: settings.region.clone(),
+            account_id: settings.account_id.clone(),
+            request_body_max_bytes: 4 * 1024 * 1024,
+        },
+        metrics,
+        leaseq_server::dashboard::routes(backend.clone()),
+        async move {
             shutdown_signal().await;
             tracing::info!("shutting down: answering requests in flight, releasing long polls");
             shutdown_backend.shut_down();
-        })
-        .await?;
+        },
+    )
+    .await;
     // A checkpoint at shutdown makes the next start replay (almost) nothing.
     if let Err(error) = backend.checkpoint() {
         tracing::error!(%error, "final checkpoint failed; the next start replays the log");

@@ -52,7 +52,8 @@ pub fn page() -> Response {
 /// - `POST /api/queues/{name}/redrives/{task_id}/cancel` (`{}`): cancel one.
 ///
 /// The POST routes take only `application/json` bodies, which a cross-site form cannot send.
-/// Merge it with [`crate::router`].
+/// Pass it to [`crate::http::serve`] (every path here starts with one of
+/// [`crate::http::ROUTED_PATH_PREFIXES`]) or merge it with [`crate::router`].
 pub fn routes(backend: Arc<Embedded>) -> Router {
     Router::new()
         .route("/metrics", get(metrics))

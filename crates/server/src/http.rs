@@ -3,17 +3,28 @@
 //! A request's body is read up to a fixed bound before anything looks at it, so an oversized
 //! request costs at most that much memory. The protocol is chosen per request: AWS JSON 1.0 when
 //! `X-Amz-Target` is present, Query otherwise; the response (and any error) uses the same one.
+//!
+//! [`serve`] is the accept loop of `leaseq serve`; [`router`] serves the same API as an axum
+//! `Router` for anyone who runs their own server (the tests do).
+
+mod serve;
+
+pub use serve::{serve, ROUTED_PATH_PREFIXES};
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Instant;
 
-use axum::body::Bytes;
+use axum::body::{Body, Bytes};
 use axum::extract::{ConnectInfo, Request, State};
-use axum::http::{HeaderMap, HeaderValue, Method, StatusCode};
-use axum::response::{IntoResponse, Response};
+use axum::http::header::CONTENT_TYPE;
+use axum::http::request::Parts;
+use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode};
+use axum::response::Response;
 use axum::routing::get;
-use axum::Router;
+use axum::{BoxError, Router};
+use http_body_util::{BodyExt as _, Limited};
+use hyper::body::Body as HttpBody;
 use leaseq_sqs::error::SqsError;
 use leaseq_sqs::{Context, Protocol, RawRequest};
 
@@ -53,11 +64,14 @@ pub fn router_with_metrics<B: Backend>(
     config: HttpConfig,
     metrics: Option<Arc<Metrics>>,
 ) -> Router {
-    let shared = Arc::new(Shared {
+    router_of(Arc::new(Shared {
         backend,
         config,
         metrics,
-    });
+    }))
+}
+
+fn router_of<B: Backend>(shared: Arc<Shared<B>>) -> Router {
     Router::new()
         .route("/health", get(|| async { "ok\n" }))
         .fallback(handle::<B>)
@@ -73,7 +87,22 @@ fn base_url(config: &HttpConfig, headers: &HeaderMap) -> String {
         .and_then(|h| h.to_str().ok())
         .filter(|h| !h.is_empty())
         .unwrap_or("localhost");
-    format!("http://{host}")
+    // Not `format!`: this runs for every request, and the formatting machinery costs more than
+    // the two copies.
+    let mut url = String::with_capacity("http://".len() + host.len());
+    url.push_str("http://");
+    url.push_str(host);
+    url
+}
+
+/// A fresh request id (`x-amzn-RequestId`): a random UUID, hyphenated.
+fn request_id() -> String {
+    // From the thread-local generator: `Uuid::new_v4` asks the kernel for every id, a syscall
+    // per request for an id that needs to be unique, not secret. Encoded into a buffer rather
+    // than through `Display`, which goes through the formatting machinery.
+    let uuid = uuid::Builder::from_random_bytes(rand::random()).into_uuid();
+    let mut buffer = uuid::Uuid::encode_buffer();
+    uuid.hyphenated().encode_lower(&mut buffer).to_owned()
 }
 
 /// The access key id of a SigV4 `Authorization` header (`Credential=AKID/...`), used as the
@@ -89,24 +118,37 @@ fn sender_id(headers: &HeaderMap, account_id: &str) -> Arc<str> {
         .into()
 }
 
+/// The router's fallback: an SQS request that reached the router (see [`serve`] for those that
+/// do not).
 async fn handle<B: Backend>(State(shared): State<Arc<Shared<B>>>, request: Request) -> Response {
     let (parts, body) = request.into_parts();
-    let (method, uri, headers) = (parts.method, parts.uri, parts.headers);
-    // Present when the server was started with connect info (`leaseq serve` is).
+    // Present when the server was started with connect info.
     let address = parts
         .extensions
         .get::<ConnectInfo<SocketAddr>>()
         .map(|info| info.0);
+    handle_sqs(&shared, parts, body, address).await
+}
+
+/// Answers one SQS request (or the dashboard page, a plain `GET /`) whose connection comes from
+/// `address`.
+async fn handle_sqs<B, RequestBody>(
+    shared: &Shared<B>,
+    parts: Parts,
+    body: RequestBody,
+    address: Option<SocketAddr>,
+) -> Response
+where
+    B: Backend,
+    RequestBody: HttpBody<Data = Bytes, Error: Into<BoxError>> + Send,
+{
+    let (method, uri, headers) = (parts.method, parts.uri, parts.headers);
     let config = &shared.config;
     let context = Context {
         base_url: base_url(config, &headers),
         region: config.region.clone(),
         account_id: config.account_id.clone(),
-        // From the thread-local generator: `Uuid::new_v4` asks the kernel for every id, a
-        // syscall per request for an id that needs to be unique, not secret.
-        request_id: uuid::Builder::from_random_bytes(rand::random())
-            .into_uuid()
-            .to_string(),
+        request_id: request_id(),
     };
     let target = headers.get("x-amz-target").and_then(|h| h.to_str().ok());
     if method == Method::GET && uri.path() == "/" && uri.query().is_none() && target.is_none() {
@@ -117,8 +159,11 @@ async fn handle<B: Backend>(State(shared): State<Arc<Shared<B>>>, request: Reque
     } else {
         Protocol::Query
     };
-    let body: Bytes = match axum::body::to_bytes(body, config.request_body_max_bytes).await {
-        Ok(body) => body,
+    let body: Bytes = match Limited::new(body, config.request_body_max_bytes)
+        .collect()
+        .await
+    {
+        Ok(body) => body.to_bytes(),
         Err(_) => {
             let error = SqsError::request_too_large(config.request_body_max_bytes);
             return reply(leaseq_sqs::encode_error(guessed, &error, &context));
@@ -168,13 +213,30 @@ async fn handle<B: Backend>(State(shared): State<Arc<Shared<B>>>, request: Reque
     reply(response)
 }
 
+/// The header of a response's request id, as the `sqs` crate names it.
+const REQUEST_ID: HeaderName = HeaderName::from_static("x-amzn-requestid");
+
+/// The HTTP response of an encoded SQS response.
 fn reply(response: leaseq_sqs::Response) -> Response {
     let status = StatusCode::from_u16(response.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    let mut out = (status, response.body).into_response();
+    let mut headers = HeaderMap::with_capacity(response.headers.len() + 1);
     for (name, value) in response.headers {
-        if let Ok(value) = HeaderValue::from_str(&value) {
-            out.headers_mut().insert(name, value);
-        }
+        // The encoder's `String` becomes the header's bytes without a copy.
+        let Ok(value) = HeaderValue::try_from(value) else {
+            continue;
+        };
+        // Every response has these two; naming them by constant spares parsing the names.
+        match name {
+            "content-type" => headers.insert(CONTENT_TYPE, value),
+            "x-amzn-requestid" => headers.insert(REQUEST_ID, value),
+            name => headers.insert(name, value),
+        };
     }
+    headers
+        .entry(CONTENT_TYPE)
+        .or_insert(HeaderValue::from_static("application/octet-stream"));
+    let mut out = Response::new(Body::from(response.body));
+    *out.status_mut() = status;
+    *out.headers_mut() = headers;
     out
 }

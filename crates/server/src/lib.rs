@@ -1,7 +1,8 @@
 //! The leaseq server: everything between the socket and the engine.
 //!
-//! - [`http`] accepts requests, bounds their size, decodes them with the `sqs` crate, hands the
-//!   [`leaseq_sqs::Action`] to a [`Backend`] and encodes its [`leaseq_sqs::Outcome`].
+//! - [`http`] accepts connections ([`http::serve`]) and requests, bounds their size, decodes
+//!   them with the `sqs` crate, hands the [`leaseq_sqs::Action`] to a [`Backend`] and encodes
+//!   its [`leaseq_sqs::Outcome`].
 //! - [`backend`] is the boundary between the protocol and the engine: a backend executes actions.
 //! - [`embedded`] is the backend of one process: the lease engine behind a mutex, the clock, the
 //!   long-poll waiters.

@@ -26,7 +26,12 @@ async fn start() -> SocketAddr {
         },
         ReceiptKey::new([1; 16]),
     ));
-    let app = leaseq_server::router(
+    tokio::spawn(backend.clone().drive_moves());
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    // As `leaseq serve` runs it, with the connection's address: attempts record their client.
+    tokio::spawn(leaseq_server::http::serve(
+        listener,
         backend.clone(),
         HttpConfig {
             external_url: None,
@@ -34,14 +39,10 @@ async fn start() -> SocketAddr {
             account_id: ACCOUNT.into(),
             request_body_max_bytes: 4 << 20,
         },
-    )
-    .merge(leaseq_server::dashboard::routes(backend.clone()));
-    tokio::spawn(backend.drive_moves());
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let address = listener.local_addr().unwrap();
-    // With the connection's address, as `leaseq serve` runs it: attempts record their client.
-    let app = app.into_make_service_with_connect_info::<SocketAddr>();
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        None,
+        leaseq_server::dashboard::routes(backend),
+        std::future::pending(),
+    ));
     address
 }
 

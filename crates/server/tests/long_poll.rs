@@ -25,7 +25,11 @@ async fn start() -> Server {
         },
         ReceiptKey::new([1; 16]),
     ));
-    let app = leaseq_server::router(
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    // As `leaseq serve` runs it (without the dashboard's routes).
+    tokio::spawn(leaseq_server::http::serve(
+        listener,
         backend.clone(),
         HttpConfig {
             external_url: None,
@@ -33,10 +37,10 @@ async fn start() -> Server {
             account_id: "000000000000".into(),
             request_body_max_bytes: 4 << 20,
         },
-    );
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let address = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        None,
+        axum::Router::new(),
+        std::future::pending(),
+    ));
     Server { address, backend }
 }
 
