@@ -24,7 +24,7 @@ mod http;
 mod server;
 
 use std::collections::{HashMap, HashSet};
-use std::io::Write as _;
+use std::os::unix::fs::FileExt as _;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -590,9 +590,9 @@ async fn queue_is_empty(client: &mut Client, url: &str) -> bool {
     .all(|name| attributes[*name].as_str() == Some("0"))
 }
 
-/// Appends the beginning of a record frame to the newest segment: a length, a checksum and
-/// part of a payload, as a crash in the middle of a write can leave on disk. The frame is not
-/// whole, so it can hold no acknowledged record and recovery must cut it.
+/// Writes the beginning of a record frame after the last record of the newest segment: a
+/// length, a checksum and part of a payload, as a crash in the middle of a write can leave on
+/// disk. The frame is not whole, so it can hold no acknowledged record and recovery must cut it.
 fn append_torn_record(wal_dir: &Path, rng: &mut StdRng) {
     let newest = std::fs::read_dir(wal_dir)
         .expect("the log directory")
@@ -603,11 +603,24 @@ fn append_torn_record(wal_dir: &Path, rng: &mut StdRng) {
     let len_bytes: u32 = rng.random_range(100..1000);
     let mut frame = len_bytes.to_le_bytes().to_vec();
     frame.extend((0..4 + rng.random_range(0..len_bytes)).map(|_| rng.random::<u8>()));
-    let mut file = std::fs::OpenOptions::new()
-        .append(true)
+    let file = std::fs::OpenOptions::new()
+        .write(true)
         .open(&newest)
         .unwrap();
-    file.write_all(&frame).unwrap();
+    let records_end = records_end(&std::fs::read(&newest).unwrap());
+    file.write_all_at(&frame, records_end).unwrap();
+}
+
+/// Where the records of a segment end: frames (a 4-byte length, a 4-byte checksum, the
+/// payload) follow its 32-byte header until the file ends or zeros begin (the log keeps the
+/// space ahead of its records zero-filled; a frame's checksum is never zero with its length).
+fn records_end(segment: &[u8]) -> u64 {
+    let mut offset = 32;
+    while offset + 8 <= segment.len() && segment[offset..offset + 8] != [0; 8] {
+        let len = u32::from_le_bytes(segment[offset..offset + 4].try_into().unwrap());
+        offset += 8 + len as usize;
+    }
+    offset.min(segment.len()) as u64
 }
 
 /// The restarted server recovered, cut the torn record if there was one, and logged no error.
