@@ -6,44 +6,24 @@
 //! POST that is not JSON (what a cross-site form sends) is refused.
 
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use leaseq_core::{EngineConfig, ReceiptKey};
-use leaseq_server::{Embedded, EmbeddedConfig, HttpConfig};
 use serde_json::{json, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpStream;
 
-const ACCOUNT: &str = "000000000000";
+mod common;
+
+use common::ACCOUNT;
 
 async fn start() -> SocketAddr {
-    let backend = Arc::new(Embedded::in_memory(
-        EmbeddedConfig {
-            engine: EngineConfig::default(),
-            region: "us-east-1".into(),
-            account_id: ACCOUNT.into(),
-        },
-        ReceiptKey::new([1; 16]),
-    ));
+    let backend = common::in_memory_backend();
     tokio::spawn(backend.clone().drive_moves());
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let address = listener.local_addr().unwrap();
     // As `leaseq serve` runs it, with the connection's address: attempts record their client.
-    tokio::spawn(leaseq_server::http::serve(
-        listener,
-        backend.clone(),
-        HttpConfig {
-            external_url: None,
-            region: "us-east-1".into(),
-            account_id: ACCOUNT.into(),
-            request_body_max_bytes: 4 << 20,
-        },
-        None,
-        leaseq_server::dashboard::routes(backend),
-        std::future::pending(),
-    ));
-    address
+    let routes = leaseq_server::dashboard::routes(backend.clone());
+    common::serve(backend, 4 << 20, routes, std::future::pending())
+        .await
+        .0
 }
 
 /// One request on its own connection: the status and the body (JSON, or `Null` if it is not).

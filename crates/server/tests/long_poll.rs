@@ -5,11 +5,12 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use leaseq_core::{EngineConfig, ReceiptKey};
-use leaseq_server::{Backend, Embedded, EmbeddedConfig, HttpConfig};
+use leaseq_server::{Backend, Embedded};
 use serde_json::{json, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpStream;
+
+mod common;
 
 struct Server {
     address: SocketAddr,
@@ -17,30 +18,15 @@ struct Server {
 }
 
 async fn start() -> Server {
-    let backend = Arc::new(Embedded::in_memory(
-        EmbeddedConfig {
-            engine: EngineConfig::default(),
-            region: "us-east-1".into(),
-            account_id: "000000000000".into(),
-        },
-        ReceiptKey::new([1; 16]),
-    ));
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let address = listener.local_addr().unwrap();
+    let backend = common::in_memory_backend();
     // As `leaseq serve` runs it (without the dashboard's routes).
-    tokio::spawn(leaseq_server::http::serve(
-        listener,
+    let (address, _) = common::serve(
         backend.clone(),
-        HttpConfig {
-            external_url: None,
-            region: "us-east-1".into(),
-            account_id: "000000000000".into(),
-            request_body_max_bytes: 4 << 20,
-        },
-        None,
+        4 << 20,
         axum::Router::new(),
         std::future::pending(),
-    ));
+    )
+    .await;
     Server { address, backend }
 }
 

@@ -4,45 +4,25 @@
 //! closes idle connections and returns.
 
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::time::Duration;
 
-use leaseq_core::{EngineConfig, ReceiptKey};
-use leaseq_server::{Embedded, EmbeddedConfig, HttpConfig};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpStream;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
+
+mod common;
 
 /// A server on a free port with the dashboard's routes and a 1 KiB body bound; dropping (or
 /// sending on) the returned sender shuts it down, and the handle ends when it has stopped.
 async fn start() -> (SocketAddr, oneshot::Sender<()>, JoinHandle<()>) {
-    let backend = Arc::new(Embedded::in_memory(
-        EmbeddedConfig {
-            engine: EngineConfig::default(),
-            region: "us-east-1".into(),
-            account_id: "000000000000".into(),
-        },
-        ReceiptKey::new([1; 16]),
-    ));
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let address = listener.local_addr().unwrap();
+    let backend = common::in_memory_backend();
     let (stop, stopped) = oneshot::channel::<()>();
-    let server = tokio::spawn(leaseq_server::http::serve(
-        listener,
-        backend.clone(),
-        HttpConfig {
-            external_url: None,
-            region: "us-east-1".into(),
-            account_id: "000000000000".into(),
-            request_body_max_bytes: 1024,
-        },
-        None,
-        leaseq_server::dashboard::routes(backend),
-        async move {
-            let _ = stopped.await;
-        },
-    ));
+    let routes = leaseq_server::dashboard::routes(backend.clone());
+    let (address, server) = common::serve(backend, 1024, routes, async move {
+        let _ = stopped.await;
+    })
+    .await;
     (address, stop, server)
 }
 
