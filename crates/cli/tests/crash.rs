@@ -24,8 +24,8 @@ mod http;
 mod server;
 
 use std::collections::{HashMap, HashSet};
-use std::os::unix::fs::FileExt as _;
 use std::net::SocketAddr;
+use std::os::unix::fs::FileExt as _;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
