@@ -92,9 +92,7 @@ impl FaultStorage {
     fn world(&self) -> io::Result<MutexGuard<'_, World>> {
         let world = self.world.lock().expect("fault storage mutex poisoned");
         if world.generation != self.generation {
-            return Err(io::Error::other(
-                "storage handle from before a simulated crash",
-            ));
+            return Err(stale_handle());
         }
         Ok(world)
     }
@@ -280,6 +278,11 @@ impl FileImage {
     }
 }
 
+/// The error of every call through a handle from before a simulated crash.
+fn stale_handle() -> io::Error {
+    io::Error::other("storage handle from before a simulated crash")
+}
+
 fn write_into(image: &mut Vec<u8>, offset: u64, data: &[u8]) {
     let start = offset as usize;
     let end = start + data.len();
@@ -417,10 +420,9 @@ impl StorageFile for FaultFile {
             }
             world.syncs_waiting -= 1;
         }
+        // A crash may have happened while this call waited at the gate.
         if world.generation != storage.generation {
-            return Err(io::Error::other(
-                "storage handle from before a simulated crash",
-            ));
+            return Err(stale_handle());
         }
         if std::mem::take(&mut world.fail_next_sync) {
             return Err(io::Error::from_raw_os_error(5));

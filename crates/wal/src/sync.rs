@@ -68,12 +68,6 @@ pub(crate) struct Writer {
     zeroed: Option<(u64, u64)>,
 }
 
-/// Why zeros ahead (`Options::zero_ahead_bytes`): appends then overwrite allocated blocks
-/// inside the file's length, which fdatasync makes durable without a journal commit of the
-/// file's size and extents. On this project's ext4 VMs an fdatasync after such an overwrite took
-/// 110-150 µs where one after an append took 150-270 µs, with a third less kernel CPU. Once per
-/// step a batch pays the larger fdatasync. A preallocation with `fallocate` would leave
-/// unwritten extents, whose conversion on first write costs nearly as much as an append.
 /// Zeros for [`Writer::zero_ahead`] to write from.
 static ZEROS: [u8; 64 << 10] = [0; 64 << 10];
 
@@ -219,6 +213,13 @@ impl Writer {
     /// are written after their zeros, so a full disk fails a batch before any of it is written.
     /// Recovery reads zeros after the last record as the end of the log
     /// (`format::scan_segment`); the batch's fdatasync makes them durable with the records.
+    ///
+    /// Why: records then overwrite allocated blocks inside the file's length, which fdatasync
+    /// makes durable without a journal commit of the file's size and extents. On this project's
+    /// ext4 VMs an fdatasync after such an overwrite took 110-150 µs where one after an append
+    /// took 150-270 µs, with a third less kernel CPU. Once per step a batch pays the larger
+    /// fdatasync. A preallocation with `fallocate` would leave unwritten extents, whose
+    /// conversion at the first write into each block costs nearly as much as an append.
     fn zero_ahead(
         &mut self,
         shared: &Shared,
@@ -232,8 +233,9 @@ impl Writer {
         }
         let mut zeroed = match self.zeroed {
             Some((zeroed_segment, zeroed)) if zeroed_segment == segment => zeroed,
-            // The first write to a segment this writer did not create (recovered at open):
-            // whatever follows its records is zeros (recovery checked, or cut a torn tail).
+            // A segment just created (its header alone), or the first write to one recovered
+            // at open: whatever follows its records is zeros (recovery checked, or cut a torn
+            // tail).
             _ => file
                 .len_bytes()
                 .map_err(|source| cause("stat", segment, source))?,
@@ -266,7 +268,6 @@ impl Writer {
             .map_err(|source| cause("create", segment, source))?;
         file.write_all_at(&header.encode(), 0)
             .map_err(|source| cause("write", segment, source))?;
-        self.zeroed = Some((segment, SEGMENT_HEADER_LEN_BYTES as u64));
         self.zero_ahead(shared, segment, &*file, SEGMENT_HEADER_LEN_BYTES as u64)?;
         file.sync_data()
             .map_err(|source| cause("fdatasync", segment, source))?;
@@ -356,20 +357,17 @@ pub(crate) fn sync_thread_work(shared: &Shared, state: &State) -> Option<bool> {
     let pending = !state.pending.is_empty();
     let unsynced = progress.synced_lsn < progress.written_lsn;
     let requested = state.sync_requested_lsn > progress.synced_lsn;
-    let (appends, policy_sync) = match shared.options.fsync {
-        // A lone waiter leads its own batch; whatever is pending once this thread is awake
-        // (woken by a waiter that did not lead, or by a leader that left records pending) it
-        // writes, as under the other policies (see the module docs for why).
-        FsyncPolicy::Always => (pending, true),
-        FsyncPolicy::Interval(interval) => (
-            pending,
-            unsynced && state.last_sync_at.elapsed() >= interval,
-        ),
-        FsyncPolicy::Never => (pending, false),
+    // Under every policy this thread writes whatever is pending once it is awake (under
+    // `Always`, woken by a waiter that did not lead or by a leader that left records pending;
+    // see the module docs for why).
+    let policy_sync = match shared.options.fsync {
+        FsyncPolicy::Always => true,
+        FsyncPolicy::Interval(interval) => unsynced && state.last_sync_at.elapsed() >= interval,
+        FsyncPolicy::Never => false,
     };
     let sync = policy_sync || requested || state.shutdown;
     let flush = state.shutdown && (pending || unsynced);
-    (appends || requested || flush || (policy_sync && unsynced)).then_some(sync)
+    (pending || requested || flush || (policy_sync && unsynced)).then_some(sync)
 }
 
 fn cause(op: &'static str, segment: u64, source: io::Error) -> PoisonCause {
