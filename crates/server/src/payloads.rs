@@ -37,6 +37,10 @@ pub(crate) fn position(location: Location) -> Position {
     }
 }
 
+/// Room for a record's encoding before it needs to grow: a message of a few hundred bytes with
+/// its metadata and attributes.
+const ENCODED_RECORD_CAPACITY_BYTES: usize = 1024;
+
 /// Appends the journal's records, spilling the payloads they carry to the log; returns the log's
 /// tail LSN after them. Called with the engine locked, so the log's order is the order in which
 /// the records were applied.
@@ -46,7 +50,9 @@ pub(crate) fn append(
     journal: &Journal,
     checkpoints: &Checkpoints,
 ) -> Result<Lsn, WalError> {
-    let mut bytes = Vec::new();
+    // One buffer for the journal's records, sized for the usual one up front: grown from empty,
+    // it would be reallocated half a dozen times for a small message.
+    let mut bytes = Vec::with_capacity(ENCODED_RECORD_CAPACITY_BYTES);
     for record in journal {
         bytes.clear();
         codec::encode(record, &mut bytes);

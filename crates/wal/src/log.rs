@@ -93,9 +93,6 @@ pub(crate) struct Shared {
     /// Wakes blocking waiters and appenders waiting for buffer space: the watermarks moved or
     /// the log was poisoned.
     pub(crate) progress: Condvar,
-    /// Async waiters by the LSN they wait for, each with a channel for the outcome (`Err`: the
-    /// log was poisoned). Registered and woken under the `state` lock, so none is missed.
-    pub(crate) async_waiters: Mutex<BTreeMap<Lsn, Vec<DurableSender>>>,
     /// Async waiters inside [`Wal::wait_durable`] right now, answered or not: a waiter leads
     /// only if it is alone (see `sync.rs`).
     pub(crate) async_waiting: AtomicUsize,
@@ -142,6 +139,13 @@ pub(crate) struct State {
     /// Threads waiting on `Shared::progress` (blocking waiters, appenders waiting for buffer
     /// space).
     pub(crate) progress_waiters: u32,
+    /// Async waiters of [`Wal::wait_durable`], by the LSN they wait for and then by arrival,
+    /// each with a channel for the outcome. Registered and answered under this lock, so none is
+    /// missed. (Keyed by arrival too, rather than a list per LSN, so a registration allocates
+    /// no list: most LSNs have exactly one waiter.)
+    pub(crate) async_waiters: BTreeMap<(Lsn, u64), DurableSender>,
+    /// The arrival number of the next async waiter.
+    pub(crate) next_waiter: u64,
 }
 
 /// What the log knows about one segment.
@@ -199,34 +203,23 @@ impl Shared {
     /// thread for if records are pending. The answers are taken out of the registry here but
     /// sent by
     /// [`Wakes::deliver`] once the lock is released.
-    pub(crate) fn publish(&self, state: &State) -> Wakes {
+    pub(crate) fn publish(&self, state: &mut State) -> Wakes {
         // A notify is a syscall even when nobody waits; under load nobody usually does.
         if state.progress_waiters > 0 {
             self.progress.notify_all();
         }
-        let mut waiters = self.async_waiters();
-        let wakes = match &state.progress.poisoned {
-            Some(cause) => Wakes {
-                senders: std::mem::take(&mut *waiters)
-                    .into_values()
-                    .flatten()
-                    .collect(),
-                poisoned: Some(cause.clone()),
-            },
+        let answered = match &state.progress.poisoned {
+            Some(_) => std::mem::take(&mut state.async_waiters),
             None => {
                 let acknowledged = self.acknowledged_lsn(&state.progress);
-                let still_waiting = waiters.split_off(&(acknowledged + 1));
-                let senders = std::mem::replace(&mut *waiters, still_waiting)
-                    .into_values()
-                    .flatten()
-                    .collect();
-                Wakes {
-                    senders,
-                    poisoned: None,
-                }
+                let still_waiting = state.async_waiters.split_off(&(acknowledged + 1, 0));
+                std::mem::replace(&mut state.async_waiters, still_waiting)
             }
         };
-        drop(waiters);
+        let wakes = Wakes {
+            senders: answered.into_values().collect(),
+            poisoned: state.progress.poisoned.clone(),
+        };
         if state.sync_thread_idle
             && state.writer.is_some()
             && crate::sync::sync_thread_work(self, state).is_some()
@@ -246,12 +239,6 @@ impl Shared {
             .expect("wal state mutex poisoned by a panic");
         state.progress_waiters -= 1;
         state
-    }
-
-    pub(crate) fn async_waiters(&self) -> MutexGuard<'_, BTreeMap<Lsn, Vec<DurableSender>>> {
-        self.async_waiters
-            .lock()
-            .expect("wal waiter mutex poisoned by a panic")
     }
 
     /// Commits one batch of everything pending, with an fdatasync, on this thread; `io` runs
@@ -308,6 +295,8 @@ impl Wal {
             sync_requested_lsn: 0,
             shutdown: false,
             progress_waiters: 0,
+            async_waiters: BTreeMap::new(),
+            next_waiter: 0,
         };
         let shared = Arc::new(Shared {
             storage,
@@ -315,7 +304,6 @@ impl Wal {
             state: Mutex::new(state),
             work: Condvar::new(),
             progress: Condvar::new(),
-            async_waiters: Mutex::new(BTreeMap::new()),
             async_waiting: AtomicUsize::new(0),
             removal: Mutex::new(()),
             stats: WalStats::default(),
@@ -490,11 +478,9 @@ impl Wal {
                 return self.acknowledgement(&state.progress, lsn);
             }
             let (sender, receiver) = oneshot::channel();
-            self.shared
-                .async_waiters()
-                .entry(lsn)
-                .or_default()
-                .push(sender);
+            let arrival = state.next_waiter;
+            state.next_waiter += 1;
+            state.async_waiters.insert((lsn, arrival), sender);
             // Its record is pending or in flight: wake the sync thread if it sleeps (if the
             // writer is busy, whoever holds it wakes the thread when it is done).
             if state.sync_thread_idle && state.writer.is_some() {
@@ -803,6 +789,10 @@ fn on_multi_threaded_runtime() -> bool {
         .is_ok_and(|handle| handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread)
 }
 
+/// The room a new chunk starts with: grown from empty, it would be reallocated (and copied)
+/// about ten times over for a batch of a few kilobytes.
+const CHUNK_CAPACITY_BYTES: usize = 16 << 10;
+
 /// The chunk an append at `offset` of `segment` extends: the last pending one if it is for the
 /// same segment, else a new one.
 fn chunk_for_append(pending: &mut Vec<Chunk>, segment: u64, offset: u64) -> &mut Chunk {
@@ -811,7 +801,7 @@ fn chunk_for_append(pending: &mut Vec<Chunk>, segment: u64, offset: u64) -> &mut
         pending.push(Chunk {
             segment,
             offset,
-            bytes: Vec::new(),
+            bytes: Vec::with_capacity(CHUNK_CAPACITY_BYTES),
             create: None,
             last_lsn: 0,
         });
