@@ -6,8 +6,10 @@
 #
 #   bare      the bare-HTTP yardstick (crates/server/examples/bare_http.rs), driven by
 #             `wrk -t1 -c64` and by the same Python harness (POST 256 B); per request
-#   leaseq    a fresh durable server (--fsync always): SendMessage; ReceiveMessage (10, wait 1 s)
-#             + DeleteMessageBatch; then `leaseq bench --workload w1 -c 64` on another fresh one
+#   leaseq    a fresh server for each policy of LEASEQ_FSYNC: SendMessage; ReceiveMessage (10,
+#             wait 1 s) + DeleteMessageBatch; then `leaseq bench --workload w1 -c 64` on another
+#             fresh one. `never` is the durability NATS JetStream runs with by default (written to
+#             the OS at once, fsynced every 2 minutes), so it is the like-for-like comparison
 #   nats      the running NATS JetStream (127.0.0.1:4222): a fresh file-store stream, js.publish,
 #             a durable pull consumer (fetch 10, ack each); the stream is deleted afterwards
 #   rabbitmq  the running RabbitMQ (127.0.0.1:5672, guest): a fresh quorum queue, confirms,
@@ -17,6 +19,7 @@
 # Usage: scripts/bench-peers.sh [rounds] [seconds]   (defaults: 1 10)
 #   LEASEQ_BIN  the binary to measure (default: build and use target/release/leaseq)
 #   SYSTEMS     default "bare leaseq nats rabbitmq"
+#   LEASEQ_FSYNC  leaseq's --fsync policies to run, default "always never"
 # The Python clients (nats-py, aio-pika, aiohttp, from PyPI) live in a venv under
 # target/venvs/peers, rebuilt only when the requirement list changes; wrk comes from Debian.
 set -euo pipefail
@@ -87,21 +90,24 @@ run_bare() {
 }
 
 run_leaseq() {
-    local port data
-    for client in python rust; do
-        port=$(free_port)
-        data="$(mktemp -d -p "$scratch")"
-        start_server "$port" "$leaseq" serve --data-dir "$data" --listen "127.0.0.1:$port" \
-            --log warn
-        if [[ "$client" == python ]]; then
-            drive leaseq --server-pid "$server_pid" --endpoint "http://127.0.0.1:$port/"
-        else
-            "$leaseq" bench --endpoint "http://127.0.0.1:$port" --workload w1 -c 64 \
-                --duration "$seconds" --server-pid "$server_pid" --json 2>/dev/null \
-                | python3 "$driver" leaseq-bench || failed=1
-        fi
-        stop_server
-        rm -rf "$data"
+    local port data fsync client
+    for fsync in ${LEASEQ_FSYNC:-always never}; do
+        for client in python rust; do
+            port=$(free_port)
+            data="$(mktemp -d -p "$scratch")"
+            start_server "$port" "$leaseq" serve --data-dir "$data" \
+                --listen "127.0.0.1:$port" --log warn --fsync "$fsync"
+            if [[ "$client" == python ]]; then
+                drive leaseq --server-pid "$server_pid" --endpoint "http://127.0.0.1:$port/" \
+                    --note "fsync $fsync"
+            else
+                "$leaseq" bench --endpoint "http://127.0.0.1:$port" --workload w1 -c 64 \
+                    --duration "$seconds" --server-pid "$server_pid" --json 2>/dev/null \
+                    | python3 "$driver" leaseq-bench --note "fsync $fsync" || failed=1
+            fi
+            stop_server
+            rm -rf "$data"
+        done
     done
 }
 

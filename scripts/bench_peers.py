@@ -388,8 +388,9 @@ def run_phase(args, phase, ctx, target=None):
     elapsed = max(o["last"] for o in outs) - min(o["started"] for o in outs)
     unit = "req" if args.system == "bare" else "msg"
     label = "python" if args.system == "bare" else phase
+    note = "aiohttp POST 256 B" if args.system == "bare" else args.note
     report(args.system, label, count, elapsed, server_cpu, sum(o["cpu"] for o in outs), unit,
-           "aiohttp POST 256 B" if args.system == "bare" else "")
+           note)
     errors = sum(o["errors"] for o in outs)
     if errors:
         first = next(o["error"] for o in outs if o["error"])
@@ -442,14 +443,14 @@ def run_wrk(args):
     return 0
 
 
-def report_leaseq_bench(_args):
+def report_leaseq_bench(args):
     """Formats `leaseq bench --json` (W1) from stdin as one line of the table."""
     run = json.load(sys.stdin)["run"]
     n = run["messages"]
     report("leaseq", "w1-rust", n, run["elapsed_s"],
            run["server_cpu"]["us_per_message"] * n / 1e6,
            run["generator_cpu"]["us_per_message"] * n / 1e6, "msg",
-           "leaseq bench --workload w1 -c 64, one process")
+           "; ".join(filter(None, ["leaseq bench --workload w1 -c 64, one process", args.note])))
     return 0
 
 
@@ -459,6 +460,7 @@ def main():
     parser.add_argument("--server-pid", type=int)
     parser.add_argument("--endpoint")
     parser.add_argument("--seconds", type=float, default=10)
+    parser.add_argument("--note", default="", help="said at the end of each line, e.g. the settings")
     args = parser.parse_args()
     args.endpoint = args.endpoint or DEFAULT_ENDPOINTS.get(args.system)
     if args.system == "leaseq-bench":

@@ -71,6 +71,12 @@ pub struct ServeArgs {
     /// [default: true].
     #[arg(long, env = "LEASEQ_METRICS")]
     metrics: Option<bool>,
+    /// Threads answering requests [default: the number of CPUs available]. The log's sync
+    /// thread comes on top under `--fsync always`; on a machine of 2 or 4 CPUs shared with
+    /// busy clients, one thread fewer than the CPUs spends less CPU per request (fewer
+    /// hand-offs between threads) at the cost of peak throughput.
+    #[arg(long, env = "LEASEQ_THREADS", value_parser = clap::value_parser!(u16).range(1..))]
+    threads: Option<u16>,
 }
 
 /// The `--config` file.
@@ -89,6 +95,7 @@ struct FileConfig {
     checkpoint_bytes: Option<u64>,
     log: Option<String>,
     metrics: Option<bool>,
+    threads: Option<u16>,
     #[serde(default)]
     queues: Vec<QueueSpec>,
 }
@@ -119,6 +126,8 @@ struct Settings {
     checkpoint_bytes: u64,
     log: String,
     metrics: bool,
+    /// `None`: one per CPU.
+    threads: Option<u16>,
     queues: Vec<QueueSpec>,
 }
 
@@ -179,6 +188,10 @@ fn settings(args: ServeArgs) -> anyhow::Result<Settings> {
             .unwrap_or(leaseq_server::embedded::CHECKPOINT_LOG_BYTES_MIN),
         log: args.log.or(file.log).unwrap_or_else(|| "info".into()),
         metrics: args.metrics.or(file.metrics).unwrap_or(true),
+        threads: match args.threads.or(file.threads) {
+            Some(0) => bail!("threads must be at least 1"),
+            threads => threads,
+        },
         queues,
     })
 }
@@ -189,10 +202,11 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::try_new(&settings.log)?)
         .init();
-    tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()?
-        .block_on(serve(settings))
+    let mut runtime = tokio::runtime::Builder::new_multi_thread();
+    if let Some(threads) = settings.threads {
+        runtime.worker_threads(usize::from(threads));
+    }
+    runtime.enable_all().build()?.block_on(serve(settings))
 }
 
 async fn serve(settings: Settings) -> anyhow::Result<()> {

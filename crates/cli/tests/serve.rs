@@ -119,6 +119,7 @@ async fn config_file_env_graceful_stop_and_restart() {
 listen = "{addr}"
 data_dir = "{data}"
 account_id = "123456789012"
+threads = 1
 
 [[queues]]
 name = "jobs-dlq"
@@ -244,6 +245,23 @@ async fn a_bad_config_file_is_refused_with_a_clear_message() {
     assert!(!output.status.success());
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("VisibilityTimeout"), "{stderr}");
+
+    // No threads to answer with: refused from the file and from the flag, before starting.
+    std::fs::write(&config, "threads = 0\n").unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_leaseq"))
+        .args(["serve", "--config", config.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("threads must be at least 1"), "{stderr}");
+    let output = Command::new(env!("CARGO_BIN_EXE_leaseq"))
+        .args(["serve", "--threads", "0"])
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("--threads"), "{stderr}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
