@@ -71,10 +71,10 @@ pub struct ServeArgs {
     /// [default: true].
     #[arg(long, env = "LEASEQ_METRICS")]
     metrics: Option<bool>,
-    /// Threads answering requests [default: the number of CPUs available]. The log's sync
-    /// thread comes on top under `--fsync always`; on a machine of 2 or 4 CPUs shared with
-    /// busy clients, one thread fewer than the CPUs spends less CPU per request (fewer
-    /// hand-offs between threads) at the cost of peak throughput.
+    /// Threads answering requests [default: the number of CPUs available]. The log's own
+    /// thread (it writes and fsyncs) comes on top. On a small machine shared with busy clients,
+    /// fewer threads than CPUs can spend less CPU per request (fewer hand-offs between threads)
+    /// at the cost of peak throughput.
     #[arg(long, env = "LEASEQ_THREADS", value_parser = clap::value_parser!(u16).range(1..))]
     threads: Option<u16>,
 }
