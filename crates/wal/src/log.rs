@@ -200,9 +200,8 @@ impl Shared {
     /// with the state lock held (`state` is borrowed from it), which is what makes async
     /// registration race-free: a waiter either sees the writer free and leads, or registers
     /// before this runs and is answered here or by a later batch, which this wakes the sync
-    /// thread for if records are pending. The answers are taken out of the registry here but
-    /// sent by
-    /// [`Wakes::deliver`] once the lock is released.
+    /// thread for if records are pending. The answers are taken out of
+    /// `State::async_waiters` here but sent by [`Wakes::deliver`] once the lock is released.
     pub(crate) fn publish(&self, state: &mut State) -> Wakes {
         // A notify is a syscall even when nobody waits; under load nobody usually does.
         if state.progress_waiters > 0 {
