@@ -212,17 +212,26 @@ tags = {{ team = "payments" }}
     assert!(wait_exit(&mut child, &log).success());
 }
 
+/// Runs `leaseq serve` with `args`, which must be refused before the server starts; returns
+/// what it printed on stderr.
+fn refused(args: &[&str]) -> String {
+    let output = Command::new(env!("CARGO_BIN_EXE_leaseq"))
+        .arg("serve")
+        .args(args)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert!(!output.status.success(), "{stderr}");
+    stderr
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_bad_config_file_is_refused_with_a_clear_message() {
     let dir = scratch("bad-config");
     let config = dir.0.join("bad.toml");
+    let config_arg = config.to_str().unwrap();
     std::fs::write(&config, "listen = \"127.0.0.1:1\"\nno_such_setting = 1\n").unwrap();
-    let output = Command::new(env!("CARGO_BIN_EXE_leaseq"))
-        .args(["serve", "--config", config.to_str().unwrap()])
-        .output()
-        .unwrap();
-    assert!(!output.status.success());
-    let stderr = String::from_utf8_lossy(&output.stderr);
+    let stderr = refused(&["--config", config_arg]);
     assert!(stderr.contains("no_such_setting"), "{stderr}");
 
     std::fs::write(
@@ -230,37 +239,21 @@ async fn a_bad_config_file_is_refused_with_a_clear_message() {
         "[[queues]]\nname = \"q\"\nattributes = { VisibilityTimeout = \"99999\" }\n",
     )
     .unwrap();
-    let output = Command::new(env!("CARGO_BIN_EXE_leaseq"))
-        .args([
-            "serve",
-            "--config",
-            config.to_str().unwrap(),
-            "--in-memory",
-            "true",
-            "--listen",
-            "127.0.0.1:0",
-        ])
-        .output()
-        .unwrap();
-    assert!(!output.status.success());
-    let stderr = String::from_utf8_lossy(&output.stderr);
+    let stderr = refused(&[
+        "--config",
+        config_arg,
+        "--in-memory",
+        "true",
+        "--listen",
+        "127.0.0.1:0",
+    ]);
     assert!(stderr.contains("VisibilityTimeout"), "{stderr}");
 
     // No threads to answer with: refused from the file and from the flag, before starting.
     std::fs::write(&config, "threads = 0\n").unwrap();
-    let output = Command::new(env!("CARGO_BIN_EXE_leaseq"))
-        .args(["serve", "--config", config.to_str().unwrap()])
-        .output()
-        .unwrap();
-    assert!(!output.status.success());
-    let stderr = String::from_utf8_lossy(&output.stderr);
+    let stderr = refused(&["--config", config_arg]);
     assert!(stderr.contains("threads must be at least 1"), "{stderr}");
-    let output = Command::new(env!("CARGO_BIN_EXE_leaseq"))
-        .args(["serve", "--threads", "0"])
-        .output()
-        .unwrap();
-    assert!(!output.status.success());
-    let stderr = String::from_utf8_lossy(&output.stderr);
+    let stderr = refused(&["--threads", "0"]);
     assert!(stderr.contains("--threads"), "{stderr}");
 }
 
