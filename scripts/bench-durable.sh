@@ -2,15 +2,16 @@
 # Durable-mode (`--fsync always`) latency and CPU against the disk's own fdatasync, A/B.
 #
 # Each round: bare fdatasync probes (4000 x pwrite 256 B + fdatasync on the data directory's
-# filesystem, once extending a file and once over a zero-filled one), then W1 -c 1, W1 -c 64 and
-# W2 -c 64 against a fresh server of each binary in turn, so drift on a shared machine hits both
-# alike. The bars (BENCHMARKS.md): W1 -c 1 p50 at most 2x the probe's p50; at most 25 us server
-# CPU per message for W1, 10 for W2.
+# filesystem, once extending a file and once over a zero-filled one), then W1 -c 1, W1 -c 64,
+# W2 -c 64, and W2 -c 64 in memory (`--in-memory true`), against a fresh server of each binary in
+# turn, so drift on a shared machine hits both alike. The bars (issue 4, BENCHMARKS.md): W1 -c 1
+# p50 at most 2x the probe's p50; at most 25 us server CPU per message for W1, 10 for W2; durable
+# W2 at least 50% of the in-memory W2 throughput.
 #
 # Usage: scripts/bench-durable.sh [rounds] [seconds]   (defaults: 2 8)
 #   LEASEQ_BIN  the binary to measure (default: build and use target/release/leaseq)
 #   LEASEQ_OLD  binaries to compare against (e.g. one built from main), space-separated; optional
-#   WORKLOADS   default "w1:1 w1:64 w2:64" (workload:concurrency)
+#   WORKLOADS   default "w1:1 w1:64 w2:64 w2:64:mem" (workload:concurrency[:mem])
 set -euo pipefail
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo_root"
@@ -47,11 +48,13 @@ for mode in ("append", "overwrite"):
 EOF
 }
 
-run() { # binary workload concurrency
-    local port data
+run() { # binary workload concurrency [mem]
+    local port data mode=()
+    [[ "${4:-}" == mem ]] && mode=(--in-memory true)
     port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
     data="$(mktemp -d -p "$scratch")"
-    "$1" serve --data-dir "$data" --listen "127.0.0.1:$port" --log warn >/dev/null 2>&1 &
+    "$1" serve --data-dir "$data" --listen "127.0.0.1:$port" --log warn "${mode[@]}" \
+        >/dev/null 2>&1 &
     server_pid=$!
     for _ in $(seq 1 100); do
         curl -sf "http://127.0.0.1:$port/health" >/dev/null 2>&1 && break
@@ -61,9 +64,10 @@ run() { # binary workload concurrency
         --server-pid "$server_pid" --json 2>/dev/null | python3 -c '
 import json, sys
 r = json.load(sys.stdin)["run"]; a = r["actions"][0]; l = a["latency_us"]
-print("%-3s -c %-3s %7.0f msg/s  p50 %5d us  p99 %6d us  server %5.1f us/msg  bench %5.1f us/msg" % (
+print("%-3s -c %-3s %7.0f msg/s  p50 %5d us  p99 %6d us  server %5.1f us/msg  bench %5.1f us/msg%s" % (
     sys.argv[1], sys.argv[2], r["messages"] / r["elapsed_s"], l["p50"], l["p99"],
-    r["server_cpu"]["us_per_message"], r["generator_cpu"]["us_per_message"]))' "$2" "$3"
+    r["server_cpu"]["us_per_message"], r["generator_cpu"]["us_per_message"], sys.argv[3]))' \
+        "$2" "$3" "${4:+  (in memory)}"
     kill "$server_pid" 2>/dev/null || true
     wait "$server_pid" 2>/dev/null || true
     server_pid=""
@@ -73,10 +77,11 @@ print("%-3s -c %-3s %7.0f msg/s  p50 %5d us  p99 %6d us  server %5.1f us/msg  be
 for round in $(seq 1 "$rounds"); do
     echo "round $round  $(date -u +%H:%M:%S)  load $(cut -d' ' -f1-3 /proc/loadavg)"
     probe
-    for workload in ${WORKLOADS:-w1:1 w1:64 w2:64}; do
+    for workload in ${WORKLOADS:-w1:1 w1:64 w2:64 w2:64:mem}; do
+        IFS=: read -r name concurrency mode <<<"$workload"
         for bin in "${bins[@]}"; do
             printf '%-22s ' "$(basename "$bin")"
-            run "$bin" "${workload%:*}" "${workload#*:}"
+            run "$bin" "$name" "$concurrency" "$mode"
         done
     done
 done
