@@ -70,36 +70,34 @@ fn json_paths_name_list_items_structures_and_map_entries() {
 
 #[test]
 fn query_paths_name_list_items_structures_and_map_entries() {
-    assert_eq!(
-        query_message(
-            "SendMessageBatch",
-            &[
-                ("QueueUrl", "/1/q"),
-                ("SendMessageBatchRequestEntry.1.Id", "a"),
-                ("SendMessageBatchRequestEntry.1.MessageBody", "x"),
-                ("SendMessageBatchRequestEntry.2.Id", "b"),
-            ]
+    let entry = "SendMessageBatchRequestEntry";
+    let attribute = "SendMessageBatchRequestEntry.1.MessageAttribute.1";
+    let cases: [(Vec<(String, &str)>, String); 2] = [
+        (
+            vec![
+                (format!("{entry}.1.Id"), "a"),
+                (format!("{entry}.1.MessageBody"), "x"),
+                (format!("{entry}.2.Id"), "b"),
+            ],
+            format!("The request must contain the parameter {entry}.2.MessageBody."),
         ),
-        "The request must contain the parameter SendMessageBatchRequestEntry.2.MessageBody."
-    );
-    assert_eq!(
-        query_message(
-            "SendMessageBatch",
-            &[
-            ("QueueUrl", "/1/q"),
-            ("SendMessageBatchRequestEntry.1.Id", "a"),
-            ("SendMessageBatchRequestEntry.1.MessageBody", "x"),
-            ("SendMessageBatchRequestEntry.1.MessageAttribute.1.Name", "raw"),
-            (
-                "SendMessageBatchRequestEntry.1.MessageAttribute.1.Value.DataType",
-                "Binary"
+        (
+            vec![
+                (format!("{entry}.1.Id"), "a"),
+                (format!("{entry}.1.MessageBody"), "x"),
+                (format!("{attribute}.Name"), "raw"),
+                (format!("{attribute}.Value.DataType"), "Binary"),
+                (format!("{attribute}.Value.BinaryValue"), "!!"),
+            ],
+            format!(
+                "Value !! for parameter {attribute}.Value.BinaryValue is invalid. Reason: The \
+                 binary value is not valid base64."
             ),
-            (
-                "SendMessageBatchRequestEntry.1.MessageAttribute.1.Value.BinaryValue",
-                "!!"
-            ),
-            ]
         ),
-        "Value !! for parameter SendMessageBatchRequestEntry.1.MessageAttribute.1.Value.BinaryValue is invalid. Reason: The binary value is not valid base64."
-    );
+    ];
+    for (pairs, expected) in cases {
+        let mut request = vec![("QueueUrl", "/1/q")];
+        request.extend(pairs.iter().map(|(name, value)| (name.as_str(), *value)));
+        assert_eq!(query_message("SendMessageBatch", &request), expected);
+    }
 }
