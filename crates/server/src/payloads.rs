@@ -50,11 +50,13 @@ pub(crate) fn append(
     journal: &Journal,
     checkpoints: &Checkpoints,
 ) -> Result<Lsn, WalError> {
-    // One buffer for the journal's records, sized for the usual one up front: grown from empty,
-    // it would be reallocated half a dozen times for a small message.
-    let mut bytes = Vec::with_capacity(ENCODED_RECORD_CAPACITY_BYTES);
+    // One buffer for the journal's records, sized for the usual one before the first: grown
+    // from empty, it would be reallocated half a dozen times for a small message. (Reserved in
+    // the loop, so an empty journal, as of a read, allocates nothing.)
+    let mut bytes = Vec::new();
     for record in journal {
         bytes.clear();
+        bytes.reserve(ENCODED_RECORD_CAPACITY_BYTES);
         codec::encode(record, &mut bytes);
         let appended = log.append(&bytes)?;
         checkpoints.logged(bytes.len() as u64);
