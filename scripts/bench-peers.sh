@@ -20,8 +20,8 @@
 #   LEASEQ_BIN  the binary to measure (default: build and use target/release/leaseq)
 #   SYSTEMS     default "bare leaseq nats rabbitmq"
 #   LEASEQ_FSYNC  leaseq's --fsync policies to run, default "always never"
-# The Python clients (nats-py, aio-pika, aiohttp, from PyPI) live in a venv under
-# target/venvs/peers, rebuilt only when the requirement list changes; wrk comes from Debian.
+# The Python clients (nats-py, aio-pika, aiohttp, from PyPI) live in the venv that
+# `scripts/client-venvs.sh peers` makes under target/venvs/peers; wrk comes from Debian.
 set -euo pipefail
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo_root"
@@ -32,26 +32,8 @@ scratch="$(mktemp -d -p "$repo_root/target" bench-peers.XXXXXX)" # on disk, not 
 server_pid="" failed=0
 trap '[[ -n "$server_pid" ]] && kill "$server_pid" 2>/dev/null; rm -rf "$scratch"' EXIT
 
-# The venv, made the way scripts/client-venvs.sh makes its own (a stamp records the list).
-requirements="nats-py aio-pika aiohttp"
-ensure_venv() {
-    local dir="${LEASEQ_VENVS_DIR:-$repo_root/target/venvs}/peers"
-    local stamp="$dir/.leaseq-requirements"
-    if [[ -z "${LEASEQ_VENVS_REFRESH:-}" && -x "$dir/bin/python" && -f "$stamp" ]] \
-        && [[ "$(cat "$stamp")" == "$requirements" ]]; then
-        echo "$dir/bin/python"
-        return 0
-    fi
-    echo "bench-peers: creating $dir ($requirements)" >&2
-    # `|| return 1` on each step: errexit does not apply inside `if ! py=$(ensure_venv)`.
-    rm -rf "$dir" && mkdir -p "$(dirname "$dir")" || return 1
-    "${PYTHON:-python3}" -m venv "$dir" >&2 || return 1
-    # shellcheck disable=SC2086 # the requirement list is word-split on purpose
-    "$dir/bin/python" -m pip install --quiet --disable-pip-version-check $requirements >&2 \
-        || return 1
-    echo "$requirements" >"$stamp"
-    echo "$dir/bin/python"
-}
+# The clients' venv, made by scripts/client-venvs.sh.
+venv="${LEASEQ_VENVS_DIR:-$repo_root/target/venvs}/peers"
 
 free_port() {
     python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
@@ -137,18 +119,21 @@ for system in $systems; do
         *) echo "bench-peers: unknown system $system (bare leaseq nats rabbitmq)" >&2; exit 2 ;;
     esac
 done
-if ! py=$(ensure_venv); then
+if scripts/client-venvs.sh peers >&2; then
+    py="$venv/bin/python"
+else
     echo "bench-peers: the Python venv could not be made; its systems will fail" >&2
     py=python3
 fi
 
 echo "bench-peers  $(date -u '+%Y-%m-%d %H:%M:%S UTC')  load $(cut -d' ' -f1-3 /proc/loadavg)" \
     " nproc $(nproc)  $rounds round(s) x ${seconds} s  clients: 2 processes x 32 in flight, 256 B"
-# The versions measured: the Debian packages of the peers, and the Python clients.
+# The versions measured: the Debian packages of the peers, and the Python clients (the packages
+# client-venvs.sh recorded in the venv's stamp).
 echo "versions  $(dpkg-query -W -f '${Package} ${Version}  ' nats-server rabbitmq-server wrk \
     2>/dev/null || true)$("$py" -c 'import sys; from importlib.metadata import version as v
 print("python", sys.version.split()[0], *(f"{p} {v(p)}" for p in sys.argv[1:]))' \
-    $requirements 2>/dev/null || true)"
+    $(cat "$venv/.leaseq-requirements" 2>/dev/null) 2>/dev/null || true)"
 for round in $(seq 1 "$rounds"); do
     echo "round $round  $(date -u +%H:%M:%S)  load $(cut -d' ' -f1-3 /proc/loadavg)"
     for system in $systems; do

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# Creates the two Python virtualenvs the client-compatibility tests run in:
+# Creates the Python virtualenvs named as arguments (default: json query, the two the
+# client-compatibility tests run in):
 #
 #   target/venvs/json   current boto3 + awscli (v1) + pytest + prometheus-client (to parse
 #                       /metrics): speaks the AWS JSON 1.0 protocol
 #   target/venvs/query  boto3 1.28.70 / botocore 1.31.70 + pytest: the last releases that still
 #                       speak the Query (form-encoded request, XML response) protocol for SQS
+#   target/venvs/peers  nats-py, aio-pika and aiohttp, the clients of scripts/bench-peers.sh
 #
 # They live under target/ so they are git-ignored and removed by `cargo clean`. A venv is
 # rebuilt only when its requirement list changes (a stamp file records the list it was built
@@ -19,6 +21,7 @@ python="${PYTHON:-python3}"
 # LEASEQ_VENVS_REFRESH=1 to pick up new releases.
 json_requirements="boto3 awscli pytest prometheus-client"
 query_requirements="boto3==1.28.70 botocore==1.31.70 pytest"
+peers_requirements="nats-py aio-pika aiohttp"
 
 ensure_venv() {
     local name="$1" requirements="$2"
@@ -37,11 +40,20 @@ ensure_venv() {
     echo "$requirements" > "$stamp"
 }
 
-ensure_venv json "$json_requirements"
-ensure_venv query "$query_requirements"
+names=("$@")
+[[ ${#names[@]} -gt 0 ]] || names=(json query)
+for name in "${names[@]}"; do
+    case "$name" in
+        json) ensure_venv json "$json_requirements" ;;
+        query) ensure_venv query "$query_requirements" ;;
+        peers) ensure_venv peers "$peers_requirements" ;;
+        *) echo "client-venvs: unknown venv $name (json query peers)" >&2; exit 2 ;;
+    esac
+done
 
 # Print what was installed, so a failure report names the client versions.
-for name in json query; do
+for name in "${names[@]}"; do
+    [[ "$name" == peers ]] && continue # bench-peers prints its own versions
     "$venvs_dir/$name/bin/python" -c \
         'import boto3, botocore, sys; print(f"client-venvs: '"$name"': boto3 {boto3.__version__}, botocore {botocore.__version__}, python {sys.version.split()[0]}")'
 done
