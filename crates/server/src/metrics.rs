@@ -177,6 +177,8 @@ pub struct LogStats {
     pub fsync_micros: HistogramSnapshot,
     /// Records per batch of the log's group commit.
     pub batch_records: HistogramSnapshot,
+    /// Message body reads that found the record only on the disk.
+    pub uncached_reads: u64,
 }
 
 /// A queue's state and what the server observed of it (`None`: nothing yet, or metrics off).
@@ -228,6 +230,13 @@ pub fn render(scrape: &Scrape) -> String {
             &log.batch_records,
             1.0,
         );
+        page.family(
+            "leaseq_log_uncached_reads_total",
+            "counter",
+            "Message body reads that found the record neither in the log's buffer nor in the \
+             page cache, and waited for the disk off the request threads.",
+        );
+        page.sample("leaseq_log_uncached_reads_total", &[], log.uncached_reads);
     }
     page.out
 }
@@ -738,6 +747,7 @@ mod tests {
             log: Some(LogStats {
                 fsync_micros: fsync.snapshot(),
                 batch_records: batch.snapshot(),
+                uncached_reads: 5,
             }),
             fifo_groups: &FxHashMap::default(),
         });
@@ -745,6 +755,7 @@ mod tests {
         assert!(page.contains("leaseq_log_fsync_duration_seconds_bucket{le=\"0.001\"} 1"));
         assert!(page.contains("leaseq_log_fsync_duration_seconds_bucket{le=\"0.0005\"} 0"));
         assert!(page.contains("leaseq_log_fsync_batch_records_bucket{le=\"4\"} 1"));
+        assert!(page.contains("\nleaseq_log_uncached_reads_total 5\n"));
         assert!(page.contains("queue=\"a\\\"b\\\\c\""));
     }
 }

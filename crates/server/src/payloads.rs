@@ -7,6 +7,13 @@
 //! with payload references; the server reads them after releasing the engine lock, from the
 //! log's append buffer or the segment file (the page cache, for messages sent recently).
 //!
+//! A read from the page cache takes microseconds, one from the disk may take milliseconds, and
+//! a request thread that waits for the disk holds up every other task queued on it. So the
+//! payloads of an answer are read from memory first ([`Wal::read_cached`]), and those that
+//! would wait for the disk (a backlog larger than memory, read long after it was sent) are then
+//! read together inside `tokio::task::block_in_place`, which moves the thread's other tasks to
+//! another thread meanwhile ([`payloads`]).
+//!
 //! Invariant: a log segment holding a payload that a message still refers to is never removed
 //! (see [`crate::checkpoint`]), so every reference the engine hands out can be read.
 
@@ -71,8 +78,18 @@ pub(crate) fn append(
 
 /// Reads the payload stored at `location`: the `Send` or `Relocate` record there.
 pub(crate) fn read(log: &Wal, location: Location) -> Result<Arc<Payload>, ReadError> {
-    let bytes = log.read(position(location))?;
-    let record = codec::decode(&bytes).map_err(|error| ReadError::Decode(error.to_string()))?;
+    decode_payload(&log.read(position(location))?, location)
+}
+
+/// [`read`] if the record is in memory; `Ok(None)` if the read would wait for the disk.
+fn read_cached(log: &Wal, location: Location) -> Result<Option<Arc<Payload>>, ReadError> {
+    log.read_cached(position(location))?
+        .map(|bytes| decode_payload(&bytes, location))
+        .transpose()
+}
+
+fn decode_payload(bytes: &[u8], location: Location) -> Result<Arc<Payload>, ReadError> {
+    let record = codec::decode(bytes).map_err(|error| ReadError::Decode(error.to_string()))?;
     match record.carried_payload() {
         Some((_, _, payload)) => Ok(payload.clone()),
         None => Err(ReadError::Decode(format!(
@@ -99,41 +116,99 @@ impl ReadError {
     }
 }
 
-/// The payload a reference refers to, read from the log if it is not in memory.
+/// The payload a reference refers to, read from the log if it is not in memory. May wait for
+/// the disk on the calling thread; an answer to a request uses [`payloads`].
 pub(crate) fn payload(log: Option<&Wal>, payload: &PayloadRef) -> Result<Arc<Payload>, ReadError> {
     match (payload, log) {
         (PayloadRef::Inline(payload), _) => Ok(payload.clone()),
         (PayloadRef::Stored(location), Some(log)) => read(log, *location),
-        (PayloadRef::Stored(location), None) => Err(ReadError::Decode(format!(
-            "a payload at {location:?} but no log"
-        ))),
+        (PayloadRef::Stored(location), None) => Err(no_log(*location)),
     }
 }
 
-/// [`payload`] for an answer to a client: a failed read is the client's `InternalError`.
-pub(crate) fn payload_for_client(
-    log: Option<&Wal>,
-    reference: &PayloadRef,
-    message_id: MessageId,
-) -> Result<Arc<Payload>, SqsError> {
-    payload(log, reference).map_err(|error| {
-        tracing::error!(%error, %message_id, "could not read a message body from the log");
-        SqsError::internal(format!(
-            "The server could not read the body of message {message_id} from its log: {error}"
-        ))
-    })
+fn no_log(location: Location) -> ReadError {
+    ReadError::Decode(format!("a payload at {location:?} but no log"))
 }
 
-/// The deliveries with their payloads read from the log where they are not in memory.
+/// The payloads of `references`, in order, for an answer to a client (see the module docs):
+/// those in memory or the page cache at once, then those that need the disk, together, inside
+/// `tokio::task::block_in_place` when called on a multi-threaded runtime's worker. A failed
+/// read is the client's `InternalError`, naming the message (each reference comes with its
+/// message's id).
+pub(crate) fn payloads<'a>(
+    log: Option<&Wal>,
+    references: impl IntoIterator<Item = (&'a PayloadRef, MessageId)>,
+) -> Result<Vec<Arc<Payload>>, SqsError> {
+    let mut payloads = Vec::new();
+    let mut from_disk = Vec::new();
+    for (index, (reference, message_id)) in references.into_iter().enumerate() {
+        let payload = match (reference, log) {
+            (PayloadRef::Inline(payload), _) => Some(payload.clone()),
+            (PayloadRef::Stored(location), Some(log)) => {
+                let cached =
+                    read_cached(log, *location).map_err(|error| client_error(error, message_id))?;
+                if cached.is_none() {
+                    from_disk.push((index, *location, message_id));
+                }
+                cached
+            }
+            (PayloadRef::Stored(location), None) => {
+                return Err(client_error(no_log(*location), message_id))
+            }
+        };
+        payloads.push(payload);
+    }
+    if let Some(log) = log.filter(|_| !from_disk.is_empty()) {
+        off_the_executor(|| {
+            for (index, location, message_id) in from_disk {
+                let payload =
+                    read(log, location).map_err(|error| client_error(error, message_id))?;
+                payloads[index] = Some(payload);
+            }
+            Ok::<_, SqsError>(())
+        })?;
+    }
+    Ok(payloads
+        .into_iter()
+        .map(|payload| payload.expect("read from memory or from the disk"))
+        .collect())
+}
+
+/// Runs `work`, which may block, inside `tokio::task::block_in_place` on a worker of a
+/// multi-threaded runtime (the worker's other tasks move to another thread meanwhile), and
+/// directly anywhere else.
+fn off_the_executor<T>(work: impl FnOnce() -> T) -> T {
+    let multi_threaded = tokio::runtime::Handle::try_current()
+        .is_ok_and(|handle| handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
+    if multi_threaded {
+        tokio::task::block_in_place(work)
+    } else {
+        work()
+    }
+}
+
+fn client_error(error: ReadError, message_id: MessageId) -> SqsError {
+    tracing::error!(%error, %message_id, "could not read a message body from the log");
+    SqsError::internal(format!(
+        "The server could not read the body of message {message_id} from its log: {error}"
+    ))
+}
+
+/// The deliveries with their payloads read from the log where they are not in memory (see
+/// [`payloads`]).
 pub(crate) fn resolve(
     log: Option<&Wal>,
     deliveries: Vec<Delivery<PayloadRef>>,
 ) -> Result<Vec<Delivery>, SqsError> {
-    deliveries
+    let payloads = payloads(
+        log,
+        deliveries
+            .iter()
+            .map(|delivery| (&delivery.payload, delivery.message_id)),
+    )?;
+    Ok(deliveries
         .into_iter()
-        .map(|delivery| {
-            let payload = payload_for_client(log, &delivery.payload, delivery.message_id)?;
-            Ok(delivery.with_payload(payload))
-        })
-        .collect()
+        .zip(payloads)
+        .map(|(delivery, payload)| delivery.with_payload(payload))
+        .collect())
 }

@@ -1,5 +1,6 @@
-//! The embedded backend on a faulty disk: a failed fsync, a full disk (ENOSPC) and crashes that
-//! tear the log's tail, through `leaseq_wal::fault::FaultStorage`.
+//! The embedded backend on a faulty disk: a failed fsync, a full disk (ENOSPC), crashes that
+//! tear the log's tail and a page cache that holds none of the log, through
+//! `leaseq_wal::fault::FaultStorage`.
 //!
 //! Requests go through the real decoder (`leaseq_sqs::decode` of AWS JSON 1.0 bodies) and
 //! `Backend::execute`, so what these tests see is what a client sees, short of the HTTP framing;
@@ -378,6 +379,44 @@ async fn a_torn_tail_recovers_to_the_last_whole_record() {
     }
     assert_eq!(last_kept, SENDS, "keeping every byte keeps every send");
     assert!(torn > 0, "some crashes tore a record");
+}
+
+/// Bodies the page cache does not hold (a backlog larger than memory, read long after it was
+/// sent) are read from the disk off the request's worker thread (in `block_in_place` on a
+/// multi-threaded runtime, directly on a current-thread one): receives answer them whole, and
+/// the log counts each such read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bodies_not_in_the_page_cache_are_read_from_the_disk() {
+    bodies_read_from_the_disk().await;
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn bodies_not_in_the_page_cache_are_read_on_a_current_thread_runtime_too() {
+    bodies_read_from_the_disk().await;
+}
+
+async fn bodies_read_from_the_disk() {
+    let storage = FaultStorage::new();
+    let (backend, _) = open(&storage, FsyncPolicy::Always);
+    create_queue(&backend).await;
+    let uncached_reads = || backend.log_stats().expect("a log").uncached_reads;
+
+    let warm = bodies("warm", 5);
+    send_all(&backend, &warm).await;
+    let mut received = drain(&backend).await;
+    received.sort();
+    assert_eq!(received, warm);
+    assert_eq!(uncached_reads(), 0, "the page cache held every body");
+
+    let cold = bodies("cold", 25);
+    send_all(&backend, &cold).await;
+    storage.set_reads_uncached(true);
+    let mut received = drain(&backend).await;
+    received.sort();
+    let mut expected = cold.clone();
+    expected.sort();
+    assert_eq!(received, expected);
+    assert_eq!(uncached_reads(), 25, "one read from the disk per cold body");
 }
 
 /// How many bytes of unsynced writes the storage holds (records overwrite the zeros the log

@@ -13,7 +13,9 @@
 //! - crash ([`FaultStorage::crash`]): every file falls back to its durable image, optionally
 //!   keeping a torn prefix of the unsynced writes, and the handles held by the crashed process
 //!   stop working, so a log still running on them cannot touch the "rebooted" world,
-//! - flip bits and rewrite files to model media corruption.
+//! - flip bits and rewrite files to model media corruption,
+//! - make every read look as if it had to wait for the disk
+//!   ([`FaultStorage::set_reads_uncached`]).
 
 use std::collections::{BTreeMap, HashMap};
 use std::io;
@@ -58,6 +60,8 @@ struct World {
     syncs_held: bool,
     /// `sync_data` calls waiting right now.
     syncs_waiting: u64,
+    /// `read_exact_at_cached` answers that nothing is in memory.
+    reads_uncached: bool,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -109,6 +113,12 @@ impl FaultStorage {
     /// Disarms injected faults (a pending `fail_next_sync`), as a restart of the process would.
     pub fn clear_faults(&self) {
         self.world_unchecked().fail_next_sync = false;
+    }
+
+    /// Makes `read_exact_at_cached` answer `false` (not in memory, the read would wait for the
+    /// disk) while set, as if the page cache had dropped every file. Plain reads still read.
+    pub fn set_reads_uncached(&self, uncached: bool) {
+        self.world_unchecked().reads_uncached = uncached;
     }
 
     /// Caps the total bytes of all files; a write past the cap writes what fits and then fails
@@ -374,6 +384,13 @@ impl StorageFile for FaultFile {
             buf.copy_from_slice(src);
             Ok(())
         })
+    }
+
+    fn read_exact_at_cached(&self, buf: &mut [u8], offset: u64) -> io::Result<bool> {
+        if self.storage.world()?.reads_uncached {
+            return Ok(false);
+        }
+        self.read_exact_at(buf, offset).map(|()| true)
     }
 
     fn write_all_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {

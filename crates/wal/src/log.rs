@@ -582,8 +582,30 @@ impl Wal {
     /// A poisoned log still serves the records its files hold (so its state can be inspected);
     /// a record that was only buffered when the log was poisoned is gone, and reading it fails
     /// with [`WalError::Poisoned`].
+    ///
+    /// This may wait for the disk; see [`Wal::read_cached`] for a read that does not.
     pub fn read(&self, position: Position) -> Result<Vec<u8>, WalError> {
-        self.read_unpoisoned(position).map_err(|error| {
+        self.read_in(position, Source::Disk)
+            .map(|payload| payload.expect("a read from the disk answers"))
+    }
+
+    /// [`Wal::read`] if the record is in memory: in the log's buffer, or in the operating
+    /// system's page cache. `Ok(None)` if reading it would wait for the disk. An async caller
+    /// can then do that read (with [`Wal::read`]) where waiting holds up no other task, for
+    /// instance in `tokio::task::block_in_place`; the stats count such reads.
+    pub fn read_cached(&self, position: Position) -> Result<Option<Vec<u8>>, WalError> {
+        let payload = self.read_in(position, Source::Memory)?;
+        if payload.is_none() {
+            self.shared
+                .stats
+                .uncached_reads
+                .fetch_add(1, Ordering::Relaxed);
+        }
+        Ok(payload)
+    }
+
+    fn read_in(&self, position: Position, source: Source) -> Result<Option<Vec<u8>>, WalError> {
+        self.read_unpoisoned(position, source).map_err(|error| {
             match self.shared.lock().progress.poisoned.clone() {
                 Some(cause) => WalError::Poisoned { cause },
                 None => error,
@@ -591,20 +613,31 @@ impl Wal {
         })
     }
 
-    fn read_unpoisoned(&self, position: Position) -> Result<Vec<u8>, WalError> {
+    fn read_unpoisoned(
+        &self,
+        position: Position,
+        source: Source,
+    ) -> Result<Option<Vec<u8>>, WalError> {
         let frame_len_bytes = format::frame_len_bytes(position.len_bytes as usize);
         let file = {
             let mut state = self.shared.lock();
             check_position(&state, position)?;
             if let Some(payload) = read_buffered(&state, position) {
-                return Ok(payload);
+                return Ok(Some(payload));
             }
             self.segment_file(&mut state, position.segment)?
         };
         let mut frame = vec![0u8; frame_len_bytes];
         let name = segment_file_name(position.segment);
-        file.read_exact_at(&mut frame, position.offset)
-            .map_err(|source| WalError::io("read", &name, source))?;
+        let read = match source {
+            Source::Disk => file
+                .read_exact_at(&mut frame, position.offset)
+                .map(|()| true),
+            Source::Memory => file.read_exact_at_cached(&mut frame, position.offset),
+        };
+        if !read.map_err(|source| WalError::io("read", &name, source))? {
+            return Ok(None);
+        }
         match format::decode_frame(&frame, 0) {
             Ok(payload) if payload.len() == position.len_bytes as usize => {}
             Ok(_) => {
@@ -622,7 +655,7 @@ impl Wal {
             }
         }
         frame.drain(..FRAME_HEADER_LEN_BYTES);
-        Ok(frame)
+        Ok(Some(frame))
     }
 
     /// The open file of a segment whose records are all written, opening it on first use.
@@ -779,6 +812,15 @@ impl Drop for AsyncWaiting<'_> {
     fn drop(&mut self) {
         self.0.fetch_sub(1, Ordering::Relaxed);
     }
+}
+
+/// Where a read may take a record's bytes from.
+#[derive(Clone, Copy, Debug)]
+enum Source {
+    /// The log's buffer or the page cache only: a read that would wait for the disk is not done.
+    Memory,
+    /// Anywhere, waiting for the disk if need be.
+    Disk,
 }
 
 /// Whether `tokio::task::block_in_place` may be called here: on a worker (or in `block_on`)

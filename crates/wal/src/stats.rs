@@ -1,5 +1,6 @@
-//! What the group commit measures: how long each fdatasync takes and how many records each batch
-//! carries, for the server's metrics.
+//! What the log measures, for the server's metrics: how long each fdatasync takes and how many
+//! records each batch carries, and how many reads found their record neither in the log's
+//! buffer nor in the page cache.
 //!
 //! Only the holder of the log's one writer records (the sync thread or a leading waiter, one
 //! batch at a time), once per batch, so the cost is a handful of relaxed atomic adds per
@@ -120,6 +121,8 @@ pub struct WalStats {
     pub fsync_micros: Histogram,
     /// Records written by each batch of the group commit.
     pub batch_records: Histogram,
+    /// Calls of [`crate::Wal::read_cached`] that found the record only on the disk.
+    pub uncached_reads: AtomicU64,
 }
 
 impl Default for WalStats {
@@ -127,6 +130,7 @@ impl Default for WalStats {
         WalStats {
             fsync_micros: Histogram::new(FSYNC_MICROS_BOUNDS),
             batch_records: Histogram::new(BATCH_RECORDS_BOUNDS),
+            uncached_reads: AtomicU64::new(0),
         }
     }
 }

@@ -19,6 +19,12 @@ use std::sync::Arc;
 pub trait StorageFile: Send + Sync + Debug {
     /// Fills `buf` from `offset`; fails with `UnexpectedEof` if the file is too short.
     fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()>;
+    /// [`StorageFile::read_exact_at`] if it needs no wait for the disk: `Ok(false)`, with `buf`
+    /// partly filled or not at all, when part of the range is not in memory (the operating
+    /// system's page cache). A storage that cannot tell reads, and answers `Ok(true)`.
+    fn read_exact_at_cached(&self, buf: &mut [u8], offset: u64) -> io::Result<bool> {
+        self.read_exact_at(buf, offset).map(|()| true)
+    }
     /// Writes all of `buf` at `offset`, extending the file if needed. On error, a prefix of
     /// `buf` may have been written.
     fn write_all_at(&self, buf: &[u8], offset: u64) -> io::Result<()>;
@@ -137,6 +143,34 @@ struct DirFile {
 impl StorageFile for DirFile {
     fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
         self.file.read_exact_at(buf, offset)
+    }
+
+    /// `preadv2(2)` with `RWF_NOWAIT` (Linux 4.14 and later): the kernel copies what its page
+    /// cache holds and answers `EAGAIN` instead of starting a disk read. Where the flag is not
+    /// supported (another kernel, or a filesystem without it), this reads, as before.
+    fn read_exact_at_cached(&self, buf: &mut [u8], offset: u64) -> io::Result<bool> {
+        use rustix::io::{Errno, ReadWriteFlags};
+        let mut done = 0;
+        while done < buf.len() {
+            let rest = &mut buf[done..];
+            let at = offset + done as u64;
+            match rustix::io::preadv2(
+                &self.file,
+                &mut [io::IoSliceMut::new(rest)],
+                at,
+                ReadWriteFlags::NOWAIT,
+            ) {
+                Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
+                Ok(read) => done += read,
+                Err(Errno::AGAIN) => return Ok(false),
+                Err(Errno::INTR) => {}
+                Err(Errno::OPNOTSUPP | Errno::NOSYS | Errno::INVAL) => {
+                    return self.file.read_exact_at(rest, at).map(|()| true)
+                }
+                Err(errno) => return Err(errno.into()),
+            }
+        }
+        Ok(true)
     }
 
     fn write_all_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {

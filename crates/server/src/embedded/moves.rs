@@ -178,22 +178,22 @@ impl Embedded {
             .last()
             .filter(|_| full)
             .map(|last| last.seq.to_string());
+        let payloads = payloads::payloads(
+            self.log.as_deref(),
+            peeked
+                .iter()
+                .map(|peeked| (&peeked.message.payload, peeked.message.id)),
+        )?;
         let messages = peeked
             .into_iter()
-            .map(|peeked| {
-                let payload = payloads::payload_for_client(
-                    self.log.as_deref(),
-                    &peeked.message.payload,
-                    peeked.message.id,
-                )?;
-                Ok(PeekedEntry {
-                    seq: peeked.seq,
-                    message: peeked.message,
-                    payload,
-                    failure_reason: peeked.failure_reason,
-                })
+            .zip(payloads)
+            .map(|(peeked, payload)| PeekedEntry {
+                seq: peeked.seq,
+                message: peeked.message,
+                payload,
+                failure_reason: peeked.failure_reason,
             })
-            .collect::<Result<Vec<_>, SqsError>>()?;
+            .collect();
         Ok(Outcome::Peeked {
             messages,
             next_token,

@@ -4,6 +4,7 @@
 //! Every hook does nothing when metrics are off, so the cost of metrics can be measured by
 //! turning them off (`leaseq serve --metrics false`).
 
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use leaseq_core::engine::HistoryLookup;
@@ -296,11 +297,12 @@ impl Embedded {
             .collect()
     }
 
-    /// The log's fsync latency and batch sizes (`None` in memory).
+    /// The log's fsync latency, batch sizes and reads from the disk (`None` in memory).
     pub fn log_stats(&self) -> Option<LogStats> {
         self.log.as_ref().map(|log| LogStats {
             fsync_micros: log.stats().fsync_micros.snapshot(),
             batch_records: log.stats().batch_records.snapshot(),
+            uncached_reads: log.stats().uncached_reads.load(Ordering::Relaxed),
         })
     }
 

@@ -1,5 +1,6 @@
 //! Append, read and recover round trips, on the fault storage and on a real directory.
 
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use leaseq_wal::fault::FaultStorage;
@@ -126,6 +127,43 @@ fn real_directory_round_trip() {
     let expected: Vec<_> = appended.iter().map(|a| (a.0, a.2.clone())).collect();
     assert_eq!(replayed, expected);
     assert!(wal.segments().len() > 1);
+    wal.close().unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// `read_cached` answers from the page cache and does not read what only the disk holds (it
+/// counts it instead); `read` does, and then the page cache answers again. Evicting the
+/// segment files with `posix_fadvise(DONTNEED)` stands in for a backlog larger than memory.
+#[test]
+fn read_cached_does_not_wait_for_the_disk() {
+    let dir = temp_dir("read-cached");
+    let storage: Arc<DirStorage> = Arc::new(DirStorage::new(&dir).unwrap());
+    let (wal, _) = Wal::open(storage, small_segments(FsyncPolicy::Always), |_| Ok(())).unwrap();
+    let appended = append_all(&wal, 0, 30);
+    let uncached_reads = || wal.stats().uncached_reads.load(Ordering::Relaxed);
+    for (_, position, payload) in &appended {
+        assert_eq!(wal.read_cached(*position).unwrap().as_ref(), Some(payload));
+    }
+    assert_eq!(
+        uncached_reads(),
+        0,
+        "written records stay in the page cache"
+    );
+
+    let evict = || {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let file = std::fs::File::open(entry.unwrap().path()).unwrap();
+            rustix::fs::fadvise(&file, 0, None, rustix::fs::Advice::DontNeed).unwrap();
+        }
+    };
+    for (_, position, payload) in &appended {
+        // Records share pages, so each is checked right after an eviction.
+        evict();
+        assert_eq!(wal.read_cached(*position).unwrap(), None);
+        assert_eq!(&wal.read(*position).unwrap(), payload);
+        assert_eq!(wal.read_cached(*position).unwrap().as_ref(), Some(payload));
+    }
+    assert_eq!(uncached_reads(), 30);
     wal.close().unwrap();
     std::fs::remove_dir_all(&dir).unwrap();
 }
