@@ -2,9 +2,10 @@
 //! records each batch carries, and how many reads found their record neither in the log's
 //! buffer nor in the page cache.
 //!
-//! Only the holder of the log's one writer records (the sync thread or a leading waiter, one
-//! batch at a time), once per batch, so the cost is a handful of relaxed atomic adds per
-//! fdatasync, far below the fdatasync itself. Readers take a
+//! Only the holder of the log's one writer records the histograms (the sync thread or a leading
+//! waiter, one batch at a time), once per batch, so the cost is a handful of relaxed atomic adds
+//! per fdatasync, far below the fdatasync itself; the read counter costs one relaxed add per read
+//! that is about to wait for the disk anyway. Readers of the stats take a
 //! [`HistogramSnapshot`] at any time; its buckets are read one by one, so a snapshot taken while
 //! a batch is recorded may count that batch in some fields and not yet in others (an observer's
 //! rounding, never a lost count).
