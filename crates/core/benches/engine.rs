@@ -6,7 +6,9 @@
 //! - `send`: one 256-byte message per operation;
 //! - `receive10_delete10`: a receive of 10 (by a client with an address and a user agent, which
 //!   every attempt's history records), then a delete of each by its receipt;
-//! - `receive10_extend10`: a receive of 10, then a ChangeMessageVisibility of each.
+//! - `receive10_extend10`: a receive of 10, then a ChangeMessageVisibility of each;
+//! - `freeze`: the copy a checkpoint takes with the engine locked, of a standard and of a FIFO
+//!   queue (whose deduplication window it copies too).
 //!
 //! Only the named operations are timed. Untimed, between short timed stretches, the benchmark
 //! puts the backlog back to its size (sends for what was deleted, deletes of what was extended or
@@ -386,9 +388,50 @@ fn fifo(c: &mut Criterion) {
     }
 }
 
+/// `Engine::freeze`, which a checkpoint calls with the engine locked, so its time is a pause of
+/// every request: a standard queue and a FIFO queue holding the same messages, each sent with a
+/// unique deduplication id in the FIFO queue (1 000 groups), so the FIFO queue's deduplication
+/// window holds one entry per message.
+fn freeze(c: &mut Criterion) {
+    let mut group = c.benchmark_group("freeze");
+    group.sample_size(10);
+    for messages in [100_000u64, 1_000_000] {
+        for fifo in [false, true] {
+            let mut engine = Engine::new(EngineConfig::default(), ReceiptKey::new([9; 16]));
+            let mut journal = Vec::new();
+            let patch = QueueConfigPatch {
+                fifo_queue: Some(fifo),
+                ..QueueConfigPatch::default()
+            };
+            let name = if fifo { "bench.fifo" } else { QUEUE };
+            engine
+                .create_queue(START_MS, name, &patch, BTreeMap::new(), &mut journal)
+                .expect("create");
+            let body = "x".repeat(BODY_BYTES);
+            for sent in 0..messages {
+                let mut input = SendInput::body(body.clone());
+                if fifo {
+                    input = input.in_group(format!("g{}", sent % 1_000));
+                    input.deduplication_id = Some(sent.to_string());
+                }
+                let id = MessageId::from_random(u128::from(sent).to_le_bytes());
+                engine
+                    .send(START_MS, name, input, id, &mut journal)
+                    .expect("send");
+                journal.clear();
+            }
+            let kind = if fifo { "fifo" } else { "standard" };
+            group.bench_function(BenchmarkId::new(kind, messages), |b| {
+                b.iter(|| black_box(engine.freeze()))
+            });
+        }
+    }
+    group.finish();
+}
+
 criterion_group! {
     name = benches;
     config = Criterion::default().without_plots();
-    targets = engine, fifo
+    targets = engine, fifo, freeze
 }
 criterion_main!(benches);

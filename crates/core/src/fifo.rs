@@ -163,11 +163,22 @@ pub struct FifoState {
     window: FxHashMap<Arc<str>, FxHashMap<Arc<str>, Deduplicated>>,
     /// Entries in `window`.
     window_len: usize,
-    /// (expires_at_ms, seq) → the window key, for pruning in time order.
-    window_expiry: BTreeMap<(u64, u64), (Arc<str>, Arc<str>)>,
+    /// (expires_at_ms, seq) → the window key and the entry's message id: the whole entry, in
+    /// time order, for pruning and for a checkpoint's copy ([`FifoState::window`]), which then
+    /// needs no lookup in `window`.
+    window_expiry: BTreeMap<(u64, u64), Expiring>,
     attempts: FxHashMap<Arc<str>, ReceiveAttempt>,
     /// (expires_at_ms, attempt id).
     attempt_expiry: BTreeSet<(u64, Arc<str>)>,
+}
+
+/// A deduplication window entry as the window's time-ordered index holds it: its key in the
+/// window, and its message id (the index's own key holds its expiry time and sequence number).
+#[derive(Clone, Debug)]
+struct Expiring {
+    scope: Arc<str>,
+    deduplication_id: Arc<str>,
+    message_id: MessageId,
 }
 
 /// How a message's state changed, for the group bookkeeping.
@@ -186,7 +197,11 @@ impl FifoState {
             if at > now_ms {
                 break;
             }
-            let (scope, id) = self
+            let Expiring {
+                scope,
+                deduplication_id: id,
+                ..
+            } = self
                 .window_expiry
                 .remove(&(at, seq))
                 .expect("first entry exists");
@@ -227,7 +242,11 @@ impl FifoState {
     ) {
         self.window_expiry.insert(
             (entry.expires_at_ms, entry.seq),
-            (scope.clone(), deduplication_id.clone()),
+            Expiring {
+                scope: scope.clone(),
+                deduplication_id: deduplication_id.clone(),
+                message_id: entry.message_id,
+            },
         );
         let previous = self
             .window
@@ -239,11 +258,18 @@ impl FifoState {
     }
 
     /// Every window entry: (scope, deduplication id, entry), in expiry order.
-    pub fn window(&self) -> impl Iterator<Item = (&str, &str, Deduplicated)> + '_ {
-        self.window_expiry.values().map(|(scope, id)| {
-            let entry = self.window[scope][id];
-            (&**scope, &**id, entry)
-        })
+    /// The scope and id are the window's own, shared: a copy of them costs a reference count.
+    pub fn window(&self) -> impl Iterator<Item = (&Arc<str>, &Arc<str>, Deduplicated)> + '_ {
+        self.window_expiry
+            .iter()
+            .map(|(&(expires_at_ms, seq), expiring)| {
+                let entry = Deduplicated {
+                    message_id: expiring.message_id,
+                    seq,
+                    expires_at_ms,
+                };
+                (&expiring.scope, &expiring.deduplication_id, entry)
+            })
     }
 
     /// Entries in the deduplication window.
@@ -391,9 +417,12 @@ impl FifoState {
         assert_eq!(entries, self.window_len);
         assert_eq!(self.window_len, self.window_expiry.len());
         assert!(self.window.values().all(|ids| !ids.is_empty()));
-        for ((at, seq), (scope, id)) in &self.window_expiry {
-            let entry = self.window[scope][id];
-            assert_eq!((entry.expires_at_ms, entry.seq), (*at, *seq));
+        for ((at, seq), expiring) in &self.window_expiry {
+            let entry = self.window[&expiring.scope][&expiring.deduplication_id];
+            assert_eq!(
+                (entry.expires_at_ms, entry.seq, entry.message_id),
+                (*at, *seq, expiring.message_id)
+            );
         }
         assert_eq!(self.attempts.len(), self.attempt_expiry.len());
     }

@@ -328,6 +328,11 @@ impl Engine {
                     queue_id: *queue_id,
                     record,
                     messages: queue.frozen_messages(),
+                    window: queue.fifo().map_or_else(Vec::new, |fifo| {
+                        fifo.window()
+                            .map(|(scope, id, entry)| (scope.clone(), id.clone(), entry))
+                            .collect()
+                    }),
                     fifo_records: fifo_records(queue, now_ms)
                         .into_iter()
                         .chain(queue.failure_reasons().map(|(seq, reason)| {
@@ -439,8 +444,11 @@ struct FrozenQueue {
     /// Its `RestoreQueue` record.
     record: Record,
     messages: Frozen<Message>,
-    /// A FIFO queue's deduplication window and receive attempts (copied when frozen: they are
-    /// bounded by five minutes of traffic), and the failure reasons of its messages.
+    /// A FIFO queue's deduplication window, in expiry order: copied when frozen (it is bounded
+    /// by five minutes of traffic, but that can be a million entries), at the cost of two
+    /// reference counts and no allocation per entry; [`FrozenEngine::records`] makes the records.
+    window: Vec<(Arc<str>, Arc<str>, Deduplicated)>,
+    /// A FIFO queue's receive attempts, and the failure reasons of its messages.
     fifo_records: Vec<Record>,
 }
 
@@ -472,28 +480,15 @@ fn fifo_records(queue: &Queue, now_ms: u64) -> Vec<Record> {
     let Some(fifo) = queue.fifo() else {
         return Vec::new();
     };
-    let window =
-        fifo.window().map(
-            |(scope, deduplication_id, entry)| Record::RestoreDeduplication {
-                now_ms,
-                queue_id: queue.id,
-                scope: scope.to_string(),
-                deduplication_id: deduplication_id.to_string(),
-                message_id: entry.message_id,
-                seq: entry.seq,
-                expires_at_ms: entry.expires_at_ms,
-            },
-        );
-    let attempts = fifo
-        .attempts()
+    fifo.attempts()
         .map(|(attempt_id, attempt)| Record::ReceiveAttempt {
             now_ms,
             queue_id: queue.id,
             attempt_id: attempt_id.to_string(),
             received_at_ms: attempt.received_at_ms,
             leases: attempt.leases.clone(),
-        });
-    window.chain(attempts).collect()
+        })
+        .collect()
 }
 
 impl FrozenEngine {
@@ -529,6 +524,17 @@ impl FrozenEngine {
                     queue_id: queue.queue_id,
                     seq,
                     message: message.clone(),
+                });
+            }
+            for (scope, deduplication_id, entry) in &queue.window {
+                emit(Record::RestoreDeduplication {
+                    now_ms,
+                    queue_id: queue.queue_id,
+                    scope: scope.to_string(),
+                    deduplication_id: deduplication_id.to_string(),
+                    message_id: entry.message_id,
+                    seq: entry.seq,
+                    expires_at_ms: entry.expires_at_ms,
                 });
             }
             for record in &queue.fifo_records {
