@@ -58,7 +58,9 @@ pub struct BenchArgs {
     /// Messages per send request, 1 (SendMessage) to 10 (SendMessageBatch) [default: 1; 10 for w2].
     #[arg(long)]
     pub batch_size: Option<usize>,
-    /// Stop after this many messages sent (or consumed, when there are no producers).
+    /// Stop after this many messages sent (or consumed, when there are no producers). With
+    /// consumers only and `--backlog 0`: the messages to consume from a queue filled before
+    /// this run, named with `--queue` (and `--keep` to leave it there afterwards).
     #[arg(long)]
     pub messages: Option<u64>,
     /// Messages to put in the queue (in batches of 10) before the measured phase

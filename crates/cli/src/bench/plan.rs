@@ -156,6 +156,11 @@ impl Plan {
             groups: args.groups,
         };
         plan.check()?;
+        ensure!(
+            plan.producers > 0 || plan.backlog > 0 || args.queue.is_some(),
+            "consuming messages sent before this run (no producers, no backlog) needs the queue \
+             that holds them (--queue NAME)"
+        );
         Ok(plan)
     }
 
@@ -202,8 +207,12 @@ impl Plan {
         ensure!(self.messages_max != Some(0), "--messages must be above 0");
         ensure!(self.threads > 0, "--threads must be above 0");
         ensure!(self.groups != Some(0), "--groups must be at least 1");
-        if self.producers == 0 && self.backlog == 0 {
-            bail!("consumers without producers need a backlog to consume (--backlog N)");
+        if self.producers == 0 && self.backlog == 0 && self.messages_max.is_none() {
+            bail!(
+                "consumers without producers need messages to consume: a backlog to fill first \
+                 (--backlog N), or a count of messages a named queue already holds \
+                 (--queue NAME --messages N)"
+            );
         }
         Ok(())
     }
@@ -245,14 +254,15 @@ impl Plan {
     }
 
     /// The measured phase. Without producers, consumers stop when the backlog is drained (or
-    /// `--messages` are consumed); with producers, when as many as were sent are consumed.
+    /// `--messages` are consumed; without a backlog, `--messages` of a queue filled before this
+    /// run); with producers, when as many as were sent are consumed.
     pub fn run_phase(&self) -> Phase {
         let consume_target = match (self.producers, self.consumers) {
             (_, 0) => None,
-            (0, _) => Some(
-                self.messages_max
-                    .map_or(self.backlog, |m| m.min(self.backlog)),
-            ),
+            (0, _) => Some(match (self.messages_max, self.backlog) {
+                (Some(messages), 0) => messages,
+                (messages, backlog) => messages.map_or(backlog, |m| m.min(backlog)),
+            }),
             _ => self.messages_max,
         };
         Phase {
@@ -332,6 +342,31 @@ mod tests {
         assert!(plan(&["--producers", "0"]).is_err());
         assert!(plan(&["--producers", "0", "--consumers", "4"]).is_err());
         assert!(plan(&["--messages", "0"]).is_err());
+    }
+
+    /// Consumers alone, with no backlog to fill, consume `--messages` of a named queue that an
+    /// earlier run (or anything else) filled: both flags are needed.
+    #[test]
+    fn consumers_can_drain_a_queue_filled_before() {
+        let drain = plan(&[
+            "--workload",
+            "w3",
+            "--backlog",
+            "0",
+            "--queue",
+            "kept",
+            "--messages",
+            "5000",
+        ])
+        .unwrap();
+        assert_eq!(
+            (drain.producers, drain.consumers, drain.backlog),
+            (0, 16, 0)
+        );
+        assert!(drain.fill_phase().is_none());
+        assert_eq!(drain.run_phase().consume_target, Some(5000));
+        assert!(plan(&["--workload", "w3", "--backlog", "0", "--queue", "kept"]).is_err());
+        assert!(plan(&["--workload", "w3", "--backlog", "0", "--messages", "5000"]).is_err());
     }
 
     #[test]
