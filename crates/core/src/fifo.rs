@@ -161,8 +161,6 @@ pub struct FifoState {
     /// scope → deduplication id → entry; the scope is the group id or "" for the whole queue.
     /// (Nested so a lookup borrows the request's strings instead of building a key.)
     window: FxHashMap<Arc<str>, FxHashMap<Arc<str>, Deduplicated>>,
-    /// Entries in `window`.
-    window_len: usize,
     /// (expires_at_ms, seq) → the window key and the entry's message id: the whole entry, in
     /// time order, for pruning and for a checkpoint's copy ([`FifoState::window`]), which then
     /// needs no lookup in `window`.
@@ -217,7 +215,6 @@ impl FifoState {
             if ids.is_empty() {
                 self.window.remove(&scope);
             }
-            self.window_len -= 1;
         }
         while let Some((at, _)) = self.attempt_expiry.first() {
             if *at > now_ms {
@@ -254,7 +251,6 @@ impl FifoState {
             .or_default()
             .insert(deduplication_id, entry);
         assert!(previous.is_none(), "deduplication id entered twice");
-        self.window_len += 1;
     }
 
     /// Every window entry: (scope, deduplication id, entry), in expiry order.
@@ -274,7 +270,7 @@ impl FifoState {
 
     /// Entries in the deduplication window.
     pub fn window_len(&self) -> usize {
-        self.window_len
+        self.window_expiry.len()
     }
 
     /// The remembered receive with this attempt id, if it is less than five minutes old.
@@ -306,7 +302,6 @@ impl FifoState {
     /// Forgets the window and the attempts (a purge).
     pub(crate) fn forget(&mut self) {
         self.window.clear();
-        self.window_len = 0;
         self.window_expiry.clear();
         self.attempts.clear();
         self.attempt_expiry.clear();
@@ -414,8 +409,7 @@ impl FifoState {
         }
         assert_eq!(available, self.available, "available groups");
         let entries: usize = self.window.values().map(|ids| ids.len()).sum();
-        assert_eq!(entries, self.window_len);
-        assert_eq!(self.window_len, self.window_expiry.len());
+        assert_eq!(entries, self.window_expiry.len());
         assert!(self.window.values().all(|ids| !ids.is_empty()));
         for ((at, seq), expiring) in &self.window_expiry {
             let entry = self.window[&expiring.scope][&expiring.deduplication_id];

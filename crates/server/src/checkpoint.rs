@@ -3,8 +3,9 @@
 //! log would grow with every message ever sent.
 //!
 //! A checkpoint freezes the engine (`Engine::freeze`: a copy-on-write view, one reference count
-//! per 256 messages, and a copy of FIFO deduplication windows) while holding the engine lock, so the snapshot is exactly the state after the
-//! log's record `lsn`; appends happen under that lock too, so no record can slip in between.
+//! per 256 messages, and a copy of FIFO deduplication windows) while holding the engine lock, so
+//! the snapshot is exactly the state after the log's record `lsn`; appends happen under that
+//! lock too, so no record can slip in between.
 //! Then, without the lock: the frozen state is serialized as records that rebuild it through the
 //! same `apply` as live traffic, the log is synced up to `lsn` (a snapshot must never claim
 //! records that a crash could still lose, or their LSNs would be reused after recovery and

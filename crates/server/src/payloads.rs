@@ -21,7 +21,7 @@ use std::sync::Arc;
 
 use leaseq_core::{codec, Delivery, Engine, Journal, Location, MessageId, Payload, PayloadRef};
 use leaseq_sqs::error::SqsError;
-use leaseq_wal::{Lsn, Position, Wal, WalError};
+use leaseq_wal::{off_the_executor, Lsn, Position, Wal, WalError};
 
 use crate::checkpoint::Checkpoints;
 
@@ -172,19 +172,6 @@ pub(crate) fn payloads<'a>(
         .into_iter()
         .map(|payload| payload.expect("read from memory or from the disk"))
         .collect())
-}
-
-/// Runs `work`, which may block, inside `tokio::task::block_in_place` on a worker of a
-/// multi-threaded runtime (the worker's other tasks move to another thread meanwhile), and
-/// directly anywhere else.
-fn off_the_executor<T>(work: impl FnOnce() -> T) -> T {
-    let multi_threaded = tokio::runtime::Handle::try_current()
-        .is_ok_and(|handle| handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
-    if multi_threaded {
-        tokio::task::block_in_place(work)
-    } else {
-        work()
-    }
 }
 
 fn client_error(error: ReadError, message_id: MessageId) -> SqsError {
