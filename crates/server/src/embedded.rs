@@ -12,7 +12,6 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
-use std::time::{Duration, Instant};
 
 use leaseq_core::{
     Delivery, Engine, EngineConfig, Error, Journal, MessageId, Payload, PayloadRef,
@@ -26,7 +25,7 @@ use tokio::sync::watch;
 
 use crate::backend::{Backend, Caller};
 use crate::checkpoint::Checkpoints;
-use crate::clock::{now_ms, Clock};
+use crate::clock::{SharedClock, SystemClock};
 use crate::metrics::Metrics;
 use crate::payloads;
 use crate::waiters::Waiters;
@@ -68,7 +67,7 @@ pub struct Embedded {
     /// is refused until a restart.
     stopped: OnceLock<String>,
     /// Where the time comes from: the real clock, or a test's.
-    clock: Clock,
+    clock: SharedClock,
     config: EmbeddedConfig,
     /// Where observations go; `None` when metrics are off (see `observe`).
     metrics: Option<Arc<Metrics>>,
@@ -117,7 +116,7 @@ impl Embedded {
             shutdown: watch::channel(false).0,
             waiting: AtomicUsize::new(0),
             stopped: OnceLock::new(),
-            clock: Arc::new(now_ms),
+            clock: Arc::new(SystemClock),
             config,
             metrics: None,
         }
@@ -125,14 +124,14 @@ impl Embedded {
 
     /// Replaces the real clock, so tests can jump time instead of sleeping. The engine ignores a
     /// reading earlier than one it has seen, so the clock may start anywhere.
-    pub fn with_clock(mut self, clock: Clock) -> Embedded {
+    pub fn with_clock(mut self, clock: SharedClock) -> Embedded {
         self.clock = clock;
         self
     }
 
     /// The time now, by this backend's clock.
     fn now_ms(&self) -> u64 {
-        (self.clock)()
+        self.clock.now_ms()
     }
 
     /// Replaces the checkpoint policy (the newest snapshot's LSN and the log volume between
@@ -376,7 +375,7 @@ impl Embedded {
         wait_time_seconds: Option<u32>,
         attempt_id: Option<&str>,
     ) -> Result<Vec<Delivery>, SqsError> {
-        let started = Instant::now();
+        let started_ms = self.now_ms();
         let mut probe = self
             .try_receive(name, request, wait_time_seconds, attempt_id)
             .await?;
@@ -384,7 +383,7 @@ impl Embedded {
         if !probe.deliveries.is_empty() || wait_seconds == 0 {
             return Ok(probe.deliveries);
         }
-        let deadline = started + Duration::from_secs(u64::from(wait_seconds));
+        let deadline_ms = started_ms + u64::from(wait_seconds) * 1_000;
         let _waiting = WaitingGuard::new(&self.waiting);
         let mut shutdown = self.shutdown.subscribe();
         loop {
@@ -402,19 +401,15 @@ impl Embedded {
             if !probe.deliveries.is_empty() {
                 return Ok(probe.deliveries);
             }
-            let now = Instant::now();
-            if now >= deadline {
+            if self.now_ms() >= deadline_ms {
                 return Ok(Vec::new());
             }
-            let wake_at = match probe.next_deadline_ms {
-                Some(at_ms) => {
-                    deadline.min(now + Duration::from_millis(at_ms.saturating_sub(self.now_ms())))
-                }
-                None => deadline,
-            };
+            let wake_at_ms = probe
+                .next_deadline_ms
+                .map_or(deadline_ms, |at_ms| at_ms.min(deadline_ms));
             tokio::select! {
                 _ = &mut notified => {}
-                _ = tokio::time::sleep_until(wake_at.into()) => {}
+                _ = self.clock.sleep_until(wake_at_ms) => {}
                 _ = shutdown.changed() => return Ok(Vec::new()),
             }
         }

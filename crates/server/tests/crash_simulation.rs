@@ -37,10 +37,10 @@ mod volley;
 
 use std::collections::{BTreeMap, VecDeque};
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use leaseq_core::{EngineConfig, QueueConfigPatch, ReceiptKey, RedrivePolicy};
+use leaseq_server::clock::{Clock as _, ManualClock};
 use leaseq_server::data_dir::recover_with;
 use leaseq_server::{Backend, Caller, Embedded, EmbeddedConfig};
 use leaseq_sqs::{Outcome, SqsError};
@@ -169,7 +169,7 @@ fn summary(result: &Result<Outcome, SqsError>) -> String {
 
 struct Sim {
     rng: StdRng,
-    clock: Arc<AtomicU64>,
+    clock: ManualClock,
     storage: FaultStorage,
     backend: Option<Arc<Embedded>>,
     options: Options,
@@ -200,7 +200,7 @@ impl Sim {
         Sim {
             checkpoint_log_bytes_min: rng.random_range(256..=4096),
             rng,
-            clock: Arc::new(AtomicU64::new(START_MS)),
+            clock: ManualClock::new(START_MS),
             storage: FaultStorage::new(),
             backend: None,
             options,
@@ -217,7 +217,7 @@ impl Sim {
     }
 
     fn now_ms(&self) -> u64 {
-        self.clock.load(Ordering::Relaxed)
+        self.clock.now_ms()
     }
 
     fn backend(&self) -> Arc<Embedded> {
@@ -250,7 +250,7 @@ impl Sim {
             self.checkpoint_log_bytes_min,
         )
         .map(|(backend, recovery)| {
-            let backend = backend.with_clock(Arc::new(move || clock.load(Ordering::Relaxed)));
+            let backend = backend.with_clock(Arc::new(clock));
             (backend, recovery)
         })
         .map_err(|error| error.to_string())
@@ -558,7 +558,7 @@ impl Sim {
             6..9 => self.rng.random_range(1500..20_000),
             _ => self.rng.random_range(60_000..400_000),
         };
-        self.clock.fetch_add(jump_ms, Ordering::Relaxed);
+        self.clock.advance(jump_ms);
         let after = self.dump_live();
         check_time_passed(&self.ledger.acked, &after);
         self.note(format!("clock +{jump_ms} ms"));

@@ -12,7 +12,6 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 use leaseq_core::{MessageId, MoveTaskChange};
 use leaseq_sqs::error::SqsError;
@@ -22,7 +21,7 @@ use super::Embedded;
 use crate::payloads;
 
 /// How often the driver looks for work.
-const DRIVE_TICK: Duration = Duration::from_millis(50);
+const DRIVE_TICK_MS: u64 = 50;
 
 /// The rate of a task started without one (SQS optimizes it; we move at its maximum).
 pub const AUTOMATIC_RATE_PER_SECOND: u32 = 500;
@@ -36,7 +35,7 @@ impl Embedded {
     pub async fn drive_moves(self: Arc<Self>) {
         let mut shutdown = self.shutdown.subscribe();
         // Per task: when its credit was last topped up, and the messages it may move now.
-        let mut credits: HashMap<u64, (Instant, f64)> = HashMap::new();
+        let mut credits: HashMap<u64, (u64, f64)> = HashMap::new();
         loop {
             if *shutdown.borrow_and_update() {
                 return;
@@ -45,11 +44,11 @@ impl Embedded {
             credits.retain(|task_id, _| tasks.iter().any(|task| task.task_id == *task_id));
             for task in tasks {
                 let rate = f64::from(task.rate_per_second.unwrap_or(AUTOMATIC_RATE_PER_SECOND));
-                let now = Instant::now();
-                let (last, credit) = credits.entry(task.task_id).or_insert((now, 1.0));
-                *credit =
-                    (*credit + rate * now.duration_since(*last).as_secs_f64()).min(rate.max(1.0));
-                *last = now;
+                let now_ms = self.now_ms();
+                let (last_ms, credit) = credits.entry(task.task_id).or_insert((now_ms, 1.0));
+                let elapsed_seconds = now_ms.saturating_sub(*last_ms) as f64 / 1_000.0;
+                *credit = (*credit + rate * elapsed_seconds).min(rate.max(1.0));
+                *last_ms = now_ms;
                 let count = (credit.floor() as usize).min(MOVE_BATCH_MAX);
                 if count == 0 {
                     continue;
@@ -74,7 +73,7 @@ impl Embedded {
                 }
             }
             tokio::select! {
-                _ = tokio::time::sleep(DRIVE_TICK) => {}
+                _ = self.clock.sleep_until(self.now_ms() + DRIVE_TICK_MS) => {}
                 _ = shutdown.changed() => return,
             }
         }
