@@ -10,7 +10,7 @@ use std::time::Duration;
 use anyhow::{bail, Context as _};
 use clap::Args;
 use leaseq_core::{EngineConfig, ReceiptKey};
-use leaseq_server::{Backend, Caller, DataDir, Embedded, EmbeddedConfig, HttpConfig, Metrics};
+use leaseq_server::{Api, Caller, DataDir, HttpConfig, Metrics, Service, ServiceConfig};
 use leaseq_sqs::{Action, RawRequest};
 use leaseq_wal::FsyncPolicy;
 use serde::Deserialize;
@@ -185,7 +185,7 @@ fn settings(args: ServeArgs) -> anyhow::Result<Settings> {
         checkpoint_bytes: args
             .checkpoint_bytes
             .or(file.checkpoint_bytes)
-            .unwrap_or(leaseq_server::embedded::CHECKPOINT_LOG_BYTES_MIN),
+            .unwrap_or(leaseq_server::host::CHECKPOINT_LOG_BYTES_MIN),
         log: args.log.or(file.log).unwrap_or_else(|| "info".into()),
         metrics: args.metrics.or(file.metrics).unwrap_or(true),
         threads: match args.threads.or(file.threads) {
@@ -210,7 +210,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
 }
 
 async fn serve(settings: Settings) -> anyhow::Result<()> {
-    let config = EmbeddedConfig {
+    let config = ServiceConfig {
         engine: EngineConfig {
             reject_stale_deletes: settings.reject_stale_deletes,
             ..EngineConfig::default()
@@ -218,11 +218,11 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
         region: settings.region.clone(),
         account_id: settings.account_id.clone(),
     };
-    let (_data_dir, backend) = if settings.in_memory {
+    let (_data_dir, service) = if settings.in_memory {
         tracing::warn!("--in-memory: nothing is kept on disk; a restart loses every message");
         (
             None,
-            Embedded::in_memory(config, ReceiptKey::new(rand::random())),
+            Service::in_memory(config, ReceiptKey::new(rand::random())),
         )
     } else {
         let options = leaseq_wal::Options {
@@ -230,24 +230,24 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
             salvage: settings.salvage,
             ..leaseq_wal::Options::default()
         };
-        let (dir, backend) = DataDir::open(
+        let (dir, service) = DataDir::open(
             &settings.data_dir,
             config,
             options,
             settings.checkpoint_bytes,
         )
         .with_context(|| format!("opening data directory {}", settings.data_dir.display()))?;
-        (Some(dir), backend)
+        (Some(dir), service)
     };
     let metrics = settings.metrics.then(|| Arc::new(Metrics::default()));
-    let backend = Arc::new(match &metrics {
-        Some(metrics) => backend.with_metrics(metrics.clone()),
-        None => backend,
+    let service = Arc::new(match &metrics {
+        Some(metrics) => service.with_metrics(metrics.clone()),
+        None => service,
     });
     // Move tasks that were running when the server stopped resume here.
-    tokio::spawn(backend.clone().drive_moves());
+    tokio::spawn(service.clone().drive_moves());
     for queue in &settings.queues {
-        create_queue(&backend, queue)
+        create_queue(&service, queue)
             .await
             .with_context(|| format!("creating queue {:?} from the configuration", queue.name))?;
     }
@@ -269,10 +269,10 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
         settings.region,
         settings.account_id,
     );
-    let shutdown_backend = backend.clone();
+    let shutdown_service = service.clone();
     leaseq_server::http::serve(
         listener,
-        backend.clone(),
+        service.clone(),
         HttpConfig {
             external_url: settings.external_url.clone(),
             region: settings.region.clone(),
@@ -280,16 +280,16 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
             request_body_max_bytes: 4 * 1024 * 1024,
         },
         metrics,
-        leaseq_server::dashboard::routes(backend.clone()),
+        leaseq_server::dashboard::routes(service.clone()),
         async move {
             shutdown_signal().await;
             tracing::info!("shutting down: answering requests in flight, releasing long polls");
-            shutdown_backend.shut_down();
+            shutdown_service.shut_down();
         },
     )
     .await;
     // A checkpoint at shutdown makes the next start replay (almost) nothing.
-    if let Err(error) = backend.checkpoint() {
+    if let Err(error) = service.host().checkpoint() {
         tracing::error!(%error, "final checkpoint failed; the next start replays the log");
     }
     tracing::info!("stopped");
@@ -298,7 +298,7 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
 
 /// Creates a configured queue through the same decoder clients go through, so the file's
 /// attribute names and values are checked exactly like a `CreateQueue` request's.
-async fn create_queue(backend: &Embedded, queue: &QueueSpec) -> anyhow::Result<()> {
+async fn create_queue(service: &Service, queue: &QueueSpec) -> anyhow::Result<()> {
     let body = serde_json::json!({
         "QueueName": queue.name,
         "Attributes": queue.attributes,
@@ -317,7 +317,7 @@ async fn create_queue(backend: &Embedded, queue: &QueueSpec) -> anyhow::Result<(
         Ok((_, action)) => action,
         Err((_, error)) => bail!("{error}"),
     };
-    backend
+    service
         .execute(action, &Caller::default())
         .await
         .map_err(|error| anyhow::anyhow!("{error}"))?;

@@ -35,9 +35,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Instant;
 
 use leaseq_core::{codec, Engine, FrozenEngine, Journal, Location, Record};
-use leaseq_wal::{Lsn, SegmentInfo, Wal, WalError};
 use parking_lot::{Mutex, RwLock, RwLockReadGuard};
 
+use crate::log_store::{LogError, LogStore, Lsn, Segment};
 use crate::payloads;
 
 /// Payload bytes one checkpoint relocates at most, so compaction never stalls a checkpoint for
@@ -108,18 +108,18 @@ impl Checkpoints {
     }
 
     /// Runs one checkpoint now (after a running one, if any, finishes).
-    pub fn run(&self, engine: &Mutex<Engine>, log: &Wal) -> Result<(), WalError> {
+    pub fn run(&self, engine: &Mutex<Engine>, log: &dyn LogStore) -> Result<(), LogError> {
         self.checkpoint(engine, log)
     }
 
     /// Runs a checkpoint the caller claimed with [`Checkpoints::claim_if_due`].
-    pub fn run_claimed(&self, engine: &Mutex<Engine>, log: &Wal) -> Result<(), WalError> {
+    pub fn run_claimed(&self, engine: &Mutex<Engine>, log: &dyn LogStore) -> Result<(), LogError> {
         let result = self.checkpoint(engine, log);
         self.running.store(false, Ordering::Release);
         result
     }
 
-    fn checkpoint(&self, engine: &Mutex<Engine>, log: &Wal) -> Result<(), WalError> {
+    fn checkpoint(&self, engine: &Mutex<Engine>, log: &dyn LogStore) -> Result<(), LogError> {
         let _serial = self.serial.lock();
         let started = Instant::now();
         // Under the lock only the freeze: a copy-on-write view of the state that costs one
@@ -128,7 +128,7 @@ impl Checkpoints {
         // while traffic goes on.
         let (frozen, lsn) = {
             let engine = engine.lock();
-            let lsn = log.next_lsn() - 1;
+            let lsn = log.tail_lsn();
             self.log_bytes_since.store(0, Ordering::Relaxed);
             (engine.freeze(), lsn)
         };
@@ -139,11 +139,11 @@ impl Checkpoints {
         let mut written = Ok(());
         frozen.records(|record| {
             if written.is_ok() {
-                written = writer.append_with(|buffer| encode_framed(&record, buffer));
+                written = writer.append_with(&mut |buffer| encode_framed(&record, buffer));
             }
         });
         written?;
-        let live = live_bytes_by_segment(&frozen);
+        let live = live_bytes_by_segment(&frozen, log);
         let moves = relocations(&frozen, &live, &log.segments(), lsn);
         drop(frozen);
         // The log must be durable up to `lsn` before the snapshot claims it.
@@ -152,7 +152,7 @@ impl Checkpoints {
         let previous = std::mem::replace(&mut *self.newest_lsn.lock(), lsn);
         let removed = {
             let _no_reads = self.payload_reads.write();
-            log.remove_segments(previous + 1, |segment| live.contains_key(&segment))?
+            log.remove_segments(previous + 1, &|segment| live.contains_key(&segment))?
         };
         self.last_snapshot_bytes
             .store(snapshot_bytes, Ordering::Relaxed);
@@ -176,9 +176,9 @@ impl Checkpoints {
     fn relocate(
         &self,
         engine: &Mutex<Engine>,
-        log: &Wal,
+        log: &dyn LogStore,
         moves: &[(u64, u64, Location)],
-    ) -> Result<usize, WalError> {
+    ) -> Result<usize, LogError> {
         let mut relocated = 0;
         for batch in moves.chunks(RELOCATE_BATCH) {
             let mut read = Vec::with_capacity(batch.len());
@@ -197,18 +197,18 @@ impl Checkpoints {
                 engine.relocate(queue_id, seq, from, payload, &mut journal);
             }
             relocated += journal.len();
-            payloads::append(log, &mut engine, &journal, self)?;
+            let appended = payloads::append(log, &mut engine, &journal)?;
+            self.logged(appended.bytes);
         }
         Ok(relocated)
     }
 }
 
 /// Bytes of the records holding live payloads, by log segment: the segments that must stay.
-fn live_bytes_by_segment(frozen: &FrozenEngine) -> BTreeMap<u64, u64> {
+fn live_bytes_by_segment(frozen: &FrozenEngine, log: &dyn LogStore) -> BTreeMap<u64, u64> {
     let mut live = BTreeMap::new();
     frozen.stored_payloads(|_, _, location| {
-        let frame_bytes = leaseq_wal::format::frame_len_bytes(location.len_bytes as usize);
-        *live.entry(u64::from(location.segment)).or_insert(0) += frame_bytes as u64;
+        *live.entry(u64::from(location.segment)).or_insert(0) += log.stored_bytes(location);
     });
     live
 }
@@ -218,7 +218,7 @@ fn live_bytes_by_segment(frozen: &FrozenEngine) -> BTreeMap<u64, u64> {
 fn relocations(
     frozen: &FrozenEngine,
     live: &BTreeMap<u64, u64>,
-    segments: &[SegmentInfo],
+    segments: &[Segment],
     lsn: Lsn,
 ) -> Vec<(u64, u64, Location)> {
     let mut budget_bytes = RELOCATE_BYTES_MAX;

@@ -1,4 +1,4 @@
-//! The observation endpoints of the embedded backend: `GET /metrics` (Prometheus text),
+//! The observation endpoints of the embedded service: `GET /metrics` (Prometheus text),
 //! `GET /api/queues` (the dashboard's JSON), the dead-letter actions under
 //! `/api/queues/{name}/` (peek and redrive, in `dashboard/dlq.rs`), a message's attempt history
 //! (`dashboard/history.rs`) and the dashboard page itself (`GET /`, served by the HTTP layer).
@@ -23,7 +23,7 @@ use serde_json::{json, Value};
 
 use crate::advisor::advice_for;
 use crate::metrics::{render, Metrics, Scrape};
-use crate::Embedded;
+use crate::Service;
 
 const PAGE: &str = include_str!("dashboard.html");
 
@@ -43,7 +43,7 @@ pub fn page() -> Response {
 }
 
 /// `GET /metrics`, `GET /api/queues`, the dead-letter actions and message histories for
-/// `backend`:
+/// `service`:
 ///
 /// - `GET /api/queues/{name}/peek?max=10&after=0`: messages without leasing them;
 /// - `GET /api/queues/{name}/messages/{message_id}/history`: a message's attempts;
@@ -54,7 +54,7 @@ pub fn page() -> Response {
 /// The POST routes take only `application/json` bodies, which a cross-site form cannot send.
 /// Pass it to [`crate::http::serve`] (every path here starts with one of
 /// [`crate::http::ROUTED_PATH_PREFIXES`]) or merge it with [`crate::router`].
-pub fn routes(backend: Arc<Embedded>) -> Router {
+pub fn routes(service: Arc<Service>) -> Router {
     Router::new()
         .route("/metrics", get(metrics))
         .route("/api/queues", get(queues))
@@ -71,18 +71,18 @@ pub fn routes(backend: Arc<Embedded>) -> Router {
             "/api/queues/{name}/redrives/{task_id}/cancel",
             post(dlq::cancel),
         )
-        .with_state(backend)
+        .with_state(service)
 }
 
-async fn metrics(State(backend): State<Arc<Embedded>>) -> Response {
-    let (now_ms, queues) = backend.observe_queues();
-    let fifo_groups = backend.fifo_group_pressure();
+async fn metrics(State(service): State<Arc<Service>>) -> Response {
+    let (now_ms, queues) = service.observe_queues();
+    let fifo_groups = service.fifo_group_pressure();
     let empty = Metrics::default();
     let page = render(&Scrape {
         now_ms,
         queues: &queues,
-        metrics: backend.metrics().map_or(&empty, |m| &**m),
-        log: backend.log_stats(),
+        metrics: service.metrics().map_or(&empty, |m| &**m),
+        log: service.log_stats(),
         fifo_groups: &fifo_groups,
     });
     (
@@ -92,10 +92,10 @@ async fn metrics(State(backend): State<Arc<Embedded>>) -> Response {
         .into_response()
 }
 
-async fn queues(State(backend): State<Arc<Embedded>>) -> Response {
-    let (now_ms, queues) = backend.observe_queues();
-    let mut leases = backend.leases_ending_first(LEASES_SHOWN);
-    let fifo_groups = backend.fifo_group_pressure();
+async fn queues(State(service): State<Arc<Service>>) -> Response {
+    let (now_ms, queues) = service.observe_queues();
+    let mut leases = service.leases_ending_first(LEASES_SHOWN);
+    let fifo_groups = service.fifo_group_pressure();
     let dead_letter_queues: BTreeSet<&str> = queues
         .iter()
         .filter_map(|(info, _)| info.config.redrive_policy.as_ref())
@@ -164,7 +164,7 @@ async fn queues(State(backend): State<Arc<Embedded>>) -> Response {
         .collect();
     let body = json!({
         "now_ms": now_ms,
-        "metrics": backend.metrics().is_some(),
+        "metrics": service.metrics().is_some(),
         "queues": list,
     });
     (

@@ -13,14 +13,14 @@ use std::fs::{self, File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Instant;
 
-use leaseq_core::{codec, Engine, ReceiptKey};
-use leaseq_wal::{DirStorage, Recovery, Storage, Wal, WalError};
+use leaseq_core::ReceiptKey;
+use leaseq_wal::{DirStorage, Recovery, Storage};
 
-use crate::checkpoint::{self, Checkpoints};
-use crate::embedded::{Embedded, EmbeddedConfig, CHECKPOINT_LOG_BYTES_MIN};
-use crate::payloads;
+use crate::host::{EngineHost, CHECKPOINT_LOG_BYTES_MIN};
+use crate::log_store::{FileLogOpening, LogStore};
+use crate::recovery::{self, RecoverError};
+use crate::service::{Service, ServiceConfig};
 
 /// Why a data directory could not be opened.
 #[derive(Debug, thiserror::Error)]
@@ -42,13 +42,9 @@ pub enum OpenError {
     /// The receipt key file is damaged.
     #[error("the receipt key file {0} is damaged (expected 32 hex digits)")]
     BadKey(PathBuf),
-    /// The log could not be opened or replayed.
+    /// The log could not be recovered.
     #[error(transparent)]
-    Log(#[from] WalError),
-    /// The newest snapshot could not be read, or is damaged inside (its checksum matched, its
-    /// records do not decode).
-    #[error("the snapshot at log position {0} could not be loaded: {1}")]
-    Snapshot(u64, checkpoint::LoadError),
+    Recover(#[from] RecoverError),
 }
 
 fn io<'a>(what: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -> OpenError + 'a {
@@ -65,13 +61,13 @@ pub struct DataDir {
 }
 
 impl DataDir {
-    /// Opens (or creates) `path`, takes its lock, and recovers the backend from its log.
+    /// Opens (or creates) `path`, takes its lock, and recovers the service from its log.
     pub fn open(
         path: &Path,
-        config: EmbeddedConfig,
+        config: ServiceConfig,
         options: leaseq_wal::Options,
         checkpoint_log_bytes_min: u64,
-    ) -> Result<(DataDir, Embedded), OpenError> {
+    ) -> Result<(DataDir, Service), OpenError> {
         fs::create_dir_all(path).map_err(io("creating", path))?;
         let lock_path = path.join("LOCK");
         let lock = OpenOptions::new()
@@ -87,76 +83,43 @@ impl DataDir {
         let wal_dir = path.join("wal");
         let storage = DirStorage::new(&wal_dir).map_err(io("creating", &wal_dir))?;
         let storage = Arc::new(storage);
-        let (backend, _) = recover_with(storage, config, key, options, checkpoint_log_bytes_min)?;
-        Ok((DataDir { _lock: lock }, backend))
+        let (service, _) = recover_with(storage, config, key, options, checkpoint_log_bytes_min)?;
+        Ok((DataDir { _lock: lock }, service))
     }
 }
 
-/// Recovers the backend from the log in `storage`: the newest snapshot first (if any), then
+/// Recovers the service from the file log in `storage`: the newest snapshot first (if any), then
 /// every later record, all through `Engine::apply`. [`DataDir::open`] calls it on the data
 /// directory's `wal/`; tests call it on a [`leaseq_wal::fault::FaultStorage`] to fail fsyncs,
-/// fill the disk and crash. Checkpoints follow [`crate::embedded::CHECKPOINT_LOG_BYTES_MIN`].
+/// fill the disk and crash. Checkpoints follow [`crate::host::CHECKPOINT_LOG_BYTES_MIN`].
 pub fn recover(
     storage: Arc<dyn Storage>,
-    config: EmbeddedConfig,
+    config: ServiceConfig,
     key: ReceiptKey,
     options: leaseq_wal::Options,
-) -> Result<(Embedded, Recovery), OpenError> {
+) -> Result<(Service, Recovery), OpenError> {
     recover_with(storage, config, key, options, CHECKPOINT_LOG_BYTES_MIN)
 }
 
 /// [`recover`], checkpointing after at least `checkpoint_log_bytes_min` logged bytes.
 pub fn recover_with(
     storage: Arc<dyn Storage>,
-    config: EmbeddedConfig,
+    config: ServiceConfig,
     key: ReceiptKey,
     options: leaseq_wal::Options,
     checkpoint_log_bytes_min: u64,
-) -> Result<(Embedded, Recovery), OpenError> {
-    let started = Instant::now();
-    let mut engine = Engine::new(config.engine.clone(), key);
-    let snapshot = leaseq_wal::snapshot::latest_file(storage.as_ref())?;
-    let (snapshot_lsn, snapshot_records, snapshot_bytes) = match snapshot {
-        Some(snapshot) => {
-            let records = checkpoint::load(&mut engine, snapshot.reader())
-                .map_err(|error| OpenError::Snapshot(snapshot.lsn, error))?;
-            (snapshot.lsn, records, snapshot.len_bytes)
-        }
-        None => (0, 0, 0),
-    };
-    let mut replayed: u64 = 0;
-    let mut decoder = codec::Decoder::default();
-    // Segments the snapshot covers are not scanned (they stay for the payloads they hold).
-    let options = leaseq_wal::Options {
-        covered_lsn: snapshot_lsn,
-        ..options
-    };
-    let (log, recovery) = Wal::open(storage, options, |record| {
-        // Records the snapshot already contains.
-        if record.lsn <= snapshot_lsn {
-            return Ok(());
-        }
-        let decoded = decoder.decode(record.payload)?;
-        engine.apply(&decoded);
-        // As live traffic does once it has appended: keep the payload only in the log.
-        if let Some(location) = payloads::location(record.position) {
-            engine.spill(&decoded, location);
-        }
-        replayed += 1;
-        Ok(())
-    })?;
-    tracing::info!(
-        snapshot_lsn,
-        snapshot_records,
-        log_records = replayed,
-        elapsed_ms = started.elapsed().as_millis() as u64,
-        torn_tail = recovery.torn_tail.is_some(),
-        "recovered state from the snapshot and the log"
-    );
-    let checkpoints = Checkpoints::new(checkpoint_log_bytes_min, snapshot_lsn)
-        .with_last_snapshot_bytes(snapshot_bytes);
-    let backend = Embedded::with_engine(config, engine, Some(log)).with_checkpoints(checkpoints);
-    Ok((backend, recovery))
+) -> Result<(Service, Recovery), OpenError> {
+    let opening = FileLogOpening::new(storage, options);
+    let recovered = recovery::recover(
+        opening,
+        config.engine.clone(),
+        key,
+        checkpoint_log_bytes_min,
+    )?;
+    let recovery = recovered.store.recovery().clone();
+    let store: Arc<dyn LogStore> = recovered.store;
+    let host = EngineHost::new(recovered.engine, store, recovered.checkpoints);
+    Ok((Service::new(config, host), recovery))
 }
 
 /// Reads the receipt key, or creates it (written to a temporary file, synced, renamed, and the

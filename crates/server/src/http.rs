@@ -28,8 +28,8 @@ use hyper::body::Body as HttpBody;
 use leaseq_sqs::error::SqsError;
 use leaseq_sqs::{Context, Protocol, RawRequest};
 
-use crate::backend::{Backend, Caller};
 use crate::metrics::{Metrics, RequestOutcome};
+use crate::service::{Api, Caller};
 
 /// Settings of the HTTP layer.
 #[derive(Clone, Debug)]
@@ -46,32 +46,32 @@ pub struct HttpConfig {
 }
 
 struct Shared<B> {
-    backend: Arc<B>,
+    service: Arc<B>,
     config: HttpConfig,
     /// Request counts and latencies go here when metrics are on.
     metrics: Option<Arc<Metrics>>,
 }
 
 /// The router serving the SQS API on every path, and `GET /health`.
-pub fn router<B: Backend>(backend: Arc<B>, config: HttpConfig) -> Router {
-    router_with_metrics(backend, config, None)
+pub fn router<B: Api>(service: Arc<B>, config: HttpConfig) -> Router {
+    router_with_metrics(service, config, None)
 }
 
 /// [`router`], counting each request and its latency by action into `metrics` (if given). A
 /// plain `GET /` (no query, no `X-Amz-Target`) is the dashboard page, not an SQS request.
-pub fn router_with_metrics<B: Backend>(
-    backend: Arc<B>,
+pub fn router_with_metrics<B: Api>(
+    service: Arc<B>,
     config: HttpConfig,
     metrics: Option<Arc<Metrics>>,
 ) -> Router {
     router_of(Arc::new(Shared {
-        backend,
+        service,
         config,
         metrics,
     }))
 }
 
-fn router_of<B: Backend>(shared: Arc<Shared<B>>) -> Router {
+fn router_of<B: Api>(shared: Arc<Shared<B>>) -> Router {
     Router::new()
         .route("/health", get(|| async { "ok\n" }))
         .fallback(handle::<B>)
@@ -120,7 +120,7 @@ fn sender_id(headers: &HeaderMap, account_id: &str) -> Arc<str> {
 
 /// The router's fallback: an SQS request that reached the router (see [`serve`] for those that
 /// do not).
-async fn handle<B: Backend>(State(shared): State<Arc<Shared<B>>>, request: Request) -> Response {
+async fn handle<B: Api>(State(shared): State<Arc<Shared<B>>>, request: Request) -> Response {
     let (parts, body) = request.into_parts();
     // Present when the server was started with connect info.
     let address = parts
@@ -139,7 +139,7 @@ async fn handle_sqs<B, RequestBody>(
     address: Option<SocketAddr>,
 ) -> Response
 where
-    B: Backend,
+    B: Api,
     RequestBody: HttpBody<Data = Bytes, Error: Into<BoxError>> + Send,
 {
     let (method, uri, headers) = (parts.method, parts.uri, parts.headers);
@@ -192,7 +192,7 @@ where
         user_agent: headers.get(axum::http::header::USER_AGENT).cloned(),
     };
     let started = Instant::now();
-    let result = shared.backend.execute(action, &caller).await;
+    let result = shared.service.execute(action, &caller).await;
     if let Some(metrics) = &shared.metrics {
         let outcome = match &result {
             Ok(_) => RequestOutcome::Success,

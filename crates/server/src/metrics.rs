@@ -22,9 +22,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use leaseq_core::{LeaseView, QueueInfo};
+use leaseq_core::{LeaseView, Queue, QueueInfo};
 
-use crate::embedded::{GroupPressure, FIFO_GROUP_BLOCKED_MS};
 use leaseq_wal::{Histogram, HistogramSnapshot};
 use parking_lot::RwLock;
 use rustc_hash::FxHashMap;
@@ -576,6 +575,61 @@ fn escape_help(value: &str) -> String {
     value.replace('\\', "\\\\").replace('\n', "\\n")
 }
 
+// What the dashboard and the metrics page show of a queue's leases and FIFO groups.
+
+/// How long a FIFO group may stay blocked (a message of it in flight) before it counts in
+/// `leaseq_fifo_groups_blocked`.
+pub const FIFO_GROUP_BLOCKED_MS: u64 = 60_000;
+
+/// Timer entries an observer's look at a FIFO queue's groups walks at most (the in-flight limit
+/// is 120 000, delayed messages share the index).
+const FIFO_SCAN_MAX: usize = 250_000;
+
+/// A FIFO queue's groups under lease.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct GroupPressure {
+    /// Groups with a message in flight: blocked for every other consumer.
+    pub in_flight: usize,
+    /// Of those, groups whose oldest lease began more than [`FIFO_GROUP_BLOCKED_MS`] ago.
+    pub blocked_long: usize,
+}
+
+/// The groups of a FIFO queue that are blocked by leases, as of the queue's last advance;
+/// `None` for a standard queue.
+pub fn group_pressure(queue: &Queue, now_ms: u64) -> Option<GroupPressure> {
+    queue.fifo()?;
+    let mut oldest_lease: FxHashMap<&str, u64> = FxHashMap::default();
+    for message in queue.leases_ending_first(usize::MAX, FIFO_SCAN_MAX) {
+        if let Some(fifo) = &message.fifo {
+            let at = oldest_lease
+                .entry(&fifo.group_id)
+                .or_insert(message.leased_at_ms);
+            *at = (*at).min(message.leased_at_ms);
+        }
+    }
+    let blocked_long = oldest_lease
+        .values()
+        .filter(|&&at| now_ms.saturating_sub(at) > FIFO_GROUP_BLOCKED_MS)
+        .count();
+    Some(GroupPressure {
+        in_flight: oldest_lease.len(),
+        blocked_long,
+    })
+}
+
+/// One in-flight lease, for the dashboard.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LeaseRow {
+    /// The message.
+    pub message_id: leaseq_core::MessageId,
+    /// The attempt holding the lease.
+    pub attempt: u32,
+    /// When the attempt began.
+    pub leased_at_ms: u64,
+    /// When the lease ends unless extended.
+    pub lease_expires_at_ms: u64,
+}
+
 #[cfg(test)]
 mod tests {
     use std::collections::{BTreeMap, BTreeSet};
@@ -757,5 +811,69 @@ mod tests {
         assert!(page.contains("leaseq_log_fsync_batch_records_bucket{le=\"4\"} 1"));
         assert!(page.contains("\nleaseq_log_uncached_reads_total 5\n"));
         assert!(page.contains("queue=\"a\\\"b\\\\c\""));
+    }
+}
+
+#[cfg(test)]
+mod group_pressure_tests {
+    use leaseq_core::{
+        Engine, EngineConfig, Journal, MessageId, QueueConfigPatch, ReceiptKey, ReceiveRequest,
+        SendInput,
+    };
+
+    use super::*;
+
+    #[test]
+    fn fifo_groups_in_flight_and_blocked_long() {
+        let mut engine = Engine::new(EngineConfig::default(), ReceiptKey::new([3; 16]));
+        let mut journal = Journal::new();
+        let patch = QueueConfigPatch {
+            fifo_queue: Some(true),
+            ..QueueConfigPatch::default()
+        };
+        engine
+            .create_queue(0, "jobs.fifo", &patch, Default::default(), &mut journal)
+            .unwrap();
+        for (i, group) in ["a", "a", "b", "c"].into_iter().enumerate() {
+            let mut input = SendInput::body(format!("job-{i}"));
+            input.group_id = Some(group.into());
+            input.deduplication_id = Some(format!("d{i}"));
+            let id = MessageId::from_random([i as u8; 16]);
+            engine
+                .send(0, "jobs.fifo", input, id, &mut journal)
+                .unwrap();
+        }
+        let request = |max_messages| ReceiveRequest {
+            max_messages,
+            visibility_timeout_seconds: Some(600),
+            client: None,
+        };
+        // Group a's first message at 1 s, then (a is blocked) b at 70 s; c stays ready.
+        let first = engine.receive(1_000, "jobs.fifo", request(1), &mut journal);
+        assert_eq!(first.unwrap().len(), 1);
+        let second = engine.receive(70_000, "jobs.fifo", request(1), &mut journal);
+        assert_eq!(second.unwrap().len(), 1);
+        let queue = engine.queue("jobs.fifo").unwrap();
+        assert_eq!(
+            group_pressure(queue, 80_000),
+            Some(GroupPressure {
+                in_flight: 2,
+                blocked_long: 1
+            })
+        );
+        assert_eq!(
+            group_pressure(queue, 30_000).map(|p| p.blocked_long),
+            Some(0)
+        );
+        engine
+            .create_queue(
+                0,
+                "standard",
+                &QueueConfigPatch::default(),
+                Default::default(),
+                &mut journal,
+            )
+            .unwrap();
+        assert_eq!(group_pressure(engine.queue("standard").unwrap(), 0), None);
     }
 }

@@ -5,11 +5,11 @@
 //! appended, its log position is all the engine needs to keep ([`Engine::spill`]): memory then
 //! holds message metadata only, and a backlog can be far larger than RAM. A receive answers
 //! with payload references; the server reads them after releasing the engine lock, from the
-//! log's append buffer or the segment file (the page cache, for messages sent recently).
+//! log's append buffer or its storage (the page cache, for messages sent recently).
 //!
 //! A read from the page cache takes microseconds, one from the disk may take milliseconds, and
 //! a request thread that waits for the disk holds up every other task queued on it. So the
-//! payloads of an answer are read from memory first ([`Wal::read_cached`]), and those that
+//! payloads of an answer are read from memory first ([`LogStore::read_cached`]), and those that
 //! would wait for the disk (a backlog larger than memory, read long after it was sent) are then
 //! read together inside `tokio::task::block_in_place`, which moves the thread's other tasks to
 //! another thread meanwhile ([`payloads`]).
@@ -21,69 +21,34 @@ use std::sync::Arc;
 
 use leaseq_core::{codec, Delivery, Engine, Journal, Location, MessageId, Payload, PayloadRef};
 use leaseq_sqs::error::SqsError;
-use leaseq_wal::{off_the_executor, Lsn, Position, Wal, WalError};
 
-use crate::checkpoint::Checkpoints;
+use crate::log_store::{Appended, LogError, LogStore};
 
-/// The engine's location for a log position, if it fits the engine's compact form (it always
-/// does short of four billion segments; a payload that does not fit simply stays in memory).
-pub(crate) fn location(position: Position) -> Option<Location> {
-    Some(Location {
-        segment: u32::try_from(position.segment).ok()?,
-        offset: u32::try_from(position.offset).ok()?,
-        len_bytes: position.len_bytes,
+/// Appends the journal's records to `store`, spilling the payloads they carry: the engine keeps
+/// only where each is. Called with the engine locked, so the log's order is the order in which
+/// the records were applied.
+pub(crate) fn append(
+    store: &dyn LogStore,
+    engine: &mut Engine,
+    journal: &Journal,
+) -> Result<Appended, LogError> {
+    store.append(journal, &mut |record, location| {
+        engine.spill(record, location)
     })
 }
 
-/// The log position of an engine location.
-pub(crate) fn position(location: Location) -> Position {
-    Position {
-        segment: u64::from(location.segment),
-        offset: u64::from(location.offset),
-        len_bytes: location.len_bytes,
-    }
-}
-
-/// Room for a record's encoding before it needs to grow: a message of a few hundred bytes with
-/// its metadata and attributes.
-const ENCODED_RECORD_CAPACITY_BYTES: usize = 1024;
-
-/// Appends the journal's records, spilling the payloads they carry to the log; returns the log's
-/// tail LSN after them. Called with the engine locked, so the log's order is the order in which
-/// the records were applied.
-pub(crate) fn append(
-    log: &Wal,
-    engine: &mut Engine,
-    journal: &Journal,
-    checkpoints: &Checkpoints,
-) -> Result<Lsn, WalError> {
-    // One buffer for the journal's records, sized for the usual one before the first: grown
-    // from empty, it would be reallocated half a dozen times for a small message. (Reserved in
-    // the loop, so an empty journal, as of a read, allocates nothing.)
-    let mut bytes = Vec::new();
-    for record in journal {
-        bytes.clear();
-        bytes.reserve(ENCODED_RECORD_CAPACITY_BYTES);
-        codec::encode(record, &mut bytes);
-        let appended = log.append(&bytes)?;
-        checkpoints.logged(bytes.len() as u64);
-        if record.carried_payload().is_some() {
-            if let Some(location) = location(appended.position) {
-                engine.spill(record, location);
-            }
-        }
-    }
-    Ok(log.next_lsn() - 1)
-}
-
 /// Reads the payload stored at `location`: the `Send` or `Relocate` record there.
-pub(crate) fn read(log: &Wal, location: Location) -> Result<Arc<Payload>, ReadError> {
-    decode_payload(&log.read(position(location))?, location)
+pub(crate) fn read(store: &dyn LogStore, location: Location) -> Result<Arc<Payload>, ReadError> {
+    decode_payload(&store.read(location)?, location)
 }
 
 /// [`read`] if the record is in memory; `Ok(None)` if the read would wait for the disk.
-fn read_cached(log: &Wal, location: Location) -> Result<Option<Arc<Payload>>, ReadError> {
-    log.read_cached(position(location))?
+fn read_cached(
+    store: &dyn LogStore,
+    location: Location,
+) -> Result<Option<Arc<Payload>>, ReadError> {
+    store
+        .read_cached(location)?
         .map(|bytes| decode_payload(&bytes, location))
         .transpose()
 }
@@ -103,7 +68,7 @@ fn decode_payload(bytes: &[u8], location: Location) -> Result<Arc<Payload>, Read
 pub enum ReadError {
     /// The log could not read the record.
     #[error(transparent)]
-    Log(#[from] WalError),
+    Log(#[from] LogError),
     /// The record did not decode into one that carries a payload.
     #[error("{0}")]
     Decode(String),
@@ -118,16 +83,11 @@ impl ReadError {
 
 /// The payload a reference refers to, read from the log if it is not in memory. May wait for
 /// the disk on the calling thread; an answer to a request uses [`payloads`].
-pub(crate) fn payload(log: Option<&Wal>, payload: &PayloadRef) -> Result<Arc<Payload>, ReadError> {
-    match (payload, log) {
-        (PayloadRef::Inline(payload), _) => Ok(payload.clone()),
-        (PayloadRef::Stored(location), Some(log)) => read(log, *location),
-        (PayloadRef::Stored(location), None) => Err(no_log(*location)),
+pub fn payload(store: &dyn LogStore, payload: &PayloadRef) -> Result<Arc<Payload>, ReadError> {
+    match payload {
+        PayloadRef::Inline(payload) => Ok(payload.clone()),
+        PayloadRef::Stored(location) => read(store, *location),
     }
-}
-
-fn no_log(location: Location) -> ReadError {
-    ReadError::Decode(format!("a payload at {location:?} but no log"))
 }
 
 /// The payloads of `references`, in order, for an answer to a client (see the module docs):
@@ -136,33 +96,30 @@ fn no_log(location: Location) -> ReadError {
 /// read is the client's `InternalError`, naming the message (each reference comes with its
 /// message's id).
 pub(crate) fn payloads<'a>(
-    log: Option<&Wal>,
+    store: &dyn LogStore,
     references: impl IntoIterator<Item = (&'a PayloadRef, MessageId)>,
 ) -> Result<Vec<Arc<Payload>>, SqsError> {
     let mut payloads = Vec::new();
     let mut from_disk = Vec::new();
     for (index, (reference, message_id)) in references.into_iter().enumerate() {
-        let payload = match (reference, log) {
-            (PayloadRef::Inline(payload), _) => Some(payload.clone()),
-            (PayloadRef::Stored(location), Some(log)) => {
-                let cached =
-                    read_cached(log, *location).map_err(|error| client_error(error, message_id))?;
+        let payload = match reference {
+            PayloadRef::Inline(payload) => Some(payload.clone()),
+            PayloadRef::Stored(location) => {
+                let cached = read_cached(store, *location)
+                    .map_err(|error| client_error(error, message_id))?;
                 if cached.is_none() {
                     from_disk.push((index, *location, message_id));
                 }
                 cached
             }
-            (PayloadRef::Stored(location), None) => {
-                return Err(client_error(no_log(*location), message_id))
-            }
         };
         payloads.push(payload);
     }
-    if let Some(log) = log.filter(|_| !from_disk.is_empty()) {
+    if !from_disk.is_empty() {
         off_the_executor(|| {
             for (index, location, message_id) in from_disk {
                 let payload =
-                    read(log, location).map_err(|error| client_error(error, message_id))?;
+                    read(store, location).map_err(|error| client_error(error, message_id))?;
                 payloads[index] = Some(payload);
             }
             Ok::<_, SqsError>(())
@@ -172,6 +129,19 @@ pub(crate) fn payloads<'a>(
         .into_iter()
         .map(|payload| payload.expect("read from memory or from the disk"))
         .collect())
+}
+
+/// Runs `work`, which may wait for slow storage, where waiting holds up no other task: inside
+/// `tokio::task::block_in_place` on a worker of a multi-threaded runtime (the worker's other
+/// tasks move to another thread meanwhile), directly anywhere else.
+fn off_the_executor<T>(work: impl FnOnce() -> T) -> T {
+    let multi_threaded = tokio::runtime::Handle::try_current()
+        .is_ok_and(|handle| handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
+    if multi_threaded {
+        tokio::task::block_in_place(work)
+    } else {
+        work()
+    }
 }
 
 fn client_error(error: ReadError, message_id: MessageId) -> SqsError {
@@ -184,11 +154,11 @@ fn client_error(error: ReadError, message_id: MessageId) -> SqsError {
 /// The deliveries with their payloads read from the log where they are not in memory (see
 /// [`payloads`]).
 pub(crate) fn resolve(
-    log: Option<&Wal>,
+    store: &dyn LogStore,
     deliveries: Vec<Delivery<PayloadRef>>,
 ) -> Result<Vec<Delivery>, SqsError> {
     let payloads = payloads(
-        log,
+        store,
         deliveries
             .iter()
             .map(|delivery| (&delivery.payload, delivery.message_id)),

@@ -7,19 +7,19 @@ use std::sync::Arc;
 
 use leaseq_core::{EngineConfig, QueueConfigPatch, ReceiptKey, ReceiveRequest, SendInput};
 use leaseq_server::data_dir::recover_with;
-use leaseq_server::{Backend, Caller, Embedded, EmbeddedConfig};
+use leaseq_server::{Api, Caller, Service, ServiceConfig};
 use leaseq_sqs::{Action, BatchEntry, Outcome, QueueRef};
 use leaseq_wal::DirStorage;
 
-fn config() -> EmbeddedConfig {
-    EmbeddedConfig {
+fn config() -> ServiceConfig {
+    ServiceConfig {
         engine: EngineConfig::default(),
         region: "us-east-1".into(),
         account_id: "000000000000".into(),
     }
 }
 
-fn open(dir: &Path) -> Embedded {
+fn open(dir: &Path) -> Service {
     let options = leaseq_wal::Options {
         segment_size_max_bytes: 64 << 10,
         ..leaseq_wal::Options::default()
@@ -55,11 +55,11 @@ fn queue() -> QueueRef {
     QueueRef { name: "q".into() }
 }
 
-async fn execute(backend: &Embedded, action: Action) -> Outcome {
+async fn execute(backend: &Service, action: Action) -> Outcome {
     backend.execute(action, &Caller::default()).await.unwrap()
 }
 
-async fn receive_and_delete(backend: &Embedded, max_messages: usize) -> usize {
+async fn receive_and_delete(backend: &Service, max_messages: usize) -> usize {
     let action = Action::ReceiveMessage {
         queue: queue(),
         request: ReceiveRequest {
@@ -93,15 +93,16 @@ async fn receive_and_delete(backend: &Embedded, max_messages: usize) -> usize {
     deliveries.len()
 }
 
-async fn ready_count(backend: &Embedded) -> usize {
+async fn ready_count(backend: &Service) -> usize {
     backend
+        .host()
         .engine()
         .queue_info(leaseq_server::clock::now_ms(), "q")
         .unwrap()
         .ready
 }
 
-async fn create(backend: &Embedded, name: &str) {
+async fn create(backend: &Service, name: &str) {
     let create = Action::CreateQueue {
         name: name.into(),
         attributes: QueueConfigPatch::default(),
@@ -115,7 +116,7 @@ async fn create(backend: &Embedded, name: &str) {
 /// Every `straggler_every` rounds one more message goes to queue `kept`, which nobody reads, so
 /// long-lived payloads end up spread over every segment. Returns the largest size the log
 /// directory reached.
-async fn steady_load(dir: &Path, backend: &Embedded, straggler_every: Option<u32>) -> u64 {
+async fn steady_load(dir: &Path, backend: &Service, straggler_every: Option<u32>) -> u64 {
     create(backend, "q").await;
     create(backend, "kept").await;
     let body = "x".repeat(1_000);
@@ -184,15 +185,23 @@ async fn compaction_keeps_the_log_bounded_when_long_lived_messages_pin_every_seg
 
     let reopened = open(&dir);
     let info = reopened
+        .host()
         .engine()
         .queue_info(leaseq_server::clock::now_ms(), "kept")
         .unwrap();
     assert_eq!(info.ready, 100);
-    let engine = reopened.engine();
+    let engine = reopened.host().engine();
     let kept = engine.queue("kept").unwrap();
     let mut bodies: Vec<String> = kept
         .messages()
-        .map(|(_, message)| reopened.payload(&message.payload).unwrap().body.clone())
+        .map(|(_, message)| {
+            reopened
+                .host()
+                .payload(&message.payload)
+                .unwrap()
+                .body
+                .clone()
+        })
         .collect();
     drop(engine);
     bodies.sort_by_key(|body| {
@@ -241,7 +250,7 @@ async fn a_restart_after_a_checkpoint_keeps_leases_and_receipts() {
     let Outcome::Received { deliveries, .. } = execute(&backend, action).await else {
         panic!("not a receive outcome")
     };
-    backend.checkpoint().unwrap();
+    backend.host().checkpoint().unwrap();
     // One more change after the checkpoint: it must come back from the log tail.
     let send = Action::SendMessage {
         queue: queue(),
@@ -251,14 +260,14 @@ async fn a_restart_after_a_checkpoint_keeps_leases_and_receipts() {
     drop(backend);
 
     let reopened = open(&dir);
-    let info = reopened.engine().queue_info(0, "q").unwrap();
+    let info = reopened.host().engine().queue_info(0, "q").unwrap();
     assert_eq!((info.ready, info.in_flight), (3, 1));
     let delete = Action::DeleteMessage {
         queue: queue(),
         receipt: deliveries[0].receipt.clone(),
     };
     execute(&reopened, delete).await;
-    let info = reopened.engine().queue_info(0, "q").unwrap();
+    let info = reopened.host().engine().queue_info(0, "q").unwrap();
     assert_eq!((info.ready, info.in_flight), (3, 0));
     assert_eq!(info.counters.deleted, 1);
 }

@@ -1,5 +1,5 @@
 //! A seeded simulation of the durable embedded backend with crashes (the counterpart of the
-//! engine's `crates/core/tests/simulation.rs`): requests through `Backend::execute` on a log in
+//! engine's `crates/core/tests/simulation.rs`): requests through `Api::execute` on a log in
 //! `leaseq_wal::fault::FaultStorage`, with power losses, process crashes that tear the log's tail
 //! at a random byte, failed fsyncs, a full disk, and checkpoints (explicit, and in the background
 //! after a few hundred logged bytes), each crash followed by recovery through `recover_with`.
@@ -7,7 +7,7 @@
 //! Each step is one of: a request (create a queue with or without a redrive policy, send or send
 //! a batch with and without delay, receive with a short lease, delete or delete a batch with
 //! current and superseded receipts, change visibility (0 included), purge, set attributes,
-//! delete a queue), a clock jump (the backend runs on a fake clock, `Embedded::with_clock`), a
+//! delete a queue), a clock jump (the backend runs on a fake clock, `Service::with_clock`), a
 //! checkpoint, an armed fault (the next fsync fails; the disk fills), a crash and restart, a
 //! volley (a few requests at once, crashed while in flight), or a look at what a power loss now
 //! would recover (on a `FaultStorage::fork`, leaving the run undisturbed).
@@ -42,7 +42,7 @@ use std::sync::Arc;
 use leaseq_core::{EngineConfig, QueueConfigPatch, ReceiptKey, RedrivePolicy};
 use leaseq_server::clock::{Clock as _, ManualClock};
 use leaseq_server::data_dir::recover_with;
-use leaseq_server::{Backend, Caller, Embedded, EmbeddedConfig};
+use leaseq_server::{Api, Caller, Service, ServiceConfig};
 use leaseq_sqs::{Outcome, SqsError};
 use leaseq_wal::fault::{CrashMode, FaultStorage};
 use leaseq_wal::{FsyncPolicy, Options, Recovery};
@@ -133,8 +133,8 @@ fn run_seed(seed: u64, steps: usize) -> BTreeMap<String, u64> {
     sim.tally
 }
 
-fn config() -> EmbeddedConfig {
-    EmbeddedConfig {
+fn config() -> ServiceConfig {
+    ServiceConfig {
         engine: EngineConfig::default(),
         region: "us-east-1".into(),
         account_id: "000000000000".into(),
@@ -171,7 +171,7 @@ struct Sim {
     rng: StdRng,
     clock: ManualClock,
     storage: FaultStorage,
-    backend: Option<Arc<Embedded>>,
+    backend: Option<Arc<Service>>,
     options: Options,
     checkpoint_log_bytes_min: u64,
     ledger: Ledger,
@@ -220,7 +220,7 @@ impl Sim {
         self.clock.now_ms()
     }
 
-    fn backend(&self) -> Arc<Embedded> {
+    fn backend(&self) -> Arc<Service> {
         self.backend.clone().expect("a running backend")
     }
 
@@ -240,7 +240,7 @@ impl Sim {
     }
 
     /// Opens the backend on `storage` as a restarted server would (same receipt key).
-    fn open(&self, storage: &FaultStorage) -> Result<(Embedded, Recovery), String> {
+    fn open(&self, storage: &FaultStorage) -> Result<(Service, Recovery), String> {
         let clock = self.clock.clone();
         recover_with(
             Arc::new(storage.clone()),
@@ -571,7 +571,7 @@ impl Sim {
     }
 
     fn checkpoint(&mut self) {
-        let result = self.backend().checkpoint();
+        let result = self.backend().host().checkpoint();
         self.note(format!("checkpoint -> {result:?}"));
         self.count(if result.is_ok() {
             "checkpoint written"

@@ -7,12 +7,12 @@ use std::sync::Arc;
 
 use leaseq_core::{EngineConfig, QueueConfigPatch, ReceiptKey, SendInput};
 use leaseq_server::data_dir::recover;
-use leaseq_server::{Backend, Caller, Embedded, EmbeddedConfig};
+use leaseq_server::{Api, Caller, Service, ServiceConfig};
 use leaseq_sqs::{Action, ErrorCode, QueueRef};
 use leaseq_wal::DirStorage;
 
-fn open(dir: &Path) -> Embedded {
-    let config = EmbeddedConfig {
+fn open(dir: &Path) -> Service {
+    let config = ServiceConfig {
         engine: EngineConfig::default(),
         region: "us-east-1".into(),
         account_id: "000000000000".into(),
@@ -65,7 +65,7 @@ async fn an_unlogged_change_stops_the_server_until_restart() {
     drop(backend);
 
     let restarted = open(&dir);
-    let info = restarted.engine().queue_info(0, "q").unwrap();
+    let info = restarted.host().engine().queue_info(0, "q").unwrap();
     assert_eq!(info.ready, 1, "only the acknowledged send survives");
     restarted
         .execute(send("after restart".into()), &caller)

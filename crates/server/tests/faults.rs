@@ -3,7 +3,7 @@
 //! `leaseq_wal::fault::FaultStorage`.
 //!
 //! Requests go through the real decoder (`leaseq_sqs::decode` of AWS JSON 1.0 bodies) and
-//! `Backend::execute`, so what these tests see is what a client sees, short of the HTTP framing;
+//! `Api::execute`, so what these tests see is what a client sees, short of the HTTP framing;
 //! the error a client would get is encoded with `leaseq_sqs::encode_error` and checked too.
 //!
 //! The promise under test: a request that was answered with success survives any crash; a
@@ -18,7 +18,7 @@ use std::sync::Arc;
 
 use leaseq_core::{EngineConfig, ReceiptKey};
 use leaseq_server::data_dir::{recover, recover_with};
-use leaseq_server::{Backend, Caller, Embedded, EmbeddedConfig};
+use leaseq_server::{Api, Caller, Service, ServiceConfig};
 use leaseq_sqs::{Action, Context, ErrorCode, Outcome, Protocol, RawRequest, SqsError};
 use leaseq_wal::fault::{CrashMode, FaultStorage};
 use leaseq_wal::{FsyncPolicy, Options, Recovery};
@@ -29,8 +29,8 @@ const QUEUE_URL: &str = "http://localhost/000000000000/q";
 /// What a process crash (not a power loss) leaves: every write that reached the OS.
 const PROCESS_CRASH: CrashMode = CrashMode::KeepTornPrefix { bytes: u64::MAX };
 
-fn config() -> EmbeddedConfig {
-    EmbeddedConfig {
+fn config() -> ServiceConfig {
+    ServiceConfig {
         engine: EngineConfig::default(),
         region: "us-east-1".into(),
         account_id: "000000000000".into(),
@@ -48,7 +48,7 @@ fn options(fsync: FsyncPolicy) -> Options {
 
 /// Opens the backend on `storage` as a (re)started server would, with the same receipt key
 /// every time (a real server keeps it in `receipt.key`).
-fn open(storage: &FaultStorage, fsync: FsyncPolicy) -> (Embedded, Recovery) {
+fn open(storage: &FaultStorage, fsync: FsyncPolicy) -> (Service, Recovery) {
     recover(
         Arc::new(storage.clone()),
         config(),
@@ -75,32 +75,32 @@ fn action(name: &str, body: &Value) -> Action {
     }
 }
 
-async fn call(backend: &Embedded, name: &str, body: Value) -> Result<Outcome, SqsError> {
+async fn call(backend: &Service, name: &str, body: Value) -> Result<Outcome, SqsError> {
     backend
         .execute(action(name, &body), &Caller::default())
         .await
 }
 
-async fn create_queue(backend: &Embedded) {
+async fn create_queue(backend: &Service) {
     call(backend, "CreateQueue", json!({"QueueName": "q"}))
         .await
         .expect("CreateQueue");
 }
 
-async fn send(backend: &Embedded, body: &str) -> Result<Outcome, SqsError> {
+async fn send(backend: &Service, body: &str) -> Result<Outcome, SqsError> {
     let request = json!({"QueueUrl": QUEUE_URL, "MessageBody": body});
     call(backend, "SendMessage", request).await
 }
 
 /// Sends `bodies` one by one; every send must succeed.
-async fn send_all(backend: &Embedded, bodies: &[String]) {
+async fn send_all(backend: &Service, bodies: &[String]) {
     for body in bodies {
         send(backend, body).await.expect("SendMessage");
     }
 }
 
 async fn receive(
-    backend: &Embedded,
+    backend: &Service,
     visibility_seconds: u32,
 ) -> Result<Vec<(String, String)>, SqsError> {
     let request = json!({
@@ -118,18 +118,18 @@ async fn receive(
     }
 }
 
-async fn delete(backend: &Embedded, receipt: &str) -> Result<Outcome, SqsError> {
+async fn delete(backend: &Service, receipt: &str) -> Result<Outcome, SqsError> {
     let request = json!({"QueueUrl": QUEUE_URL, "ReceiptHandle": receipt});
     call(backend, "DeleteMessage", request).await
 }
 
-async fn attributes(backend: &Embedded) -> Result<Outcome, SqsError> {
+async fn attributes(backend: &Service) -> Result<Outcome, SqsError> {
     let request = json!({"QueueUrl": QUEUE_URL, "AttributeNames": ["All"]});
     call(backend, "GetQueueAttributes", request).await
 }
 
 /// `(visible, in flight)` message counts of the queue.
-async fn counts(backend: &Embedded) -> (u64, u64) {
+async fn counts(backend: &Service) -> (u64, u64) {
     match attributes(backend).await.expect("GetQueueAttributes") {
         Outcome::QueueAttributes { info, .. } => (info.ready as u64, info.in_flight as u64),
         other => panic!("GetQueueAttributes answered {other:?}"),
@@ -137,7 +137,7 @@ async fn counts(backend: &Embedded) -> (u64, u64) {
 }
 
 /// Receives every visible message once (with a long lease, so none comes twice); the bodies.
-async fn drain(backend: &Embedded) -> Vec<String> {
+async fn drain(backend: &Service) -> Vec<String> {
     let mut bodies = Vec::new();
     for _ in 0..1000 {
         let batch = receive(backend, 600).await.expect("ReceiveMessage");
@@ -184,7 +184,7 @@ fn assert_log_failed(error: &SqsError, cause: &str) {
 
 /// Every kind of request fails once the log is poisoned, reads included: the engine may hold
 /// changes the log lost, so nothing it says can be trusted.
-async fn assert_everything_fails(backend: &Embedded, receipt: &str, cause: &str) {
+async fn assert_everything_fails(backend: &Service, receipt: &str, cause: &str) {
     let errors = [
         send(backend, "after-the-failure").await.unwrap_err(),
         receive(backend, 30).await.unwrap_err(),
@@ -451,7 +451,7 @@ async fn a_failed_checkpoint_loses_nothing_and_the_server_goes_on() {
         } else {
             storage.fail_next_sync();
         }
-        let error = backend.checkpoint().unwrap_err();
+        let error = backend.host().checkpoint().unwrap_err();
         println!("failed checkpoint (full disk: {full_disk}): {error}");
         assert!(!error.is_poisoned(), "{error}");
         storage.set_space_limit_bytes(None);

@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use leaseq_server::{Backend, Embedded};
+use leaseq_server::{Api, Service};
 use serde_json::{json, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -14,7 +14,7 @@ mod common;
 
 struct Server {
     address: SocketAddr,
-    backend: Arc<Embedded>,
+    backend: Arc<Service>,
 }
 
 async fn start() -> Server {

@@ -34,7 +34,7 @@ mod sync;
 use std::time::Duration;
 
 pub use error::{PoisonCause, ReplayError, WalError};
-pub use log::{off_the_executor, Wal};
+pub use log::Wal;
 pub use recovery::{Recovery, Salvage, TornTail};
 pub use snapshot::Snapshot;
 pub use stats::{Histogram, HistogramSnapshot, WalStats};

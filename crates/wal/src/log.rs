@@ -591,8 +591,8 @@ impl Wal {
 
     /// [`Wal::read`] if the record is in memory: in the log's buffer, or in the operating
     /// system's page cache. `Ok(None)` if reading it would wait for the disk. An async caller
-    /// can then do that read (with [`Wal::read`]) where waiting holds up no other task, with
-    /// [`off_the_executor`]; the stats count such reads.
+    /// can then do that read (with [`Wal::read`]) where waiting holds up no other task (in
+    /// `tokio::task::block_in_place`, say); the stats count such reads.
     pub fn read_cached(&self, position: Position) -> Result<Option<Vec<u8>>, WalError> {
         let payload = self.read_in(position, Source::Memory)?;
         if payload.is_none() {
@@ -828,18 +828,6 @@ enum Source {
 fn on_multi_threaded_runtime() -> bool {
     tokio::runtime::Handle::try_current()
         .is_ok_and(|handle| handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread)
-}
-
-/// Runs `work`, which may wait for the disk, where waiting holds up no other task: inside
-/// `tokio::task::block_in_place` on a worker of a multi-threaded runtime (the worker's other
-/// tasks move to another thread meanwhile), directly anywhere else. For a caller that found,
-/// with [`Wal::read_cached`], that its reads need the disk.
-pub fn off_the_executor<T>(work: impl FnOnce() -> T) -> T {
-    if on_multi_threaded_runtime() {
-        tokio::task::block_in_place(work)
-    } else {
-        work()
-    }
 }
 
 /// The room a new chunk starts with: grown from empty, it would be reallocated (and copied)

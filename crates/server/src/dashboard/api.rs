@@ -1,6 +1,6 @@
 //! What the dashboard's JSON routes share: a JSON reply, the error answer
 //! (`{"error": {"code", "message"}}` with a status), the execution of an SQS [`Action`]
-//! through the backend, whose refusals it turns into that answer, and the names of message
+//! through the service, whose refusals it turns into that answer, and the names of message
 //! states.
 //!
 //! The routes name their resources by path (`/api/queues/{name}/...`), so a missing queue or
@@ -14,8 +14,8 @@ use leaseq_core::MessageState;
 use leaseq_sqs::{Action, ErrorCode, Outcome, SqsError};
 use serde_json::{json, Value};
 
-use crate::backend::{Backend, Caller};
-use crate::Embedded;
+use crate::service::{Api, Caller};
+use crate::Service;
 
 /// An answer other than success: a status and `{"error": {"code", "message"}}`.
 #[derive(Debug)]
@@ -54,12 +54,12 @@ impl ApiError {
         }
     }
 
-    /// The backend's refusal of an action on queue `name`. A missing queue is a 404 with a
+    /// The service's refusal of an action on queue `name`. A missing queue is a 404 with a
     /// sentence that names it. Another missing resource (`ResourceNotFound`: a message, a
-    /// task) is a 404 with the backend's own sentence, which names what is missing; a route
+    /// task) is a 404 with the service's own sentence, which names what is missing; a route
     /// whose action says `ResourceNotFound` of its queue maps that first (see
     /// `dlq::execute_on_source`).
-    pub(super) fn from_backend(error: SqsError, name: &str) -> ApiError {
+    pub(super) fn from_service(error: SqsError, name: &str) -> ApiError {
         match error.code {
             ErrorCode::QueueDoesNotExist => ApiError::no_queue(name),
             ErrorCode::ResourceNotFound => ApiError::not_found(error.message),
@@ -95,18 +95,18 @@ pub(super) fn reply(body: Value) -> Response {
 
 /// Executes `action` on queue `name` as the SQS API would, refusals as [`ApiError`]s.
 pub(super) async fn execute(
-    backend: &Embedded,
+    service: &Service,
     action: Action,
     name: &str,
 ) -> Result<Outcome, ApiError> {
-    execute_raw(backend, action)
+    execute_raw(service, action)
         .await
-        .map_err(|error| ApiError::from_backend(error, name))
+        .map_err(|error| ApiError::from_service(error, name))
 }
 
-/// Executes `action` as the SQS API would, refusals as the backend gave them.
-pub(super) async fn execute_raw(backend: &Embedded, action: Action) -> Result<Outcome, SqsError> {
-    backend.execute(action, &Caller::default()).await
+/// Executes `action` as the SQS API would, refusals as the service gave them.
+pub(super) async fn execute_raw(service: &Service, action: Action) -> Result<Outcome, SqsError> {
+    service.execute(action, &Caller::default()).await
 }
 
 /// A message state as the dashboard names it.

@@ -5,7 +5,7 @@
 //! The routes live under `/api/queues/{name}/` and answer in the dashboard's own JSON (queue
 //! names rather than ARNs, task ids rather than task handles). Each one executes the same
 //! [`Action`] the SQS API would (`LeaseqPeekMessages`, `StartMessageMoveTask`,
-//! `ListMessageMoveTasks`, `CancelMessageMoveTask`) through the backend, so the dashboard and
+//! `ListMessageMoveTasks`, `CancelMessageMoveTask`) through the service, so the dashboard and
 //! the API cannot disagree on what a peek or a redrive does.
 //!
 //! Cross-site requests: the POST routes change state and the server holds no session a browser
@@ -29,7 +29,7 @@ use leaseq_sqs::{Action, ErrorCode, Outcome, PeekedEntry, QueueRef, TaskHandle};
 use serde_json::{json, Value};
 
 use super::api::{execute, execute_raw, reply, state_name, ApiError};
-use crate::Embedded;
+use crate::Service;
 
 /// Messages a peek shows when the request names no `max`.
 const PEEK_SHOWN_DEFAULT: usize = 10;
@@ -41,15 +41,15 @@ const BODY_SHOWN_BYTES_MAX: usize = 1024;
 /// as SQS's do, and say `ResourceNotFound` when no queue has it (SQS's word for a missing
 /// `SourceArn`): here that is the missing queue of the path.
 async fn execute_on_source(
-    backend: &Embedded,
+    service: &Service,
     action: Action,
     name: &str,
 ) -> Result<Outcome, ApiError> {
-    execute_raw(backend, action)
+    execute_raw(service, action)
         .await
         .map_err(|error| match error.code {
             ErrorCode::ResourceNotFound => ApiError::no_queue(name),
-            _ => ApiError::from_backend(error, name),
+            _ => ApiError::from_service(error, name),
         })
 }
 
@@ -76,7 +76,7 @@ fn integer_parameter(
 /// `GET /api/queues/{name}/peek?max=10&after=0`: up to `max` (1-100) messages of the queue in
 /// sequence order, after sequence number `after`, without leasing them or changing any count.
 pub(super) async fn peek(
-    State(backend): State<Arc<Embedded>>,
+    State(service): State<Arc<Service>>,
     path: Result<Path<String>, PathRejection>,
     query: Result<Query<Vec<(String, String)>>, QueryRejection>,
 ) -> Result<Response, ApiError> {
@@ -94,7 +94,7 @@ pub(super) async fn peek(
         after_seq,
         max_messages: max_messages as usize,
     };
-    let Outcome::Peeked { messages, .. } = execute(&backend, action, &name).await? else {
+    let Outcome::Peeked { messages, .. } = execute(&service, action, &name).await? else {
         unreachable!("a peek answers with Outcome::Peeked");
     };
     // The next page starts after the last message shown, if this page was full.
@@ -142,12 +142,12 @@ fn floor_char_boundary(text: &str, index: usize) -> usize {
 }
 
 /// The tasks of source queue `name`, most recent first.
-async fn tasks(backend: &Embedded, name: &str) -> Result<Vec<MoveTaskInfo>, ApiError> {
+async fn tasks(service: &Service, name: &str) -> Result<Vec<MoveTaskInfo>, ApiError> {
     let action = Action::ListMessageMoveTasks {
         source: name.to_string(),
         max_results: LIST_MOVE_TASKS_MAX as usize,
     };
-    let Outcome::MoveTasks(tasks) = execute_on_source(backend, action, name).await? else {
+    let Outcome::MoveTasks(tasks) = execute_on_source(service, action, name).await? else {
         unreachable!("ListMessageMoveTasks answers with Outcome::MoveTasks");
     };
     Ok(tasks)
@@ -175,11 +175,11 @@ fn task_json(info: &MoveTaskInfo) -> Value {
 /// `GET /api/queues/{name}/redrives`: the queue's recent move tasks (at most 10), most recent
 /// first.
 pub(super) async fn list(
-    State(backend): State<Arc<Embedded>>,
+    State(service): State<Arc<Service>>,
     path: Result<Path<String>, PathRejection>,
 ) -> Result<Response, ApiError> {
     let Path(name) = path.map_err(|rejection| ApiError::bad_request(rejection.body_text()))?;
-    let tasks = tasks(&backend, &name).await?;
+    let tasks = tasks(&service, &name).await?;
     let tasks: Vec<Value> = tasks.iter().map(task_json).collect();
     Ok(reply(json!({ "queue": name, "tasks": tasks })))
 }
@@ -216,7 +216,7 @@ fn json_object(
 /// the dead-letter queue's messages back to the queues they came from, at that rate (automatic
 /// without one). Answers `{"task": ...}`.
 pub(super) async fn start(
-    State(backend): State<Arc<Embedded>>,
+    State(service): State<Arc<Service>>,
     path: Result<Path<String>, PathRejection>,
     headers: HeaderMap,
     body: Bytes,
@@ -246,17 +246,17 @@ pub(super) async fn start(
         limit: None,
     };
     let Outcome::MoveTaskStarted { task_id, .. } =
-        execute_on_source(&backend, action, &name).await?
+        execute_on_source(&service, action, &name).await?
     else {
         unreachable!("StartMessageMoveTask answers with Outcome::MoveTaskStarted");
     };
-    task_reply(&backend, &name, task_id).await
+    task_reply(&service, &name, task_id).await
 }
 
 /// `POST /api/queues/{name}/redrives/{task_id}/cancel` with an `application/json` body (`{}`):
 /// cancels the task (the messages it moved stay moved). Answers `{"task": ...}`.
 pub(super) async fn cancel(
-    State(backend): State<Arc<Embedded>>,
+    State(service): State<Arc<Service>>,
     path: Result<Path<(String, String)>, PathRejection>,
     headers: HeaderMap,
     body: Bytes,
@@ -269,7 +269,7 @@ pub(super) async fn cancel(
         .map_err(|_| ApiError::bad_request(format!("{task_id:?} is not a task id.")))?;
     // The task must be one of this queue's (the SQS action checks that too, but its refusal
     // would read as a missing queue here).
-    let known = tasks(&backend, &name)
+    let known = tasks(&service, &name)
         .await?
         .iter()
         .any(|info| info.task.task_id == task_id);
@@ -282,12 +282,12 @@ pub(super) async fn cancel(
         task_id,
         source: name.clone(),
     };
-    execute_on_source(&backend, Action::CancelMessageMoveTask { task }, &name).await?;
-    task_reply(&backend, &name, task_id).await
+    execute_on_source(&service, Action::CancelMessageMoveTask { task }, &name).await?;
+    task_reply(&service, &name, task_id).await
 }
 
-async fn task_reply(backend: &Embedded, name: &str, task_id: u64) -> Result<Response, ApiError> {
-    let tasks = tasks(backend, name).await?;
+async fn task_reply(service: &Service, name: &str, task_id: u64) -> Result<Response, ApiError> {
+    let tasks = tasks(service, name).await?;
     let info = tasks
         .iter()
         .find(|info| info.task.task_id == task_id)

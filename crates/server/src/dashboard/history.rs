@@ -3,7 +3,7 @@
 //! held it), with where the message is now.
 //!
 //! `GET /api/queues/{name}/messages/{message_id}/history` executes the SQS-extension action
-//! `LeaseqGetMessageHistory` through the backend, as `leaseq message history` does, and answers
+//! `LeaseqGetMessageHistory` through the service, as `leaseq message history` does, and answers
 //! in the dashboard's JSON: queue names rather than ARNs, milliseconds since the Unix epoch,
 //! `null` for what is not known.
 
@@ -18,13 +18,13 @@ use leaseq_sqs::{Action, Outcome, QueueRef};
 use serde_json::{json, Value};
 
 use super::api::{execute, reply, state_name, ApiError};
-use crate::Embedded;
+use crate::Service;
 
 /// `GET /api/queues/{name}/messages/{message_id}/history`: the message and its attempts,
 /// oldest first. Found while it lives (in its queue or a dead-letter queue) and for a while
 /// after it was deleted; a malformed id is a 400, a missing queue or message a 404.
 pub(super) async fn history(
-    State(backend): State<Arc<Embedded>>,
+    State(service): State<Arc<Service>>,
     path: Result<Path<(String, String)>, PathRejection>,
 ) -> Result<Response, ApiError> {
     let Path((name, id)) =
@@ -36,7 +36,7 @@ pub(super) async fn history(
         queue: QueueRef { name: name.clone() },
         message_id,
     };
-    let Outcome::MessageHistory(history) = execute(&backend, action, &name).await? else {
+    let Outcome::MessageHistory(history) = execute(&service, action, &name).await? else {
         unreachable!("LeaseqGetMessageHistory answers with Outcome::MessageHistory");
     };
     Ok(reply(history_json(&name, &history)))

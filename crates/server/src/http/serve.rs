@@ -31,8 +31,8 @@ use tokio::sync::{oneshot, watch};
 use tower::ServiceExt as _;
 
 use super::{handle_sqs, router_of, HttpConfig, Shared};
-use crate::backend::Backend;
 use crate::metrics::Metrics;
+use crate::service::Api;
 
 /// The path prefixes the router may serve: `GET /health` and the dashboard's routes
 /// ([`crate::dashboard::routes`]: `/metrics` and `/api/...`). A request with any other path is
@@ -41,22 +41,22 @@ use crate::metrics::Metrics;
 /// router's fallback.
 pub const ROUTED_PATH_PREFIXES: &[&str] = &["/health", "/metrics", "/api/"];
 
-/// Serves `backend`'s SQS API (counting requests into `metrics`, if given), `GET /health` and
+/// Serves `service`'s SQS API (counting requests into `metrics`, if given), `GET /health` and
 /// `routes` on `listener` until `shutdown` completes; then stops accepting connections, lets
 /// each connection finish the request it is answering (idle keep-alive connections close) and
 /// returns once all are closed. Handlers see the client's address as [`ConnectInfo`].
 ///
 /// `routes` must serve only paths that start with one of [`ROUTED_PATH_PREFIXES`].
-pub async fn serve<B: Backend>(
+pub async fn serve<B: Api>(
     listener: TcpListener,
-    backend: Arc<B>,
+    service: Arc<B>,
     config: HttpConfig,
     metrics: Option<Arc<Metrics>>,
     routes: Router,
     shutdown: impl Future<Output = ()>,
 ) {
     let shared = Arc::new(Shared {
-        backend,
+        service,
         config,
         metrics,
     });
@@ -144,7 +144,7 @@ struct App<B> {
     router: Router,
 }
 
-impl<B: Backend> App<B> {
+impl<B: Api> App<B> {
     async fn answer(&self, request: hyper::Request<Incoming>, address: SocketAddr) -> Response {
         let path = request.uri().path();
         if ROUTED_PATH_PREFIXES
@@ -166,7 +166,7 @@ impl<B: Backend> App<B> {
 
 /// Serves one client's connection until it closes, or until `stop` fires (or its sender is
 /// dropped) and the request in progress (if any) is answered.
-async fn serve_connection<B: Backend>(
+async fn serve_connection<B: Api>(
     app: Arc<App<B>>,
     stream: TcpStream,
     address: SocketAddr,

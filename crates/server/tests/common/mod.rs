@@ -9,7 +9,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use leaseq_core::{EngineConfig, ReceiptKey};
-use leaseq_server::{Embedded, EmbeddedConfig, HttpConfig};
+use leaseq_server::{HttpConfig, Service, ServiceConfig};
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 
@@ -17,9 +17,9 @@ use tokio::task::JoinHandle;
 pub const ACCOUNT: &str = "000000000000";
 
 /// An in-memory backend with the default engine configuration.
-pub fn in_memory_backend() -> Arc<Embedded> {
-    Arc::new(Embedded::in_memory(
-        EmbeddedConfig {
+pub fn in_memory_backend() -> Arc<Service> {
+    Arc::new(Service::in_memory(
+        ServiceConfig {
             engine: EngineConfig::default(),
             region: "us-east-1".into(),
             account_id: ACCOUNT.into(),
@@ -32,7 +32,7 @@ pub fn in_memory_backend() -> Arc<Embedded> {
 /// `request_body_max_bytes`) on a free port of 127.0.0.1 until `shutdown` completes; the
 /// handle ends when the server has stopped.
 pub async fn serve(
-    backend: Arc<Embedded>,
+    backend: Arc<Service>,
     request_body_max_bytes: usize,
     routes: axum::Router,
     shutdown: impl Future<Output = ()> + Send + 'static,

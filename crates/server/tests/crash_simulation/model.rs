@@ -17,7 +17,7 @@ use std::fmt::Write as _;
 use leaseq_core::{
     codec, AttemptOutcome, Limits, MessageId, MessageState, PayloadRef, QueueConfig, QueueCounters,
 };
-use leaseq_server::Embedded;
+use leaseq_server::Service;
 use leaseq_sqs::{Outcome, SqsError};
 use leaseq_wal::fault::FaultStorage;
 use leaseq_wal::format::{decode_frame, frame_len_bytes};
@@ -75,15 +75,15 @@ impl Dump {
     /// Brings every queue of the backend's engine forward to `now_ms` (as any read would) and
     /// records it, after checking the engine's own invariants. Every message's body is read,
     /// from the log where the engine keeps only its location: none may be missing.
-    pub fn of(backend: &Embedded, now_ms: u64) -> Dump {
+    pub fn of(backend: &Service, now_ms: u64) -> Dump {
         Dump::of_crashed(backend, now_ms, None)
     }
 
     /// [`Dump::of`] a backend whose storage crashed under it: bodies its log can no longer read
     /// are read from the rebooted `storage` where they survived, and named after the message
     /// where they did not (such a message cannot come back after a restart anyway).
-    pub fn of_crashed(backend: &Embedded, now_ms: u64, storage: Option<&FaultStorage>) -> Dump {
-        let mut engine = backend.engine();
+    pub fn of_crashed(backend: &Service, now_ms: u64, storage: Option<&FaultStorage>) -> Dump {
+        let mut engine = backend.host().engine();
         engine.check_invariants();
         let names = engine.list_queues("");
         for name in &names {
@@ -128,7 +128,7 @@ impl Dump {
                         })
                         .collect(),
                 };
-                let body = match (backend.payload(&message.payload), storage) {
+                let body = match (backend.host().payload(&message.payload), storage) {
                     (Ok(payload), _) => payload.body.clone(),
                     (Err(_), Some(storage)) => read_surviving(storage, &message.payload)
                         .unwrap_or_else(|| format!("lost {}", message.id)),

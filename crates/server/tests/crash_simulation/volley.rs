@@ -3,7 +3,7 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use leaseq_server::Backend;
+use leaseq_server::Api;
 use leaseq_sqs::Outcome;
 use rand::seq::IndexedRandom;
 use rand::Rng;

@@ -12,7 +12,7 @@ use aws_sdk_sqs::error::DisplayErrorContext;
 use aws_sdk_sqs::types::{Message, MessageSystemAttributeName, QueueAttributeName};
 use aws_sdk_sqs::Client;
 use leaseq_core::{EngineConfig, ReceiptKey};
-use leaseq_server::{Embedded, EmbeddedConfig, HttpConfig};
+use leaseq_server::{HttpConfig, Service, ServiceConfig};
 use leaseq_worker::{LeaseConfig, WorkerConfig};
 use tokio::net::TcpListener;
 
@@ -38,12 +38,12 @@ pub async fn start_server() -> Server {
         )
         .with_test_writer()
         .try_init();
-    let config = EmbeddedConfig {
+    let config = ServiceConfig {
         engine: EngineConfig::default(),
         region: "us-east-1".into(),
         account_id: "000000000000".into(),
     };
-    let backend = Arc::new(Embedded::in_memory(config, ReceiptKey::new([7; 16])));
+    let backend = Arc::new(Service::in_memory(config, ReceiptKey::new([7; 16])));
     let app = leaseq_server::router(
         backend,
         HttpConfig {

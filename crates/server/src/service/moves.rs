@@ -1,11 +1,11 @@
-//! Move tasks in the embedded backend: the SQS actions and leaseq's extensions that start,
-//! list and change them, peeking at messages, and the driver that moves messages of running
-//! tasks at their rate.
+//! Move tasks: the SQS actions and leaseq's extensions that start, list and change them, and the
+//! one driver that moves messages of running tasks at their rate.
 //!
-//! The driver is one tokio task per backend ([`Embedded::drive_moves`]). Every tick it looks
+//! The driver is one tokio task per service ([`Service::drive_moves`]), paced by the service's
+//! clock (so tests jump time instead of waiting). Every tick it looks
 //! at the running tasks and, for each, moves as many messages as the task's rate allows since
 //! it last did (a token bucket holding at most one second of messages), as one engine operation
-//! through [`Embedded::run`]: the `MoveMessages` record is logged and durable before the next
+//! through [`Service::run`]: the `MoveMessages` record is logged and durable before the next
 //! batch starts. A crash loses at most the batch whose record was not durable, and that batch
 //! was not moved either: replay gives every message in exactly one place. After a restart the
 //! engine's running tasks are running again, and the new process's driver picks them up.
@@ -15,10 +15,9 @@ use std::sync::Arc;
 
 use leaseq_core::{MessageId, MoveTaskChange};
 use leaseq_sqs::error::SqsError;
-use leaseq_sqs::{ErrorCode, Outcome, PeekedEntry, TaskHandle};
+use leaseq_sqs::{ErrorCode, Outcome, TaskHandle};
 
-use super::Embedded;
-use crate::payloads;
+use super::Service;
 
 /// How often the driver looks for work.
 const DRIVE_TICK_MS: u64 = 50;
@@ -29,8 +28,8 @@ pub const AUTOMATIC_RATE_PER_SECOND: u32 = 500;
 /// The largest batch (one record) the driver moves at once.
 const MOVE_BATCH_MAX: usize = 100;
 
-impl Embedded {
-    /// Moves messages of the running move tasks at their rates until the backend shuts down.
+impl Service {
+    /// Moves messages of the running move tasks at their rates until the service shuts down.
     /// The server spawns it once, after recovery.
     pub async fn drive_moves(self: Arc<Self>) {
         let mut shutdown = self.shutdown.subscribe();
@@ -40,7 +39,7 @@ impl Embedded {
             if *shutdown.borrow_and_update() {
                 return;
             }
-            let tasks = self.engine.lock().running_move_tasks();
+            let tasks = self.host.engine().running_move_tasks();
             credits.retain(|task_id, _| tasks.iter().any(|task| task.task_id == *task_id));
             for task in tasks {
                 let rate = f64::from(task.rate_per_second.unwrap_or(AUTOMATIC_RATE_PER_SECOND));
@@ -144,58 +143,6 @@ impl Embedded {
             .await?;
         Ok(Outcome::MoveTaskCancelled {
             moved: info.task.moved,
-        })
-    }
-
-    pub(super) async fn peek(
-        &self,
-        name: String,
-        after_seq: u64,
-        max_messages: usize,
-    ) -> Result<Outcome, SqsError> {
-        // As a receive does: bodies are read under the guard that keeps their segments, before
-        // waiting for the log to be durable up to what the peek saw.
-        let reads = self.checkpoints.payload_reads();
-        let (peeked, tail_lsn) =
-            self.apply_now(|engine, _| engine.peek(self.now_ms(), &name, after_seq, max_messages))?;
-        let outcome = peeked
-            .map_err(SqsError::from)
-            .and_then(|peeked| self.peeked(peeked, max_messages));
-        drop(reads);
-        self.durable(tail_lsn).await?;
-        outcome
-    }
-
-    /// A page of peeked messages with their bodies read.
-    fn peeked(
-        &self,
-        peeked: Vec<leaseq_core::engine::PeekedMessage>,
-        max_messages: usize,
-    ) -> Result<Outcome, SqsError> {
-        let full = peeked.len() == max_messages;
-        let next_token = peeked
-            .last()
-            .filter(|_| full)
-            .map(|last| last.seq.to_string());
-        let payloads = payloads::payloads(
-            self.log.as_deref(),
-            peeked
-                .iter()
-                .map(|peeked| (&peeked.message.payload, peeked.message.id)),
-        )?;
-        let messages = peeked
-            .into_iter()
-            .zip(payloads)
-            .map(|(peeked, payload)| PeekedEntry {
-                seq: peeked.seq,
-                message: peeked.message,
-                payload,
-                failure_reason: peeked.failure_reason,
-            })
-            .collect();
-        Ok(Outcome::Peeked {
-            messages,
-            next_token,
         })
     }
 }

@@ -1,0 +1,170 @@
+//! The engine host: the lease engine of one node behind a mutex, over a [`LogStore`].
+//!
+//! Concurrency: every operation takes the engine mutex for the few microseconds the engine needs
+//! and releases it before anything slow (waiting for the log to be durable, reading bodies from
+//! the disk). The engine is not `async` and never blocks, so a plain mutex is both the simplest
+//! and the fastest choice on a small machine: there is no engine task to hop to.
+//!
+//! An operation decides and journals records under the lock ([`EngineHost::apply`]); the
+//! records are appended to the log under the same lock, so the log's order is the order in which
+//! they were applied; the reply then waits, without any lock, until the log is durable up to the
+//! tail the operation saw ([`EngineHost::durable`]).
+//!
+//! Invariant: a poisoned log serves nothing. Once an append fails after the engine applied the
+//! change, the engine holds state the log does not, so every later operation is refused with the
+//! reason until the node restarts and recovers from what the log holds.
+
+use std::sync::{Arc, OnceLock};
+
+use leaseq_core::{Engine, Journal, Payload, PayloadRef};
+use leaseq_sqs::error::SqsError;
+use parking_lot::{Mutex, MutexGuard, RwLockReadGuard};
+
+use crate::checkpoint::Checkpoints;
+use crate::log_store::{LogError, LogStore, Lsn};
+use crate::payloads;
+
+/// Log volume between checkpoints, at least (see [`crate::checkpoint`]).
+pub const CHECKPOINT_LOG_BYTES_MIN: u64 = 64 << 20;
+
+/// The engine of one node, its log and its checkpoints.
+pub struct EngineHost {
+    /// Shared with checkpoint threads.
+    engine: Arc<Mutex<Engine>>,
+    store: Arc<dyn LogStore>,
+    /// When the next checkpoint is due (only for a store that keeps records).
+    checkpoints: Arc<Checkpoints>,
+    /// Set when an append failed after the engine applied the change: the reason every request
+    /// is refused until a restart.
+    stopped: OnceLock<String>,
+}
+
+impl EngineHost {
+    /// A host for `engine` (already recovered from `store`), checkpointing by `checkpoints`.
+    pub fn new(engine: Engine, store: Arc<dyn LogStore>, checkpoints: Checkpoints) -> EngineHost {
+        EngineHost {
+            engine: Arc::new(Mutex::new(engine)),
+            store,
+            checkpoints: Arc::new(checkpoints),
+            stopped: OnceLock::new(),
+        }
+    }
+
+    /// The engine, locked (for inspection and administration; nothing it changes is logged).
+    pub fn engine(&self) -> MutexGuard<'_, Engine> {
+        self.engine.lock()
+    }
+
+    /// The log store.
+    pub fn store(&self) -> &dyn LogStore {
+        self.store.as_ref()
+    }
+
+    /// A message's payload, read from the log if the engine keeps only its location there. May
+    /// wait for storage on the calling thread (for inspection and tests).
+    pub fn payload(&self, payload: &PayloadRef) -> Result<Arc<Payload>, payloads::ReadError> {
+        payloads::payload(self.store.as_ref(), payload)
+    }
+
+    /// Runs `operation` on the engine and appends the records it journaled; `observe` sees the
+    /// engine and the journal before the lock is released. Returns the operation's result, the
+    /// journal (for waking long polls) and the log tail the reply must wait for.
+    ///
+    /// The reply waits for the log's tail as it was when the operation ran, not just for its
+    /// own records: an answer may depend on an earlier operation's records (a receive of a
+    /// message whose send is still being synced, a delete that finds the message already
+    /// deleted by a request not yet durable), and must not leave before them.
+    pub fn apply<T, E>(
+        &self,
+        operation: impl FnOnce(&mut Engine, &mut Journal) -> Result<T, E>,
+        observe: impl FnOnce(&Engine, &Journal),
+    ) -> Result<(Result<T, E>, Journal, Lsn), SqsError> {
+        let mut journal = Journal::new();
+        let (result, tail_lsn) = {
+            let mut engine = self.engine.lock();
+            if let Some(reason) = self.stopped.get() {
+                return Err(SqsError::service_unavailable(reason.clone()));
+            }
+            let result = operation(&mut engine, &mut journal);
+            observe(&engine, &journal);
+            match payloads::append(self.store.as_ref(), &mut engine, &journal) {
+                Ok(appended) => {
+                    self.checkpoints.logged(appended.bytes);
+                    (result, appended.tail_lsn)
+                }
+                Err(error) => {
+                    // The engine has applied records the log does not have: from here on its
+                    // state is not what a restart would recover, so it must not answer
+                    // anything. (Poisoned logs fail every call anyway; this also covers
+                    // failures that do not poison the log, such as an oversized record.)
+                    let error = log_failed(error);
+                    let _ = self.stopped.set(error.message.clone());
+                    return Err(error);
+                }
+            }
+        };
+        if !journal.is_empty() {
+            self.checkpoint_if_due();
+        }
+        Ok((result, journal, tail_lsn))
+    }
+
+    /// Waits until the log is durable up to `tail_lsn`.
+    pub async fn durable(&self, tail_lsn: Lsn) -> Result<(), SqsError> {
+        self.store.wait_durable(tail_lsn).await.map_err(log_failed)
+    }
+
+    /// Keeps log segments from being removed while the guard lives: taken before an operation
+    /// hands out payload locations and held until they are read (never across an `.await`).
+    pub fn payload_reads(&self) -> RwLockReadGuard<'_, ()> {
+        self.checkpoints.payload_reads()
+    }
+
+    /// Writes a checkpoint now (at shutdown, so the next start replays almost nothing). Does
+    /// nothing for a store that keeps no records.
+    pub fn checkpoint(&self) -> Result<(), LogError> {
+        if !self.store.keeps_records() {
+            return Ok(());
+        }
+        self.checkpoints.run(&self.engine, self.store.as_ref())
+    }
+
+    /// Starts a checkpoint in the background if enough has been logged since the last one.
+    fn checkpoint_if_due(&self) {
+        if !self.checkpoints.claim_if_due() {
+            return;
+        }
+        let (engine, store, checkpoints) = (
+            self.engine.clone(),
+            self.store.clone(),
+            self.checkpoints.clone(),
+        );
+        let spawned = std::thread::Builder::new()
+            .name("leaseq-checkpoint".into())
+            .spawn(move || {
+                if let Err(error) = checkpoints.run_claimed(&engine, store.as_ref()) {
+                    tracing::error!(%error, "checkpoint failed; the log keeps growing until one succeeds");
+                }
+            });
+        if let Err(error) = spawned {
+            tracing::error!(%error, "could not start a checkpoint thread");
+        }
+    }
+}
+
+/// The error a client gets when the log fails. A poisoned log never recovers by itself (a retry
+/// of a failed fsync could report success for data that is not on disk), so the message says
+/// that a restart is needed instead of leaving clients to retry in vain.
+pub(crate) fn log_failed(error: LogError) -> SqsError {
+    tracing::error!(%error, "the log failed");
+    let remedy = if error.is_storage_full() {
+        " The disk is full: free space, then restart the server. It refuses every request until it is restarted."
+    } else if error.is_poisoned() {
+        " The server refuses every request until it is restarted."
+    } else {
+        ""
+    };
+    SqsError::service_unavailable(format!(
+        "The server could not make the request durable: {error}.{remedy}"
+    ))
+}

@@ -1,0 +1,139 @@
+//! Message actions: send (one or a batch), delete, change visibility (one or a batch) and
+//! leaseq's fail-now. A batch runs as one engine operation; a missing queue fails the whole
+//! request, anything else only its entry.
+
+use leaseq_core::{Engine, Error, Journal, MessageId, SendInput};
+use leaseq_sqs::error::SqsError;
+use leaseq_sqs::{BatchEntry, Outcome};
+
+use super::{Caller, Service};
+
+impl Service {
+    pub(super) async fn send_message(
+        &self,
+        name: &str,
+        message: SendInput,
+        caller: &Caller,
+    ) -> Result<Outcome, SqsError> {
+        let id = MessageId::from_random(rand::random());
+        let message = send_input(message, caller);
+        let sent = self
+            .run(|e, j| e.send(self.now_ms(), name, message, id, j))
+            .await?;
+        Ok(Outcome::Sent(sent))
+    }
+
+    pub(super) async fn send_batch(
+        &self,
+        name: &str,
+        entries: Vec<BatchEntry<SendInput>>,
+        caller: &Caller,
+    ) -> Result<Outcome, SqsError> {
+        let results = self
+            .per_entry(name, entries, |engine, now, message, journal| {
+                let message = send_input(message, caller);
+                let id = MessageId::from_random(rand::random());
+                Ok(engine.send(now, name, message, id, journal)?)
+            })
+            .await?;
+        Ok(Outcome::SentBatch(results))
+    }
+
+    pub(super) async fn delete_message(
+        &self,
+        name: &str,
+        receipt: &str,
+    ) -> Result<Outcome, SqsError> {
+        self.run(|e, j| self.delete_observed(e, self.now_ms(), name, receipt, j))
+            .await?;
+        Ok(Outcome::Empty)
+    }
+
+    pub(super) async fn delete_batch(
+        &self,
+        name: &str,
+        entries: Vec<BatchEntry<String>>,
+    ) -> Result<Outcome, SqsError> {
+        self.batch(name, entries, |e, now, receipt, j| {
+            self.delete_observed(e, now, name, &receipt, j)
+        })
+        .await
+    }
+
+    pub(super) async fn change_visibility(
+        &self,
+        name: &str,
+        receipt: &str,
+        visibility_timeout_seconds: u32,
+    ) -> Result<Outcome, SqsError> {
+        self.run(|e, j| {
+            e.change_visibility(self.now_ms(), name, receipt, visibility_timeout_seconds, j)
+                .map_err(|error| self.receipt_error(e, name, error, receipt))
+        })
+        .await?;
+        Ok(Outcome::Empty)
+    }
+
+    pub(super) async fn change_visibility_batch(
+        &self,
+        name: &str,
+        entries: Vec<BatchEntry<(String, u32)>>,
+    ) -> Result<Outcome, SqsError> {
+        self.batch(name, entries, |e, now, (receipt, timeout), j| {
+            e.change_visibility(now, name, &receipt, timeout, j)
+                .map(drop)
+                .map_err(|error| self.receipt_error(e, name, error, &receipt))
+        })
+        .await
+    }
+
+    pub(super) async fn fail_message(
+        &self,
+        name: &str,
+        receipt: &str,
+        reason: &str,
+    ) -> Result<Outcome, SqsError> {
+        self.run(|e, j| {
+            e.fail_message(self.now_ms(), name, receipt, reason, j)
+                .map_err(|error| SqsError::for_receipt(error, receipt))
+        })
+        .await?;
+        Ok(Outcome::Empty)
+    }
+
+    /// Runs `each` for every entry of a batch in one engine operation; a missing queue fails the
+    /// whole request, anything else only its entry.
+    async fn per_entry<T, R>(
+        &self,
+        name: &str,
+        entries: Vec<BatchEntry<T>>,
+        mut each: impl FnMut(&mut Engine, u64, T, &mut Journal) -> Result<R, SqsError>,
+    ) -> Result<Vec<(String, Result<R, SqsError>)>, SqsError> {
+        self.run(|engine, journal| {
+            let now = self.now_ms();
+            engine.queue(name).ok_or(Error::QueueDoesNotExist)?;
+            Ok::<_, Error>(
+                entries
+                    .into_iter()
+                    .map(|entry| (entry.id, each(engine, now, entry.value, journal)))
+                    .collect(),
+            )
+        })
+        .await
+    }
+
+    async fn batch<T>(
+        &self,
+        name: &str,
+        entries: Vec<BatchEntry<T>>,
+        each: impl FnMut(&mut Engine, u64, T, &mut Journal) -> Result<(), SqsError>,
+    ) -> Result<Outcome, SqsError> {
+        Ok(Outcome::Batch(self.per_entry(name, entries, each).await?))
+    }
+}
+
+/// The message as sent by `caller` (its `SenderId`).
+fn send_input(mut message: SendInput, caller: &Caller) -> SendInput {
+    message.sender_id = caller.sender_id.clone();
+    message
+}

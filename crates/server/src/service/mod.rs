@@ -1,0 +1,381 @@
+//! The service: every SQS action (and leaseq's extensions) executed against the engine host,
+//! independent of where the log lives.
+//!
+//! `http` decodes a request into an [`Action`] and calls [`Api::execute`]; [`Service`] is the
+//! one implementation today. A router that forwards actions for queues another node owns (the
+//! issue "leaseq cluster") implements [`Api`] too and sits in front of it. The dashboard, the
+//! metrics page and `leaseq serve` use [`Service`] for what only a node can tell (its
+//! observations, its move driver, its checkpoints).
+//!
+//! One file per action group, so an action is found in one hop from [`Service::execute`]:
+//! `queues.rs` (queue lifecycle, attributes, tags, listings with pagination), `policy.rs`
+//! (Add/RemovePermission), `messages.rs` (send, delete, visibility, fail), `receive.rs` (receive
+//! and the one long-poll loop), `moves.rs` (move tasks and the one move driver), `history.rs`
+//! (peek and attempt history) and `observe.rs` (what the service tells metrics and the
+//! dashboard).
+//!
+//! After each operation, the records it journaled tell which queues got a message that is ready
+//! now; their long-poll waiters are woken. Messages that become ready later (a delay or a lease
+//! ends) are found by waiters themselves: they sleep on the service's clock no longer than the
+//! queue's next deadline, and a changed lease wakes one of them to recompute it.
+
+mod history;
+mod messages;
+mod moves;
+mod observe;
+mod policy;
+mod queues;
+mod receive;
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::atomic::AtomicUsize;
+use std::sync::Arc;
+
+use axum::http::HeaderValue;
+use leaseq_core::{Client, Engine, EngineConfig, Error, Journal, ReceiptKey, Record};
+use leaseq_sqs::error::SqsError;
+use leaseq_sqs::{Action, Context, Outcome};
+use tokio::sync::watch;
+
+use crate::checkpoint::Checkpoints;
+use crate::clock::{SharedClock, SystemClock};
+use crate::host::{EngineHost, CHECKPOINT_LOG_BYTES_MIN};
+use crate::log_store::{LogStore, Lsn, MemoryLog};
+use crate::metrics::Metrics;
+use crate::waiters::Waiters;
+
+pub use moves::AUTOMATIC_RATE_PER_SECOND;
+
+/// Settings of the service.
+#[derive(Clone, Debug)]
+pub struct ServiceConfig {
+    /// The engine's limits and options.
+    pub engine: EngineConfig,
+    /// Region for ARNs.
+    pub region: String,
+    /// Account id for ARNs.
+    pub account_id: String,
+}
+
+/// Who is asking, as far as the service needs to know.
+#[derive(Clone, Debug, Default)]
+pub struct Caller {
+    /// The sender id stamped on messages this caller sends (`SenderId`).
+    /// Shared by every message of the request (a batch of ten allocates it once).
+    pub sender_id: Arc<str>,
+    /// The address of the client's connection, if the server knows it.
+    pub address: Option<SocketAddr>,
+    /// The request's `User-Agent` header, if any (kept as the header: most requests never
+    /// look at it).
+    pub user_agent: Option<HeaderValue>,
+}
+
+impl Caller {
+    /// The client as an attempt history records it.
+    pub fn client(&self) -> Arc<Client> {
+        let address = self.address.map(|a| a.to_string()).unwrap_or_default();
+        let user_agent = self
+            .user_agent
+            .as_ref()
+            .map(|ua| String::from_utf8_lossy(ua.as_bytes()))
+            .unwrap_or_default();
+        Arc::new(Client::new(address, &user_agent))
+    }
+}
+
+/// Executes SQS actions: what the HTTP layer calls.
+pub trait Api: Send + Sync + 'static {
+    /// Executes one action. A receive may wait (long polling) up to its wait time, and returns
+    /// early, empty, when the service shuts down.
+    fn execute(
+        &self,
+        action: Action,
+        caller: &Caller,
+    ) -> impl Future<Output = Result<Outcome, SqsError>> + Send;
+
+    /// Releases every waiting receive (they answer empty) and refuses new waits.
+    fn shut_down(&self);
+}
+
+/// The service of one node.
+pub struct Service {
+    host: EngineHost,
+    waiters: Waiters,
+    shutdown: watch::Sender<bool>,
+    /// Receives waiting right now (long polls), for observation and tests.
+    waiting: AtomicUsize,
+    /// Where the time comes from: the real clock, or a test's.
+    clock: SharedClock,
+    config: ServiceConfig,
+    /// Where observations go; `None` when metrics are off (see `observe`).
+    metrics: Option<Arc<Metrics>>,
+}
+
+impl Service {
+    /// A service over `host`, on the real clock, without metrics.
+    pub fn new(config: ServiceConfig, host: EngineHost) -> Service {
+        Service {
+            host,
+            waiters: Waiters::default(),
+            shutdown: watch::channel(false).0,
+            waiting: AtomicUsize::new(0),
+            clock: Arc::new(SystemClock),
+            config,
+            metrics: None,
+        }
+    }
+
+    /// A service that keeps everything in memory ([`MemoryLog`]), with no queues. `key` seals
+    /// receipts.
+    pub fn in_memory(config: ServiceConfig, key: ReceiptKey) -> Service {
+        let engine = Engine::new(config.engine.clone(), key);
+        let store: Arc<dyn LogStore> = Arc::new(MemoryLog::new());
+        let checkpoints = Checkpoints::new(CHECKPOINT_LOG_BYTES_MIN, 0);
+        Service::new(config, EngineHost::new(engine, store, checkpoints))
+    }
+
+    /// Replaces the real clock, so tests can jump time instead of sleeping. The engine ignores a
+    /// reading earlier than one it has seen, so the clock may start anywhere.
+    pub fn with_clock(mut self, clock: SharedClock) -> Service {
+        self.clock = clock;
+        self
+    }
+
+    /// The engine host (the engine, its log store, checkpoints).
+    pub fn host(&self) -> &EngineHost {
+        &self.host
+    }
+
+    /// The time now, by this service's clock.
+    fn now_ms(&self) -> u64 {
+        self.clock.now_ms()
+    }
+
+    /// Runs `operation` on the engine, logs the records it journaled, wakes the long polls they
+    /// concern, and returns once the log is durable up to them (see [`EngineHost::apply`]).
+    async fn run<T, E>(
+        &self,
+        operation: impl FnOnce(&mut Engine, &mut Journal) -> Result<T, E>,
+    ) -> Result<T, SqsError>
+    where
+        SqsError: From<E>,
+    {
+        let (result, tail_lsn) = self.apply_now(operation)?;
+        self.host.durable(tail_lsn).await?;
+        Ok(result?)
+    }
+
+    /// The first half of [`Service::run`]: the operation applied, its records appended and
+    /// their long polls woken, with the log tail the reply must wait for.
+    fn apply_now<T, E>(
+        &self,
+        operation: impl FnOnce(&mut Engine, &mut Journal) -> Result<T, E>,
+    ) -> Result<(Result<T, E>, Lsn), SqsError> {
+        let (result, journal, tail_lsn) = self.host.apply(operation, observe::log_dead_letters)?;
+        self.wake_for(&journal);
+        Ok((result, tail_lsn))
+    }
+
+    fn wake_for(&self, journal: &Journal) {
+        for record in journal {
+            match record {
+                Record::Send {
+                    now_ms,
+                    queue_id,
+                    visible_at_ms,
+                    ..
+                }
+                | Record::ChangeVisibility {
+                    now_ms,
+                    queue_id,
+                    visible_at_ms,
+                    ..
+                } if visible_at_ms <= now_ms => self.waiters.wake(*queue_id, 1),
+                // A lease that now ends at another time may end before the deadline a waiting
+                // receive computed when it last looked: wake one to look again (it sleeps until
+                // the new deadline if nothing is ready yet).
+                Record::ChangeVisibility { queue_id, .. } => self.waiters.wake(*queue_id, 1),
+                Record::DeadLetter {
+                    dead_letter_queue_id,
+                    ..
+                }
+                | Record::FailMessage {
+                    dead_letter_queue_id,
+                    ..
+                } => self.waiters.wake(*dead_letter_queue_id, 1),
+                // On a FIFO queue a delete may unblock the message's group. (On a standard queue
+                // the woken receive finds nothing new and waits again: one wasted look.)
+                Record::Delete { queue_id, .. } => self.waiters.wake(*queue_id, 1),
+                Record::DeleteQueue { queue_id, .. } => self.waiters.close(*queue_id),
+                Record::MoveMessages { moves, .. } => {
+                    for moved in moves {
+                        self.waiters.wake(moved.destination_queue_id, 1);
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// The wire context of this node's queues (for ARNs in policies).
+    fn context(&self) -> Context {
+        Context {
+            base_url: String::new(),
+            region: self.config.region.clone(),
+            account_id: self.config.account_id.clone(),
+            request_id: String::new(),
+        }
+    }
+
+    /// A change with nothing to answer but success.
+    async fn simple(
+        &self,
+        operation: impl FnOnce(&mut Engine, u64, &mut Journal) -> Result<(), Error>,
+    ) -> Result<Outcome, SqsError> {
+        self.run(|engine, journal| operation(engine, self.now_ms(), journal))
+            .await?;
+        Ok(Outcome::Empty)
+    }
+
+    /// A read that must not answer before the log is durable up to what it saw.
+    async fn read<T>(
+        &self,
+        read: impl FnOnce(&mut Engine) -> Result<T, Error>,
+    ) -> Result<T, SqsError> {
+        self.run(|engine, _| read(engine)).await
+    }
+}
+
+impl Api for Service {
+    /// One arm per action, each a call into the file of its group.
+    async fn execute(&self, action: Action, caller: &Caller) -> Result<Outcome, SqsError> {
+        match action {
+            Action::CreateQueue {
+                name,
+                attributes,
+                tags,
+            } => self.create_queue(name, attributes, tags).await,
+            Action::GetQueueUrl { name } => self.get_queue_url(&name).await,
+            Action::ListQueues {
+                prefix,
+                max_results,
+                next_token,
+            } => self.list_queues(&prefix, max_results, next_token).await,
+            Action::ListDeadLetterSourceQueues {
+                queue,
+                max_results,
+                next_token,
+            } => {
+                self.list_dead_letter_sources(&queue.name, max_results, next_token)
+                    .await
+            }
+            Action::DeleteQueue { queue } => self.delete_queue(&queue.name).await,
+            Action::GetQueueAttributes { queue, names } => {
+                self.get_queue_attributes(&queue.name, names).await
+            }
+            Action::SetQueueAttributes { queue, attributes } => {
+                self.set_queue_attributes(&queue.name, &attributes).await
+            }
+            Action::PurgeQueue { queue } => self.purge_queue(&queue.name).await,
+            Action::TagQueue { queue, tags } => self.tag_queue(&queue.name, &tags).await,
+            Action::UntagQueue { queue, keys } => self.untag_queue(&queue.name, &keys).await,
+            Action::ListQueueTags { queue } => self.list_queue_tags(&queue.name).await,
+            Action::AddPermission {
+                queue,
+                label,
+                account_ids,
+                actions,
+            } => {
+                self.add_permission(&queue.name, &label, &account_ids, &actions)
+                    .await
+            }
+            Action::RemovePermission { queue, label } => {
+                self.remove_permission(&queue.name, &label).await
+            }
+            Action::SendMessage { queue, message } => {
+                self.send_message(&queue.name, message, caller).await
+            }
+            Action::SendMessageBatch { queue, entries } => {
+                self.send_batch(&queue.name, entries, caller).await
+            }
+            Action::ReceiveMessage {
+                queue,
+                request,
+                wait_time_seconds,
+                attribute_names,
+                message_attribute_names,
+                receive_request_attempt_id,
+            } => {
+                let receive = receive::Receive {
+                    request,
+                    wait_time_seconds,
+                    attempt_id: receive_request_attempt_id,
+                };
+                let deliveries = self.receive_message(&queue.name, receive, caller).await?;
+                Ok(Outcome::Received {
+                    deliveries,
+                    attribute_names,
+                    message_attribute_names,
+                    queue_name: Arc::from(queue.name),
+                })
+            }
+            Action::DeleteMessage { queue, receipt } => {
+                self.delete_message(&queue.name, &receipt).await
+            }
+            Action::DeleteMessageBatch { queue, entries } => {
+                self.delete_batch(&queue.name, entries).await
+            }
+            Action::ChangeMessageVisibility {
+                queue,
+                receipt,
+                visibility_timeout_seconds,
+            } => {
+                self.change_visibility(&queue.name, &receipt, visibility_timeout_seconds)
+                    .await
+            }
+            Action::ChangeMessageVisibilityBatch { queue, entries } => {
+                self.change_visibility_batch(&queue.name, entries).await
+            }
+            Action::LeaseqFailMessage {
+                queue,
+                receipt,
+                reason,
+            } => self.fail_message(&queue.name, &receipt, &reason).await,
+            Action::GetVisibilityAdvice { queue } => {
+                let advice = self.visibility_advice(&queue.name).await?;
+                Ok(Outcome::VisibilityAdvice(Box::new(advice)))
+            }
+            Action::StartMessageMoveTask {
+                source,
+                destination,
+                rate_per_second,
+                limit,
+            } => {
+                self.start_move_task(source, destination, rate_per_second, limit)
+                    .await
+            }
+            Action::ListMessageMoveTasks {
+                source,
+                max_results,
+            } => self.list_move_tasks(source, max_results).await,
+            Action::CancelMessageMoveTask { task } => self.cancel_move_task(task).await,
+            Action::LeaseqChangeMessageMoveTask { task, changes, .. } => {
+                let info = self.change_move_task(task, changes).await?;
+                Ok(Outcome::MoveTask(Box::new(info)))
+            }
+            Action::LeaseqPeekMessages {
+                queue,
+                after_seq,
+                max_messages,
+            } => self.peek(queue.name, after_seq, max_messages).await,
+            Action::LeaseqGetMessageHistory { queue, message_id } => {
+                self.message_history(&queue.name, message_id).await
+            }
+        }
+    }
+
+    fn shut_down(&self) {
+        self.shutdown.send_replace(true);
+    }
+}

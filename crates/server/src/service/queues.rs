@@ -1,0 +1,105 @@
+//! Queue actions: create, look up, list (with SQS's pagination), delete, attributes, purge and
+//! tags.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use leaseq_core::{Error, QueueConfigPatch};
+use leaseq_sqs::error::SqsError;
+use leaseq_sqs::Outcome;
+
+use super::Service;
+
+impl Service {
+    pub(super) async fn create_queue(
+        &self,
+        name: String,
+        attributes: QueueConfigPatch,
+        tags: BTreeMap<String, String>,
+    ) -> Result<Outcome, SqsError> {
+        self.run(|e, j| e.create_queue(self.now_ms(), &name, &attributes, tags, j))
+            .await?;
+        Ok(Outcome::QueueUrl(Arc::from(name)))
+    }
+
+    pub(super) async fn get_queue_url(&self, name: &str) -> Result<Outcome, SqsError> {
+        let name = self
+            .read(|e| Ok(e.queue(name).ok_or(Error::QueueDoesNotExist)?.name.clone()))
+            .await?;
+        Ok(Outcome::QueueUrl(name))
+    }
+
+    pub(super) async fn list_queues(
+        &self,
+        prefix: &str,
+        max_results: Option<usize>,
+        next_token: Option<String>,
+    ) -> Result<Outcome, SqsError> {
+        let names = self.read(|e| Ok(e.list_queues(prefix))).await?;
+        let (names, next_token) = leaseq_sqs::paginate(names, max_results, next_token.as_deref())?;
+        Ok(Outcome::QueueUrls { names, next_token })
+    }
+
+    pub(super) async fn list_dead_letter_sources(
+        &self,
+        name: &str,
+        max_results: Option<usize>,
+        next_token: Option<String>,
+    ) -> Result<Outcome, SqsError> {
+        let names = self.read(|e| e.dead_letter_sources(name)).await?;
+        let (names, next_token) = leaseq_sqs::paginate(names, max_results, next_token.as_deref())?;
+        Ok(Outcome::DeadLetterSourceQueues { names, next_token })
+    }
+
+    pub(super) async fn delete_queue(&self, name: &str) -> Result<Outcome, SqsError> {
+        self.simple(|e, now, j| e.delete_queue(now, name, j)).await
+    }
+
+    pub(super) async fn get_queue_attributes(
+        &self,
+        name: &str,
+        names: Vec<String>,
+    ) -> Result<Outcome, SqsError> {
+        let info = self.read(|e| e.queue_info(self.now_ms(), name)).await?;
+        Ok(Outcome::QueueAttributes {
+            info: Box::new(info),
+            names,
+        })
+    }
+
+    pub(super) async fn set_queue_attributes(
+        &self,
+        name: &str,
+        attributes: &QueueConfigPatch,
+    ) -> Result<Outcome, SqsError> {
+        self.simple(|e, now, j| e.set_queue_config(now, name, attributes, j))
+            .await
+    }
+
+    pub(super) async fn purge_queue(&self, name: &str) -> Result<Outcome, SqsError> {
+        self.simple(|e, now, j| e.purge_queue(now, name, j)).await
+    }
+
+    pub(super) async fn tag_queue(
+        &self,
+        name: &str,
+        tags: &BTreeMap<String, String>,
+    ) -> Result<Outcome, SqsError> {
+        self.simple(|e, now, j| e.tag_queue(now, name, tags, j))
+            .await
+    }
+
+    pub(super) async fn untag_queue(
+        &self,
+        name: &str,
+        keys: &[String],
+    ) -> Result<Outcome, SqsError> {
+        self.simple(|e, now, j| e.untag_queue(now, name, keys, j))
+            .await
+    }
+
+    pub(super) async fn list_queue_tags(&self, name: &str) -> Result<Outcome, SqsError> {
+        let info = self.read(|e| e.queue_info(self.now_ms(), name)).await?;
+        Ok(Outcome::QueueTags(info.tags))
+    }
+}
