@@ -55,24 +55,28 @@ pub fn page() -> Response {
 /// Pass it to [`crate::http::serve`] (every path here starts with one of
 /// [`crate::http::ROUTED_PATH_PREFIXES`]) or merge it with [`crate::router`].
 pub fn routes(service: Arc<Service>) -> Router {
+    let [metrics_path, queues_path, peek_path, history_path, redrives_path, cancel_path] = PATHS;
     Router::new()
-        .route("/metrics", get(metrics))
-        .route("/api/queues", get(queues))
-        .route("/api/queues/{name}/peek", get(dlq::peek))
-        .route(
-            "/api/queues/{name}/messages/{message_id}/history",
-            get(history::history),
-        )
-        .route(
-            "/api/queues/{name}/redrives",
-            get(dlq::list).post(dlq::start),
-        )
-        .route(
-            "/api/queues/{name}/redrives/{task_id}/cancel",
-            post(dlq::cancel),
-        )
+        .route(metrics_path, get(metrics))
+        .route(queues_path, get(queues))
+        .route(peek_path, get(dlq::peek))
+        .route(history_path, get(history::history))
+        .route(redrives_path, get(dlq::list).post(dlq::start))
+        .route(cancel_path, post(dlq::cancel))
         .with_state(service)
 }
+
+/// The paths [`routes`] serves, in the order it mounts them. Each starts with one of
+/// [`crate::http::ROUTED_PATH_PREFIXES`], or the accept loop would never route a request to it
+/// (checked by a test).
+pub const PATHS: [&str; 6] = [
+    "/metrics",
+    "/api/queues",
+    "/api/queues/{name}/peek",
+    "/api/queues/{name}/messages/{message_id}/history",
+    "/api/queues/{name}/redrives",
+    "/api/queues/{name}/redrives/{task_id}/cancel",
+];
 
 async fn metrics(State(service): State<Arc<Service>>) -> Response {
     let (now_ms, queues) = service.observe_queues();
@@ -175,4 +179,22 @@ async fn queues(State(service): State<Arc<Service>>) -> Response {
         body.to_string(),
     )
         .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::http::ROUTED_PATH_PREFIXES;
+
+    #[test]
+    fn every_dashboard_path_is_under_a_routed_prefix() {
+        for path in PATHS {
+            assert!(
+                ROUTED_PATH_PREFIXES
+                    .iter()
+                    .any(|prefix| path.starts_with(prefix)),
+                "{path} is under none of {ROUTED_PATH_PREFIXES:?}: the accept loop would answer it as an SQS request"
+            );
+        }
+    }
 }

@@ -248,51 +248,10 @@ impl Service {
 }
 
 impl Api for Service {
-    /// One arm per action, each a call into the file of its group.
+    /// One arm per message action, each a call into the file of its group; the others are in
+    /// [`Service::execute_queue_action`].
     async fn execute(&self, action: Action, caller: &Caller) -> Result<Outcome, SqsError> {
         match action {
-            Action::CreateQueue {
-                name,
-                attributes,
-                tags,
-            } => self.create_queue(name, attributes, tags).await,
-            Action::GetQueueUrl { name } => self.get_queue_url(&name).await,
-            Action::ListQueues {
-                prefix,
-                max_results,
-                next_token,
-            } => self.list_queues(&prefix, max_results, next_token).await,
-            Action::ListDeadLetterSourceQueues {
-                queue,
-                max_results,
-                next_token,
-            } => {
-                self.list_dead_letter_sources(&queue.name, max_results, next_token)
-                    .await
-            }
-            Action::DeleteQueue { queue } => self.delete_queue(&queue.name).await,
-            Action::GetQueueAttributes { queue, names } => {
-                self.get_queue_attributes(&queue.name, names).await
-            }
-            Action::SetQueueAttributes { queue, attributes } => {
-                self.set_queue_attributes(&queue.name, &attributes).await
-            }
-            Action::PurgeQueue { queue } => self.purge_queue(&queue.name).await,
-            Action::TagQueue { queue, tags } => self.tag_queue(&queue.name, &tags).await,
-            Action::UntagQueue { queue, keys } => self.untag_queue(&queue.name, &keys).await,
-            Action::ListQueueTags { queue } => self.list_queue_tags(&queue.name).await,
-            Action::AddPermission {
-                queue,
-                label,
-                account_ids,
-                actions,
-            } => {
-                self.add_permission(&queue.name, &label, &account_ids, &actions)
-                    .await
-            }
-            Action::RemovePermission { queue, label } => {
-                self.remove_permission(&queue.name, &label).await
-            }
             Action::SendMessage { queue, message } => {
                 self.send_message(&queue.name, message, caller).await
             }
@@ -342,6 +301,62 @@ impl Api for Service {
                 receipt,
                 reason,
             } => self.fail_message(&queue.name, &receipt, &reason).await,
+            action => self.execute_queue_action(action).await,
+        }
+    }
+
+    fn shut_down(&self) {
+        self.shutdown.send_replace(true);
+    }
+}
+
+impl Service {
+    /// One arm per queue, policy, move-task and inspection action, each a call into the file of
+    /// its group.
+    async fn execute_queue_action(&self, action: Action) -> Result<Outcome, SqsError> {
+        match action {
+            Action::CreateQueue {
+                name,
+                attributes,
+                tags,
+            } => self.create_queue(name, attributes, tags).await,
+            Action::GetQueueUrl { name } => self.get_queue_url(&name).await,
+            Action::ListQueues {
+                prefix,
+                max_results,
+                next_token,
+            } => self.list_queues(&prefix, max_results, next_token).await,
+            Action::ListDeadLetterSourceQueues {
+                queue,
+                max_results,
+                next_token,
+            } => {
+                self.list_dead_letter_sources(&queue.name, max_results, next_token)
+                    .await
+            }
+            Action::DeleteQueue { queue } => self.delete_queue(&queue.name).await,
+            Action::GetQueueAttributes { queue, names } => {
+                self.get_queue_attributes(&queue.name, names).await
+            }
+            Action::SetQueueAttributes { queue, attributes } => {
+                self.set_queue_attributes(&queue.name, &attributes).await
+            }
+            Action::PurgeQueue { queue } => self.purge_queue(&queue.name).await,
+            Action::TagQueue { queue, tags } => self.tag_queue(&queue.name, &tags).await,
+            Action::UntagQueue { queue, keys } => self.untag_queue(&queue.name, &keys).await,
+            Action::ListQueueTags { queue } => self.list_queue_tags(&queue.name).await,
+            Action::AddPermission {
+                queue,
+                label,
+                account_ids,
+                actions,
+            } => {
+                self.add_permission(&queue.name, &label, &account_ids, &actions)
+                    .await
+            }
+            Action::RemovePermission { queue, label } => {
+                self.remove_permission(&queue.name, &label).await
+            }
             Action::GetVisibilityAdvice { queue } => {
                 let advice = self.visibility_advice(&queue.name).await?;
                 Ok(Outcome::VisibilityAdvice(Box::new(advice)))
@@ -372,10 +387,16 @@ impl Api for Service {
             Action::LeaseqGetMessageHistory { queue, message_id } => {
                 self.message_history(&queue.name, message_id).await
             }
+            Action::SendMessage { .. }
+            | Action::SendMessageBatch { .. }
+            | Action::ReceiveMessage { .. }
+            | Action::DeleteMessage { .. }
+            | Action::DeleteMessageBatch { .. }
+            | Action::ChangeMessageVisibility { .. }
+            | Action::ChangeMessageVisibilityBatch { .. }
+            | Action::LeaseqFailMessage { .. } => {
+                unreachable!("message actions are executed by Service::execute")
+            }
         }
-    }
-
-    fn shut_down(&self) {
-        self.shutdown.send_replace(true);
     }
 }
