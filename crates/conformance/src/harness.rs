@@ -332,7 +332,7 @@ impl Session {
     /// A request to the service, answered now or (with `as=NAME`) left running.
     async fn request(&mut self, verb: &str, mut args: Args) -> Result<Output, Problem> {
         let background = args.take("as");
-        let request = request::build(verb, &mut args, &self.names)?;
+        let request = request::build(verb, &mut args, &mut self.names)?;
         args.finish()?;
         let caller = stores::caller(request.user_agent.as_deref());
         let answer = call(

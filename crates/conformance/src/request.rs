@@ -27,7 +27,7 @@ fn arn(queue: &str) -> String {
 }
 
 /// A receipt argument: a name, `raw:TEXT`, or `tampered:NAME` (one character changed).
-fn receipt(text: &str, names: &Names) -> Result<String, Problem> {
+fn receipt(text: &str, names: &mut Names) -> Result<String, Problem> {
     if let Some(raw) = text.strip_prefix("raw:") {
         return Ok(raw.to_string());
     }
@@ -39,7 +39,10 @@ fn receipt(text: &str, names: &Names) -> Result<String, Problem> {
             .collect();
         let middle = raw.len() / 2;
         raw[middle] = if raw[middle] == 'A' { 'B' } else { 'A' };
-        return Ok(raw.into_iter().collect());
+        let raw: String = raw.into_iter().collect();
+        // Error messages quote the receipt: name it as the script did.
+        names.alias(text, &raw);
+        return Ok(raw);
     }
     names
         .raw(text)
@@ -153,7 +156,7 @@ fn optional(body: &mut Map<String, Value>, member: &str, value: Option<impl Into
 }
 
 /// The request of a command. `verb` is its first word (`move` commands have two).
-pub fn build(verb: &str, args: &mut Args, names: &Names) -> Result<Request, Problem> {
+pub fn build(verb: &str, args: &mut Args, names: &mut Names) -> Result<Request, Problem> {
     let user_agent = args.take("client");
     let verbose = args.flag("verbose");
     let (action, body) = if verb.starts_with("move ") {
@@ -251,7 +254,7 @@ fn queue_request(verb: &str, args: &mut Args, names: &Names) -> Result<Option<Bu
     Ok(Some((action, body)))
 }
 
-fn message_request(verb: &str, args: &mut Args, names: &Names) -> Result<Built, Problem> {
+fn message_request(verb: &str, args: &mut Args, names: &mut Names) -> Result<Built, Problem> {
     let queue = args.positional("a queue name")?;
     let mut body = Map::new();
     body.insert("QueueUrl".into(), url(&queue).into());
@@ -299,7 +302,11 @@ fn message_request(verb: &str, args: &mut Args, names: &Names) -> Result<Built, 
         "delete-batch" | "visibility-batch" => {
             let mut entries = Vec::new();
             for (id, value) in args.take_named() {
-                let (handle, seconds) = match value.split_once(':') {
+                // `RECEIPT:SECONDS` in visibility batches (a raw receipt may hold colons).
+                let split = value
+                    .rsplit_once(':')
+                    .filter(|_| verb == "visibility-batch");
+                let (handle, seconds) = match split {
                     Some((handle, seconds)) => (handle.to_string(), seconds.parse::<i64>().ok()),
                     None => (value, None),
                 };
