@@ -300,23 +300,7 @@ fn message_request(verb: &str, args: &mut Args, names: &mut Names) -> Result<Bui
             }
         }
         "delete-batch" | "visibility-batch" => {
-            let mut entries = Vec::new();
-            for (id, value) in args.take_named() {
-                // `RECEIPT:SECONDS` in visibility batches (a raw receipt may hold colons).
-                let split = value
-                    .rsplit_once(':')
-                    .filter(|_| verb == "visibility-batch");
-                let (handle, seconds) = match split {
-                    Some((handle, seconds)) => (handle.to_string(), seconds.parse::<i64>().ok()),
-                    None => (value, None),
-                };
-                let mut entry = json!({"Id": id, "ReceiptHandle": receipt(&handle, names)?});
-                if let Some(seconds) = seconds {
-                    entry["VisibilityTimeout"] = seconds.into();
-                }
-                entries.push(entry);
-            }
-            body.insert("Entries".into(), entries.into());
+            body.insert("Entries".into(), receipt_entries(verb, args, names)?.into());
             if verb == "delete-batch" {
                 "DeleteMessageBatch"
             } else {
@@ -338,6 +322,27 @@ fn message_request(verb: &str, args: &mut Args, names: &mut Names) -> Result<Bui
         other => return Err(format!("unknown command {other:?}")),
     };
     Ok((action, body))
+}
+
+/// The entries of a delete or visibility batch: `ID=RECEIPT` or `ID=RECEIPT:SECONDS`.
+fn receipt_entries(verb: &str, args: &mut Args, names: &mut Names) -> Result<Vec<Value>, Problem> {
+    let mut entries = Vec::new();
+    for (id, value) in args.take_named() {
+        // `RECEIPT:SECONDS` in visibility batches (a raw receipt may hold colons).
+        let split = value
+            .rsplit_once(':')
+            .filter(|_| verb == "visibility-batch");
+        let (handle, seconds) = match split {
+            Some((handle, seconds)) => (handle.to_string(), seconds.parse::<i64>().ok()),
+            None => (value, None),
+        };
+        let mut entry = json!({"Id": id, "ReceiptHandle": receipt(&handle, names)?});
+        if let Some(seconds) = seconds {
+            entry["VisibilityTimeout"] = seconds.into();
+        }
+        entries.push(entry);
+    }
+    Ok(entries)
 }
 
 fn receive(body: &mut Map<String, Value>, args: &mut Args) -> Result<(), Problem> {
