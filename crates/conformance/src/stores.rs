@@ -1,0 +1,232 @@
+//! The stores the suite runs on, and the one file that names the server's constructors.
+//!
+//! Everything else in this crate talks to a service through [`crate::Service`] and opens one
+//! through [`crate::Store`]; this file is where those meet today's server API (`Embedded`,
+//! `data_dir::recover_with` on a `FaultStorage`, the `Backend` trait). When the service layer
+//! and its `LogStore` seam arrive, only this file changes.
+//!
+//! - [`MemoryStore`]: the service on the in-memory log. It keeps nothing, so it cannot reboot.
+//! - [`FileStore`]: the service on the file log, on a [`FaultStorage`] under `--fsync always`.
+//!   A reboot is a power loss that keeps only what was synced, then recovery with the same
+//!   receipt key, as a restarted server does. [`FileStore::checkpointing`] checkpoints after a
+//!   few hundred logged bytes and rolls tiny segments, so a script crosses many snapshots,
+//!   segment removals and relocations.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use leaseq_core::{EngineConfig, ReceiptKey};
+use leaseq_server::clock::SharedClock;
+use leaseq_server::data_dir::recover_with;
+use leaseq_server::embedded::CHECKPOINT_LOG_BYTES_MIN;
+use leaseq_server::{Backend, Caller, Embedded, EmbeddedConfig};
+use leaseq_sqs::{Action, Outcome, SqsError};
+use leaseq_wal::fault::{CrashMode, FaultStorage};
+use leaseq_wal::FsyncPolicy;
+use tokio::task::JoinHandle;
+
+use crate::{Node, Service, Store, ACCOUNT_ID, REGION};
+
+/// The receipt key of every store in the suite (a reboot keeps it, as a data directory does).
+const RECEIPT_KEY: [u8; 16] = *b"conformance-key!";
+
+/// The caller of every request: a fixed sender id, and the user agent a script names.
+pub fn caller(user_agent: Option<&str>) -> Caller {
+    Caller {
+        sender_id: Arc::from("AIDACONFORMANCE"),
+        address: None,
+        user_agent: user_agent.and_then(|agent| agent.parse().ok()),
+    }
+}
+
+fn config() -> EmbeddedConfig {
+    EmbeddedConfig {
+        engine: EngineConfig::default(),
+        region: REGION.into(),
+        account_id: ACCOUNT_ID.into(),
+    }
+}
+
+/// Today's service: a `Backend`, shared with the tasks that run its requests.
+struct Backed(Arc<Embedded>);
+
+impl Service for Backed {
+    fn execute(
+        &self,
+        action: Action,
+        caller: Caller,
+    ) -> Pin<Box<dyn Future<Output = Result<Outcome, SqsError>> + Send>> {
+        let backend = self.0.clone();
+        Box::pin(async move { backend.execute(action, &caller).await })
+    }
+}
+
+/// A running service and its move driver (the one background task that paces move tasks on
+/// the clock, as `leaseq serve` starts it after recovery).
+struct Running {
+    backend: Arc<Embedded>,
+    driver: JoinHandle<()>,
+}
+
+impl Running {
+    fn start(backend: Embedded, clock: &SharedClock) -> Running {
+        let backend = Arc::new(backend.with_clock(clock.clone()));
+        let driver = tokio::spawn(backend.clone().drive_moves());
+        Running { backend, driver }
+    }
+
+    fn service(&self) -> Arc<dyn Service> {
+        Arc::new(Backed(self.backend.clone()))
+    }
+
+    fn background_sleepers(&self) -> usize {
+        usize::from(!self.driver.is_finished())
+    }
+}
+
+/// The service on the in-memory log.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct MemoryStore;
+
+impl Store for MemoryStore {
+    fn name(&self) -> String {
+        "memory".into()
+    }
+
+    fn persistent(&self) -> bool {
+        false
+    }
+
+    fn open(&self, clock: SharedClock) -> Result<Box<dyn Node>, String> {
+        let backend = Embedded::in_memory(config(), ReceiptKey::new(RECEIPT_KEY));
+        Ok(Box::new(MemoryNode(Running::start(backend, &clock))))
+    }
+}
+
+struct MemoryNode(Running);
+
+impl Node for MemoryNode {
+    fn service(&self) -> Arc<dyn Service> {
+        self.0.service()
+    }
+
+    fn shut_down(&self) {
+        self.0.backend.shut_down();
+    }
+
+    fn reboot(&mut self) -> Result<(), String> {
+        Err("the in-memory store keeps nothing, so it cannot reboot".into())
+    }
+
+    fn background_sleepers(&self) -> usize {
+        self.0.background_sleepers()
+    }
+}
+
+/// The service on the file log, on a fault-injecting in-memory file system.
+#[derive(Clone, Debug)]
+pub struct FileStore {
+    name: &'static str,
+    options: leaseq_wal::Options,
+    checkpoint_log_bytes_min: u64,
+}
+
+impl FileStore {
+    /// The file log as `leaseq serve --fsync always` runs it: default segments and checkpoints.
+    pub fn new() -> FileStore {
+        FileStore {
+            name: "file",
+            options: leaseq_wal::Options {
+                fsync: FsyncPolicy::Always,
+                ..leaseq_wal::Options::default()
+            },
+            checkpoint_log_bytes_min: CHECKPOINT_LOG_BYTES_MIN,
+        }
+    }
+
+    /// The file log checkpointing (in the background, as in production) after every few
+    /// records, on segments of 1 KiB, so that snapshots, segment removal and relocated bodies
+    /// are under every step of every script.
+    pub fn checkpointing() -> FileStore {
+        FileStore {
+            name: "file-checkpointing",
+            options: leaseq_wal::Options {
+                segment_size_max_bytes: 1 << 10,
+                zero_ahead_bytes: 0,
+                ..FileStore::new().options
+            },
+            checkpoint_log_bytes_min: 256,
+        }
+    }
+
+    fn recover(&self, storage: &FaultStorage, clock: &SharedClock) -> Result<Running, String> {
+        let (backend, _recovery) = recover_with(
+            Arc::new(storage.clone()),
+            config(),
+            ReceiptKey::new(RECEIPT_KEY),
+            self.options.clone(),
+            self.checkpoint_log_bytes_min,
+        )
+        .map_err(|error| format!("recovery failed: {error}"))?;
+        Ok(Running::start(backend, clock))
+    }
+}
+
+impl Default for FileStore {
+    fn default() -> Self {
+        FileStore::new()
+    }
+}
+
+impl Store for FileStore {
+    fn name(&self) -> String {
+        self.name.into()
+    }
+
+    fn persistent(&self) -> bool {
+        true
+    }
+
+    fn open(&self, clock: SharedClock) -> Result<Box<dyn Node>, String> {
+        let storage = FaultStorage::new();
+        let running = self.recover(&storage, &clock)?;
+        Ok(Box::new(FileNode {
+            store: self.clone(),
+            storage,
+            clock,
+            running,
+        }))
+    }
+}
+
+struct FileNode {
+    store: FileStore,
+    storage: FaultStorage,
+    clock: SharedClock,
+    running: Running,
+}
+
+impl Node for FileNode {
+    fn service(&self) -> Arc<dyn Service> {
+        self.running.service()
+    }
+
+    fn shut_down(&self) {
+        self.running.backend.shut_down();
+    }
+
+    /// A power loss: the old process stops (its handles to the storage fail from now on), only
+    /// synced bytes survive, and a new process recovers from them.
+    fn reboot(&mut self) -> Result<(), String> {
+        self.running.backend.shut_down();
+        self.running.driver.abort();
+        self.storage = self.storage.crash(CrashMode::DropUnsynced);
+        self.running = self.store.recover(&self.storage, &self.clock)?;
+        Ok(())
+    }
+
+    fn background_sleepers(&self) -> usize {
+        self.running.background_sleepers()
+    }
+}

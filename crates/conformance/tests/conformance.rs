@@ -1,0 +1,29 @@
+//! The conformance suite on every store of this workspace, and on mirrors of two.
+
+use leaseq_conformance::stores::{FileStore, MemoryStore};
+use leaseq_conformance::{run_all, run_mirror};
+
+#[test]
+fn memory() {
+    run_all(&MemoryStore);
+}
+
+#[test]
+fn file() {
+    run_all(&FileStore::new());
+}
+
+#[test]
+fn file_checkpointing() {
+    run_all(&FileStore::checkpointing());
+}
+
+#[test]
+fn mirror_memory_and_file() {
+    run_mirror(&MemoryStore, &FileStore::new());
+}
+
+#[test]
+fn mirror_file_and_file_checkpointing() {
+    run_mirror(&FileStore::new(), &FileStore::checkpointing());
+}
