@@ -1,9 +1,9 @@
 //! The stores the suite runs on, and the one file that names the server's constructors.
 //!
 //! Everything else in this crate talks to a service through [`crate::Service`] and opens one
-//! through [`crate::Store`]; this file is where those meet today's server API (`Embedded`,
-//! `data_dir::recover_with` on a `FaultStorage`, the `Backend` trait). When the service layer
-//! and its `LogStore` seam arrive, only this file changes.
+//! through [`crate::Store`]; this file is where those meet the server's API (`Service`,
+//! `data_dir::recover_with` on a `FaultStorage`, the `Api` trait). A new log store adds its
+//! `Store` beside these (in its own crate) and calls [`crate::run_all`].
 //!
 //! - [`MemoryStore`]: the service on the in-memory log. It keeps nothing, so it cannot reboot.
 //! - [`FileStore`]: the service on the file log, on a [`FaultStorage`] under `--fsync always`.
@@ -19,8 +19,8 @@ use std::sync::Arc;
 use leaseq_core::{EngineConfig, ReceiptKey};
 use leaseq_server::clock::SharedClock;
 use leaseq_server::data_dir::recover_with;
-use leaseq_server::embedded::CHECKPOINT_LOG_BYTES_MIN;
-use leaseq_server::{Backend, Caller, Embedded, EmbeddedConfig};
+use leaseq_server::host::CHECKPOINT_LOG_BYTES_MIN;
+use leaseq_server::{Api, Caller, Service as ServerService, ServiceConfig};
 use leaseq_sqs::{Action, Outcome, SqsError};
 use leaseq_wal::fault::{CrashMode, FaultStorage};
 use leaseq_wal::FsyncPolicy;
@@ -40,16 +40,16 @@ pub fn caller(user_agent: Option<&str>) -> Caller {
     }
 }
 
-fn config() -> EmbeddedConfig {
-    EmbeddedConfig {
+fn config() -> ServiceConfig {
+    ServiceConfig {
         engine: EngineConfig::default(),
         region: REGION.into(),
         account_id: ACCOUNT_ID.into(),
     }
 }
 
-/// Today's service: a `Backend`, shared with the tasks that run its requests.
-struct Backed(Arc<Embedded>);
+/// The server's service: an `Api`, shared with the tasks that run its requests.
+struct Backed(Arc<ServerService>);
 
 impl Service for Backed {
     fn execute(
@@ -65,12 +65,12 @@ impl Service for Backed {
 /// A running service and its move driver (the one background task that paces move tasks on
 /// the clock, as `leaseq serve` starts it after recovery).
 struct Running {
-    backend: Arc<Embedded>,
+    backend: Arc<ServerService>,
     driver: JoinHandle<()>,
 }
 
 impl Running {
-    fn start(backend: Embedded, clock: &SharedClock) -> Running {
+    fn start(backend: ServerService, clock: &SharedClock) -> Running {
         let backend = Arc::new(backend.with_clock(clock.clone()));
         let driver = tokio::spawn(backend.clone().drive_moves());
         Running { backend, driver }
@@ -99,7 +99,7 @@ impl Store for MemoryStore {
     }
 
     fn open(&self, clock: SharedClock) -> Result<Box<dyn Node>, String> {
-        let backend = Embedded::in_memory(config(), ReceiptKey::new(RECEIPT_KEY));
+        let backend = ServerService::in_memory(config(), ReceiptKey::new(RECEIPT_KEY));
         Ok(Box::new(MemoryNode(Running::start(backend, &clock))))
     }
 }
