@@ -466,7 +466,8 @@ impl Sim {
         let held = self.held.remove(index);
         let result = self
             .engine
-            .delete(self.now_ms, QUEUE, &held.receipt, &mut self.journal);
+            .delete(self.now_ms, QUEUE, &held.receipt, &mut self.journal)
+            .map(|(outcome, _)| outcome);
         self.note(format!("delete {} -> {result:?}", held.message_id));
         let present = self
             .engine

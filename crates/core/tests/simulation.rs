@@ -1184,7 +1184,10 @@ impl Sim {
         let (consumer, index, queue, text, receipt) = self.pick_receipt();
         let newer = self.newer_attempt(queue, &receipt);
         let before = self.journal.len();
-        let engine = self.engine.delete(now_ms, queue, &text, &mut self.journal);
+        let engine = self
+            .engine
+            .delete(now_ms, queue, &text, &mut self.journal)
+            .map(|(outcome, _)| outcome);
         let model = self.model.delete(now_ms, queue, &receipt);
         self.note(format!(
             "consumer {consumer} (held {index:?}) delete {queue} {receipt:?} -> {engine:?}"

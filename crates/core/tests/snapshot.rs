@@ -103,7 +103,7 @@ fn a_snapshot_rebuilds_the_engine() {
         .unwrap();
     assert_eq!(rebuilt.queue("new").unwrap().id, 4);
     // A receipt issued before the snapshot still acts after it.
-    let outcome = rebuilt
+    let (outcome, _) = rebuilt
         .delete(12_600, "jobs", &held[0].receipt, &mut journal)
         .unwrap();
     assert_eq!(outcome, leaseq_core::DeleteOutcome::Deleted);

@@ -247,21 +247,10 @@ impl Engine {
         Ok((queue_id, receipt))
     }
 
-    /// Deletes the message of a receipt, if the receipt is its current attempt's.
+    /// Deletes the message of a receipt, if the receipt is its current attempt's; when it
+    /// deletes, also tells the lease the delete ended, for observers such as metrics
+    /// (processing time, lease time left, receive count).
     pub fn delete(
-        &mut self,
-        now_ms: u64,
-        name: &str,
-        receipt: &str,
-        journal: &mut Journal,
-    ) -> Result<DeleteOutcome> {
-        self.delete_ending(now_ms, name, receipt, journal)
-            .map(|(outcome, _)| outcome)
-    }
-
-    /// [`Engine::delete`], also telling the lease the delete ended (when it deleted), for
-    /// observers such as metrics: processing time, lease time left, receive count.
-    pub fn delete_ending(
         &mut self,
         now_ms: u64,
         name: &str,

@@ -1,5 +1,5 @@
 //! What observers (metrics) learn about leases: the lease a delete ended
-//! ([`Engine::delete_ending`]) and read-only looks that change nothing and write no record.
+//! ([`Engine::delete`]) and read-only looks that change nothing and write no record.
 
 use super::Engine;
 use crate::message::MessageId;
@@ -74,16 +74,16 @@ mod tests {
             .collect();
         assert_eq!(leases, [2]);
         assert_eq!(queue.leases_ending_first(10, 0).count(), 0);
-        let stale = engine.delete_ending(14_000, "jobs", &first[0].receipt, &mut journal);
+        let stale = engine.delete(14_000, "jobs", &first[0].receipt, &mut journal);
         assert_eq!(stale, Ok((DeleteOutcome::IgnoredStale, None)));
         assert!(engine
-            .delete_ending(14_000, "other", &second[0].receipt, &mut journal)
+            .delete(14_000, "other", &second[0].receipt, &mut journal)
             .is_err());
         assert!(engine
-            .delete_ending(14_000, "jobs", "not-a-receipt", &mut journal)
+            .delete(14_000, "jobs", "not-a-receipt", &mut journal)
             .is_err());
         let (outcome, lease) = engine
-            .delete_ending(14_000, "jobs", &second[0].receipt, &mut journal)
+            .delete(14_000, "jobs", &second[0].receipt, &mut journal)
             .unwrap();
         assert_eq!(outcome, DeleteOutcome::Deleted);
         let lease = lease.expect("the lease the delete ended");

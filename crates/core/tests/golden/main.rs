@@ -560,7 +560,10 @@ impl Harness {
         let name = args.positional("a queue name")?;
         let receipt = self.receipt(&args.positional("a receipt")?)?;
         let now_ms = self.now_ms;
-        let result = self.with_journal(|e, j| e.delete(now_ms, &name, &receipt, j));
+        let result = self.with_journal(|e, j| {
+            e.delete(now_ms, &name, &receipt, j)
+                .map(|(outcome, _)| outcome)
+        });
         Ok(outcome(result, |deleted| {
             vec![match deleted {
                 DeleteOutcome::Deleted => "deleted",

@@ -88,18 +88,14 @@ impl Service {
         receipt: &str,
         journal: &mut Journal,
     ) -> Result<(), SqsError> {
-        let Some(metrics) = &self.metrics else {
-            return engine
-                .delete(now_ms, name, receipt, journal)
-                .map(drop)
-                .map_err(|error| SqsError::for_receipt(error, receipt));
-        };
-        match engine.delete_ending(now_ms, name, receipt, journal) {
-            Ok((DeleteOutcome::Deleted, lease)) => {
-                if let Some(lease) = lease {
+        match engine.delete(now_ms, name, receipt, journal) {
+            Ok((DeleteOutcome::Deleted, Some(lease))) => {
+                {
                     // The engine's clock: never earlier than a time it has seen.
                     let now_ms = engine.clock_ms();
-                    metrics.queue(lease.queue_id).observe_delete(&lease, now_ms);
+                    if let Some(metrics) = &self.metrics {
+                        metrics.queue(lease.queue_id).observe_delete(&lease, now_ms);
+                    }
                     tracing::debug!(
                         queue = name,
                         message_id = %lease.message_id,
