@@ -13,6 +13,7 @@ pub mod config;
 pub mod engine;
 pub mod error;
 pub mod fifo;
+pub mod histogram;
 pub mod history;
 pub mod limits;
 pub mod message;

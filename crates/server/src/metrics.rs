@@ -24,7 +24,7 @@ use std::time::Duration;
 
 use leaseq_core::{LeaseView, Queue, QueueInfo};
 
-use leaseq_wal::{Histogram, HistogramSnapshot};
+use leaseq_core::histogram::{Histogram, HistogramSnapshot};
 use parking_lot::RwLock;
 use rustc_hash::FxHashMap;
 

@@ -37,7 +37,7 @@ pub use error::{PoisonCause, ReplayError, WalError};
 pub use log::Wal;
 pub use recovery::{Recovery, Salvage, TornTail};
 pub use snapshot::Snapshot;
-pub use stats::{Histogram, HistogramSnapshot, WalStats};
+pub use stats::WalStats;
 pub use storage::{DirStorage, Storage, StorageFile};
 
 /// A log sequence number. The first record ever appended has LSN 1; LSN 0 means "none".
