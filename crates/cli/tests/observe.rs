@@ -8,7 +8,9 @@ use std::net::SocketAddr;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{queue_name, raw_request, Server};
+use common::Server;
+use leaseq_testkit::http::request as raw_request;
+use leaseq_testkit::names::unique_name as queue_name;
 use serde_json::{json, Value};
 
 async fn call(server: &Server, action: &str, body: Value) -> Value {

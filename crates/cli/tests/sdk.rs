@@ -20,27 +20,12 @@ use aws_sdk_sqs::types::{
     MessageSystemAttributeValue, QueueAttributeName, SendMessageBatchRequestEntry,
 };
 use aws_sdk_sqs::Client;
-use common::{attributes_md5, md5_hex, AttributeValue, Server};
+use common::Server;
+use leaseq_testkit::http;
+use leaseq_testkit::names::unique_name;
+use leaseq_testkit::sdk::{attributes_md5, create_queue, md5_hex, AttributeValue};
 
 const ACCOUNT_ID: &str = "000000000000";
-
-async fn create_queue(
-    sqs: &Client,
-    name: &str,
-    attributes: &[(QueueAttributeName, &str)],
-) -> String {
-    let mut request = sqs.create_queue().queue_name(name);
-    for (key, value) in attributes {
-        request = request.attributes(key.clone(), *value);
-    }
-    match request.send().await {
-        Ok(output) => output
-            .queue_url()
-            .expect("CreateQueue returns a QueueUrl")
-            .to_string(),
-        Err(error) => panic!("CreateQueue {name}: {}", DisplayErrorContext(&error)),
-    }
-}
 
 async fn queue_attributes(sqs: &Client, url: &str) -> HashMap<QueueAttributeName, String> {
     let output = sqs
