@@ -23,7 +23,7 @@ use aws_sdk_sqs::Client;
 use common::Server;
 use leaseq_testkit::http;
 use leaseq_testkit::names::unique_name;
-use leaseq_testkit::sdk::{attributes_md5, create_queue, md5_hex, AttributeValue};
+use leaseq_testkit::sdk::{attributes_md5, create_queue, md5_hex, receive, AttributeValue};
 
 const ACCOUNT_ID: &str = "000000000000";
 
@@ -66,37 +66,6 @@ async fn send(sqs: &Client, url: &str, body: &str) -> String {
         .message_id()
         .expect("SendMessage returns a MessageId")
         .to_string()
-}
-
-/// Receives up to `max` messages with all system attributes, waiting up to `wait_seconds`.
-async fn receive(
-    sqs: &Client,
-    url: &str,
-    max: i32,
-    wait_seconds: i32,
-    visibility_seconds: Option<i32>,
-) -> Vec<Message> {
-    let output = sqs
-        .receive_message()
-        .queue_url(url)
-        .max_number_of_messages(max)
-        .wait_time_seconds(wait_seconds)
-        .set_visibility_timeout(visibility_seconds)
-        .message_system_attribute_names(MessageSystemAttributeName::All)
-        .message_attribute_names("All")
-        .send()
-        .await
-        .unwrap_or_else(|e| panic!("ReceiveMessage: {}", DisplayErrorContext(&e)));
-    let messages = output.messages().to_vec();
-    for message in &messages {
-        let body = message.body().expect("a received message has a Body");
-        assert_eq!(
-            message.md5_of_body(),
-            Some(md5_hex(body.as_bytes()).as_str()),
-            "MD5OfBody of a received message"
-        );
-    }
-    messages
 }
 
 /// Receives exactly one message, long-polling up to `wait_seconds` for it.

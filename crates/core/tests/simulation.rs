@@ -64,17 +64,7 @@ fn seeds() -> Seeds {
 #[test]
 fn simulation() {
     let seeds = seeds();
-    let mut tally = BTreeMap::new();
-    for &seed in seeds.seeds() {
-        for (key, count) in run_seed(&seeds, seed) {
-            *tally.entry(key).or_insert(0) += count;
-        }
-    }
-    if seeds.stats() {
-        for (key, count) in tally {
-            println!("{count:>9}  {key}");
-        }
-    }
+    seeds.tally(|seed| run_seed(&seeds, seed));
 }
 
 /// Runs one seed and returns how often each outcome occurred; on failure, panics with the

@@ -87,17 +87,7 @@ fn crash_simulation() {
         SEEDS_DEFAULT,
         STEPS_DEFAULT,
     );
-    let mut tally = BTreeMap::new();
-    for &seed in seeds.seeds() {
-        for (key, count) in run_seed(&seeds, seed) {
-            *tally.entry(key).or_insert(0) += count;
-        }
-    }
-    if seeds.stats() {
-        for (key, count) in tally {
-            println!("{count:>9}  {key}");
-        }
-    }
+    seeds.tally(|seed| run_seed(&seeds, seed));
 }
 
 /// Runs one seed; on failure, panics with the seed, the step and the last operations.

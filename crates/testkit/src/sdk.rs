@@ -5,7 +5,7 @@
 use aws_sdk_sqs::config::retry::RetryConfig;
 use aws_sdk_sqs::config::{BehaviorVersion, Credentials, Region};
 use aws_sdk_sqs::error::DisplayErrorContext;
-use aws_sdk_sqs::types::QueueAttributeName;
+use aws_sdk_sqs::types::{Message, MessageSystemAttributeName, QueueAttributeName};
 use aws_sdk_sqs::Client;
 use md5::{Digest as _, Md5};
 
@@ -46,6 +46,40 @@ pub async fn create_queue(
         .queue_url()
         .expect("CreateQueue returns a QueueUrl")
         .to_string()
+}
+
+/// Receives up to `max` messages with all system and message attributes, waiting up to
+/// `wait_seconds`, leased for `visibility_seconds` (the queue's default if `None`). Checks
+/// each message's MD5OfBody, which this SDK, unlike boto3 or the Java SDK, does not check
+/// itself.
+pub async fn receive(
+    client: &Client,
+    url: &str,
+    max: i32,
+    wait_seconds: i32,
+    visibility_seconds: Option<i32>,
+) -> Vec<Message> {
+    let output = client
+        .receive_message()
+        .queue_url(url)
+        .max_number_of_messages(max)
+        .wait_time_seconds(wait_seconds)
+        .set_visibility_timeout(visibility_seconds)
+        .message_system_attribute_names(MessageSystemAttributeName::All)
+        .message_attribute_names("All")
+        .send()
+        .await
+        .unwrap_or_else(|error| panic!("ReceiveMessage: {}", DisplayErrorContext(&error)));
+    let messages = output.messages().to_vec();
+    for message in &messages {
+        let body = message.body().expect("a received message has a Body");
+        assert_eq!(
+            message.md5_of_body(),
+            Some(md5_hex(body.as_bytes()).as_str()),
+            "MD5OfBody of a received message"
+        );
+    }
+    messages
 }
 
 /// Lower-case hex MD5 of `bytes`.

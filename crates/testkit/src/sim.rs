@@ -13,6 +13,7 @@
 //! A seed fixes every decision of a simulation, so the driver knows nothing of what is
 //! simulated: it holds no leaseq type (the core's own tests use it, see the crate's manifest).
 
+use std::collections::BTreeMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -98,6 +99,22 @@ impl Seeds {
     /// Whether `{prefix}_STATS` asks for the counts of what happened.
     pub fn stats(&self) -> bool {
         std::env::var_os(format!("{}_STATS", self.prefix)).is_some()
+    }
+
+    /// Runs `run_seed` for every seed, adding up the outcomes each counts (what happened, by
+    /// name), and prints the sums when `{prefix}_STATS` asks for them.
+    pub fn tally(&self, mut run_seed: impl FnMut(u64) -> BTreeMap<String, u64>) {
+        let mut tally: BTreeMap<String, u64> = BTreeMap::new();
+        for &seed in &self.seeds {
+            for (key, count) in run_seed(seed) {
+                *tally.entry(key).or_insert(0) += count;
+            }
+        }
+        if self.stats() {
+            for (key, count) in tally {
+                println!("{count:>9}  {key}");
+            }
+        }
     }
 
     /// The command that replays `seed`.

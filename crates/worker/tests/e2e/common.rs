@@ -12,7 +12,7 @@ use leaseq_worker::{LeaseConfig, WorkerConfig};
 use tokio::net::TcpListener;
 
 pub use leaseq_testkit::names::unique_name;
-pub use leaseq_testkit::sdk::{create_queue, sdk_client};
+pub use leaseq_testkit::sdk::{create_queue, receive, sdk_client};
 
 /// How long any wait of a test may take before the test fails. Generous because CI runs on two
 /// shared cores.
@@ -66,17 +66,10 @@ pub async fn receive_one(
     wait_seconds: i32,
     visibility_seconds: i32,
 ) -> Option<Message> {
-    let output = client
-        .receive_message()
-        .queue_url(queue_url)
-        .wait_time_seconds(wait_seconds)
-        .visibility_timeout(visibility_seconds)
-        .message_system_attribute_names(MessageSystemAttributeName::All)
-        .message_attribute_names("All")
-        .send()
+    receive(client, queue_url, 1, wait_seconds, Some(visibility_seconds))
         .await
-        .unwrap_or_else(|e| panic!("ReceiveMessage: {}", DisplayErrorContext(&e)));
-    output.messages.unwrap_or_default().into_iter().next()
+        .into_iter()
+        .next()
 }
 
 /// The receive count of a received message.
