@@ -9,7 +9,7 @@
 
 mod common;
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 use aws_sdk_sqs::error::{DisplayErrorContext, ProvideErrorMetadata};
@@ -23,20 +23,11 @@ use aws_sdk_sqs::Client;
 use common::Server;
 use leaseq_testkit::http;
 use leaseq_testkit::names::unique_name;
-use leaseq_testkit::sdk::{attributes_md5, create_queue, md5_hex, receive, AttributeValue};
+use leaseq_testkit::sdk::{
+    attributes_md5, create_queue, md5_hex, queue_attributes, receive, AttributeValue,
+};
 
 const ACCOUNT_ID: &str = "000000000000";
-
-async fn queue_attributes(sqs: &Client, url: &str) -> HashMap<QueueAttributeName, String> {
-    let output = sqs
-        .get_queue_attributes()
-        .queue_url(url)
-        .attribute_names(QueueAttributeName::All)
-        .send()
-        .await
-        .unwrap_or_else(|e| panic!("GetQueueAttributes: {}", DisplayErrorContext(&e)));
-    output.attributes().cloned().unwrap_or_default()
-}
 
 async fn queue_attribute(sqs: &Client, url: &str, name: QueueAttributeName) -> String {
     let attributes = queue_attributes(sqs, url).await;

@@ -2,6 +2,8 @@
 //! client checks, computed from SQS's documented algorithm rather than taken from the server's
 //! code, so that the two can disagree.
 
+use std::collections::HashMap;
+
 use aws_sdk_sqs::config::retry::RetryConfig;
 use aws_sdk_sqs::config::{BehaviorVersion, Credentials, Region};
 use aws_sdk_sqs::error::DisplayErrorContext;
@@ -46,6 +48,18 @@ pub async fn create_queue(
         .queue_url()
         .expect("CreateQueue returns a QueueUrl")
         .to_string()
+}
+
+/// Every attribute of queue `url` (`AttributeNames: All`).
+pub async fn queue_attributes(client: &Client, url: &str) -> HashMap<QueueAttributeName, String> {
+    let output = client
+        .get_queue_attributes()
+        .queue_url(url)
+        .attribute_names(QueueAttributeName::All)
+        .send()
+        .await
+        .unwrap_or_else(|error| panic!("GetQueueAttributes: {}", DisplayErrorContext(&error)));
+    output.attributes().cloned().unwrap_or_default()
 }
 
 /// Receives up to `max` messages with all system and message attributes, waiting up to

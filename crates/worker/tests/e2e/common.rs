@@ -12,7 +12,7 @@ use leaseq_worker::{LeaseConfig, WorkerConfig};
 use tokio::net::TcpListener;
 
 pub use leaseq_testkit::names::unique_name;
-pub use leaseq_testkit::sdk::{create_queue, receive, sdk_client};
+pub use leaseq_testkit::sdk::{create_queue, queue_attributes, receive, sdk_client};
 
 /// How long any wait of a test may take before the test fails. Generous because CI runs on two
 /// shared cores.
@@ -83,14 +83,7 @@ pub fn receive_count(message: &Message) -> u32 {
 
 /// (visible, in flight) message counts of a queue.
 pub async fn counts(client: &Client, queue_url: &str) -> (u64, u64) {
-    let output = client
-        .get_queue_attributes()
-        .queue_url(queue_url)
-        .attribute_names(QueueAttributeName::All)
-        .send()
-        .await
-        .unwrap_or_else(|e| panic!("GetQueueAttributes: {}", DisplayErrorContext(&e)));
-    let attributes = output.attributes().cloned().unwrap_or_default();
+    let attributes = queue_attributes(client, queue_url).await;
     let count = |name| {
         attributes
             .get(&name)
