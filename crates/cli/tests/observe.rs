@@ -354,16 +354,7 @@ async fn spawn(args: &[&str], dir: &ScratchDir) -> ChildServer {
 }
 
 async fn json_call(addr: SocketAddr, action: &str, body: Value) -> Value {
-    let target = http::target(action);
-    let body = body.to_string();
-    let response = http::request(
-        addr,
-        "POST",
-        "/",
-        &http::json_headers(&target),
-        body.as_bytes(),
-    )
-    .await;
+    let response = http::sqs_json(addr, action, &body).await;
     assert_eq!(response.status, 200, "{action}: {}", response.text());
     response.json()
 }

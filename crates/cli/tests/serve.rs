@@ -40,16 +40,7 @@ async fn start(
 }
 
 async fn call(addr: SocketAddr, action: &str, body: Value) -> (u16, Value) {
-    let target = http::target(action);
-    let body = body.to_string();
-    let response = http::request(
-        addr,
-        "POST",
-        "/",
-        &http::json_headers(&target),
-        body.as_bytes(),
-    )
-    .await;
+    let response = http::sqs_json(addr, action, &body).await;
     let parsed = serde_json::from_slice(&response.body).unwrap_or(Value::Null);
     (response.status, parsed)
 }

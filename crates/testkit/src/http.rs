@@ -232,6 +232,14 @@ pub async fn request(
     }
 }
 
+/// Sends SQS action `action` with JSON body `body` (AWS JSON 1.0) on a fresh connection; the
+/// whole response, whatever its status.
+pub async fn sqs_json(addr: SocketAddr, action: &str, body: &Value) -> RawResponse {
+    let target = target(action);
+    let body = body.to_string();
+    request(addr, "POST", "/", &json_headers(&target), body.as_bytes()).await
+}
+
 /// [`request`], with a connection that fails as an error rather than a panic.
 pub async fn try_request(
     addr: SocketAddr,
