@@ -18,25 +18,24 @@
 //! The seed (printed) fixes the load's choices and the time of each kill; the interleaving is the
 //! machine's. `LEASEQ_CRASH_SEED=<n>` repeats a seed, `LEASEQ_CRASH_CYCLES=<n>` runs longer.
 
-#[path = "crash/http.rs"]
-mod http;
-#[path = "crash/server.rs"]
-mod server;
+mod common;
 
 use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
 use std::os::unix::fs::FileExt as _;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde_json::{json, Value};
 
-use http::{CallError, Client};
-use server::Server;
+use leaseq_testkit::http::{CallError, Connection as Client};
+use leaseq_testkit::launch::ChildServer as Server;
+use leaseq_testkit::names::ScratchDir;
+use leaseq_testkit::sim;
 
 /// Cycles in the normal suite; `LEASEQ_CRASH_CYCLES` overrides.
 const CYCLES_DEFAULT: u64 = 3;
@@ -61,18 +60,20 @@ const QUEUE: &str = "crash";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn acknowledged_work_survives_kill_9() {
-    let seed = env_u64("LEASEQ_CRASH_SEED").unwrap_or_else(|| {
-        let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap();
-        now.as_nanos() as u64
-    });
-    let cycles = env_u64("LEASEQ_CRASH_CYCLES").unwrap_or(CYCLES_DEFAULT);
+    let seed = sim::seed_or_clock("LEASEQ_CRASH_SEED");
+    let cycles = sim::env_number("LEASEQ_CRASH_CYCLES").unwrap_or(CYCLES_DEFAULT);
     println!("crash test: seed {seed}, {cycles} cycles (rerun with LEASEQ_CRASH_SEED={seed})");
-    let scratch = scratch_dir(seed);
+    // Kept if the test fails, for a look at the data and the logs.
+    let scratch_dir = ScratchDir::new(
+        env!("CARGO_TARGET_TMPDIR"),
+        &format!("crash-{}-{seed}", std::process::id()),
+    );
+    let scratch = scratch_dir.path();
     let data_dir = scratch.join("data");
     let started = Instant::now();
 
-    let mut server = Server::start(&data_dir, &scratch.join("start-0.log")).await;
-    let mut client = Client::connect(server.addr).await.unwrap();
+    let mut server = Server::start(common::durable_serve(&data_dir), scratch).await;
+    let mut client = Client::connect(server.addr()).await.unwrap();
     let attributes = json!({"VisibilityTimeout": VISIBILITY_TIMEOUT_SECONDS.to_string()});
     client
         .call(
@@ -97,16 +98,15 @@ async fn acknowledged_work_survives_kill_9() {
             append_torn_record(&data_dir.join("wal"), &mut rng);
         }
         let restart_started = Instant::now();
-        let log_path = scratch.join(format!("start-{}.log", cycle + 1));
-        server = Server::start(&data_dir, &log_path).await;
+        server.start_again().await;
         report.restart_ms = restart_started.elapsed().as_millis() as u64;
-        check_restart_log(&server.log(), torn, &scratch, seed);
+        check_restart_log(&server.log(), torn, scratch, seed);
 
-        let mut client = Client::connect(server.addr).await.unwrap();
+        let mut client = Client::connect(server.addr()).await.unwrap();
         let url = queue_url(&mut client).await;
         report.held = ledger.check_held_receipts(&mut client, &url).await;
         let drain_started = Instant::now();
-        let drained = drain(server.addr, &url).await;
+        let drained = drain(server.addr(), &url).await;
         report.drain_ms = drain_started.elapsed().as_millis() as u64;
         report.drained = drained.len();
         let violations = ledger.check_drain(cycle, &drained);
@@ -129,7 +129,6 @@ async fn acknowledged_work_survives_kill_9() {
         "crash test: {cycles} cycles in {:.1} s",
         started.elapsed().as_secs_f64()
     );
-    let _ = std::fs::remove_dir_all(&scratch);
 }
 
 /// What one producer or consumer did.
@@ -172,12 +171,12 @@ impl TaskLog {
 /// Runs producers and consumers for `load`, then kills the server; what each task did.
 async fn run_load(server: &mut Server, cycle: u64, seed: u64, load: Duration) -> Vec<TaskLog> {
     let killed = Arc::new(AtomicBool::new(false));
-    let mut client = Client::connect(server.addr).await.unwrap();
+    let mut client = Client::connect(server.addr()).await.unwrap();
     let url = queue_url(&mut client).await;
     let mut tasks = Vec::new();
     for task in 0..PRODUCERS + CONSUMERS {
         let rng = StdRng::seed_from_u64(seed ^ (cycle << 32) ^ (task << 8) ^ 0xC0FF_EE00);
-        let (addr, url, killed) = (server.addr, url.clone(), killed.clone());
+        let (addr, url, killed) = (server.addr(), url.clone(), killed.clone());
         tasks.push(tokio::spawn(async move {
             if task < PRODUCERS {
                 produce(addr, &url, cycle, task, rng, &killed).await
@@ -690,21 +689,4 @@ impl std::fmt::Display for CycleReport {
             self.drain_ms,
         )
     }
-}
-
-fn env_u64(name: &str) -> Option<u64> {
-    let value = std::env::var(name).ok()?;
-    Some(
-        value
-            .parse()
-            .unwrap_or_else(|_| panic!("{name} must be a number, not {value:?}")),
-    )
-}
-
-fn scratch_dir(seed: u64) -> PathBuf {
-    let dir =
-        Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("crash-{}-{seed}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
 }

@@ -9,21 +9,15 @@
 //! acknowledged before the kill. When it completes, draining both queues must give every body
 //! exactly once.
 
-#[allow(dead_code)]
-#[path = "crash/http.rs"]
-mod http;
-#[allow(dead_code)]
-#[path = "crash/server.rs"]
-mod server;
+mod common;
 
 use std::collections::BTreeMap;
-use std::path::Path;
 use std::time::{Duration, Instant};
 
+use leaseq_testkit::http::Connection;
+use leaseq_testkit::launch::ChildServer as Server;
+use leaseq_testkit::names::ScratchDir;
 use serde_json::{json, Value};
-
-use http::Client;
-use server::Server;
 
 const MESSAGES: usize = 240;
 const RATE: u64 = 60;
@@ -31,7 +25,7 @@ const KILLS: usize = 2;
 const ARN_PREFIX: &str = "arn:aws:sqs:us-east-1:000000000000:";
 
 async fn call(server: &Server, action: &str, body: Value) -> Value {
-    let mut client = Client::connect(server.addr).await.expect("connect");
+    let mut client = Connection::connect(server.addr()).await.expect("connect");
     client
         .call(action, &body)
         .await
@@ -99,13 +93,14 @@ async fn drain(server: &Server, name: &str, bodies: &mut BTreeMap<String, usize>
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_move_task_survives_kill_9_without_losing_or_duplicating() {
-    let scratch = Path::new(env!("CARGO_TARGET_TMPDIR"))
-        .join(format!("crash-redrive-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&scratch);
-    std::fs::create_dir_all(&scratch).unwrap();
-    let data_dir = scratch.join("data");
-    let log_path = scratch.join("server.log");
-    let mut server = Server::start(&data_dir, &log_path).await;
+    // Kept if the test fails, for a look at the data and the logs.
+    let scratch = ScratchDir::new(
+        env!("CARGO_TARGET_TMPDIR"),
+        &format!("crash-redrive-{}", std::process::id()),
+    );
+    let data_dir = scratch.path().join("data");
+    let command = common::durable_serve(&data_dir);
+    let mut server = Server::start(command, scratch.path()).await;
 
     call(&server, "CreateQueue", json!({"QueueName": "dlq"})).await;
     let policy = format!(r#"{{"deadLetterTargetArn":"{ARN_PREFIX}dlq","maxReceiveCount":"1"}}"#);
@@ -194,8 +189,7 @@ async fn a_move_task_survives_kill_9_without_losing_or_duplicating() {
             acknowledged_moved < MESSAGES as u64,
             "killed too late to test anything"
         );
-        server.kill();
-        server = Server::start(&data_dir, &log_path).await;
+        server.restart().await;
         let listed = task(&server).await;
         assert_eq!(
             listed["Status"], "RUNNING",
@@ -237,6 +231,4 @@ async fn a_move_task_survives_kill_9_without_losing_or_duplicating() {
     drain(&server, "dlq", &mut bodies).await;
     let expected: BTreeMap<String, usize> = (0..MESSAGES).map(|i| (format!("m-{i}"), 1)).collect();
     assert_eq!(bodies, expected, "every message exactly once");
-    drop(server);
-    let _ = std::fs::remove_dir_all(&scratch);
 }

@@ -8,7 +8,11 @@ use std::net::SocketAddr;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{queue_name, raw_request, Server};
+use common::Server;
+use leaseq_testkit::http;
+use leaseq_testkit::launch::ChildServer;
+use leaseq_testkit::names::unique_name as queue_name;
+use leaseq_testkit::names::ScratchDir;
 use serde_json::{json, Value};
 
 async fn call(server: &Server, action: &str, body: Value) -> Value {
@@ -18,7 +22,7 @@ async fn call(server: &Server, action: &str, body: Value) -> Value {
 }
 
 async fn get(addr: SocketAddr, path: &str) -> String {
-    let response = raw_request(addr, "GET", path, &[], b"").await;
+    let response = http::request(addr, "GET", path, &[], b"").await;
     assert_eq!(response.status, 200, "GET {path}: {}", response.text());
     response.text()
 }
@@ -331,70 +335,41 @@ async fn late_deletes_make_the_advisor_recommend_a_longer_timeout() {
     assert!(stats.contains("100% of deletes are late"), "{stats}");
 }
 
-/// A server started with `args` (in memory), its output in `log`; killed on drop.
-struct Child(std::process::Child, SocketAddr);
-
-impl Drop for Child {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
+/// A scratch directory for one test's server logs and outputs.
+fn scratch(name: &str) -> ScratchDir {
+    ScratchDir::new(
+        env!("CARGO_TARGET_TMPDIR"),
+        &format!("observe-{name}-{}", std::process::id()),
+    )
 }
 
-async fn spawn(args: &[&str], log: &std::path::Path) -> Child {
-    let addr = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap();
-    let out = std::fs::File::create(log).unwrap();
-    let child = Command::new(env!("CARGO_BIN_EXE_leaseq"))
-        .args(["serve", "--in-memory", "true", "--listen"])
-        .arg(addr.to_string())
+/// A server started with `args` (in memory, without colours in its log), its logs in `dir`;
+/// killed on drop.
+async fn spawn(args: &[&str], dir: &ScratchDir) -> ChildServer {
+    let command = common::serve_command()
+        .args(["--in-memory", "true"])
         .args(args)
-        .env_remove("LEASEQ_METRICS")
-        .env_remove("LEASEQ_LOG")
-        .env("NO_COLOR", "1")
-        .stdin(Stdio::null())
-        .stdout(out.try_clone().unwrap())
-        .stderr(out)
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while tokio::net::TcpStream::connect(addr).await.is_err() {
-        assert!(Instant::now() < deadline, "server did not start");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    Child(child, addr)
+        .env("NO_COLOR", "1");
+    ChildServer::start(command, dir.path()).await
 }
 
 async fn json_call(addr: SocketAddr, action: &str, body: Value) -> Value {
-    let target = format!("AmazonSQS.{action}");
-    let response = raw_request(
-        addr,
-        "POST",
-        "/",
-        &[
-            ("Content-Type", "application/x-amz-json-1.0"),
-            ("X-Amz-Target", &target),
-        ],
-        body.to_string().as_bytes(),
-    )
-    .await;
+    let response = http::sqs_json(addr, action, &body).await;
     assert_eq!(response.status, 200, "{action}: {}", response.text());
     response.json()
 }
 
-fn log_path(name: &str) -> std::path::PathBuf {
-    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("observe");
-    std::fs::create_dir_all(&dir).unwrap();
-    dir.join(format!("{name}-{}.log", std::process::id()))
-}
-
 #[tokio::test]
 async fn metrics_off_keeps_the_engine_counts_only() {
-    let server = spawn(&["--metrics", "false"], &log_path("metrics-off")).await;
-    json_call(server.1, "CreateQueue", json!({ "QueueName": "quiet" })).await;
-    let page = get(server.1, "/metrics").await;
+    let dir = scratch("metrics-off");
+    let server = spawn(&["--metrics", "false"], &dir).await;
+    json_call(
+        server.addr(),
+        "CreateQueue",
+        json!({ "QueueName": "quiet" }),
+    )
+    .await;
+    let page = get(server.addr(), "/metrics").await;
     assert_eq!(
         sample(
             &page,
@@ -416,9 +391,9 @@ async fn metrics_off_keeps_the_engine_counts_only() {
 /// "job-42 ran under attempt 1, expired, completed under attempt 2", read from the log.
 #[tokio::test]
 async fn the_log_names_the_message_and_each_attempt() {
-    let log = log_path("attempts");
-    let server = spawn(&["--log", "leaseq_server=debug"], &log).await;
-    let addr = server.1;
+    let dir = scratch("attempts");
+    let mut server = spawn(&["--log", "leaseq_server=debug"], &dir).await;
+    let addr = server.addr();
     let url = json_call(addr, "CreateQueue", json!({ "QueueName": "jobs" })).await["QueueUrl"]
         .as_str()
         .unwrap()
@@ -445,8 +420,8 @@ async fn the_log_names_the_message_and_each_attempt() {
         json!({ "QueueUrl": url, "ReceiptHandle": receipt }),
     )
     .await;
-    drop(server);
-    let text = std::fs::read_to_string(&log).unwrap();
+    server.kill();
+    let text = server.log();
     let events: Vec<(&str, &str)> = text
         .lines()
         .filter(|line| line.contains(&format!("message_id={id}")))
@@ -477,8 +452,9 @@ async fn the_log_names_the_message_and_each_attempt() {
 
 #[tokio::test]
 async fn stats_watch_redraws_with_rates() {
-    let server = spawn(&[], &log_path("watch")).await;
-    let addr = server.1;
+    let dir = scratch("watch");
+    let server = spawn(&[], &dir).await;
+    let addr = server.addr();
     let url = json_call(addr, "CreateQueue", json!({ "QueueName": "watched" })).await["QueueUrl"]
         .as_str()
         .unwrap()
@@ -489,7 +465,7 @@ async fn stats_watch_redraws_with_rates() {
         json!({ "QueueUrl": url, "MessageBody": "job" }),
     )
     .await;
-    let out_path = log_path("watch-output");
+    let out_path = dir.path().join("watch-output.txt");
     let mut watch = Command::new(env!("CARGO_BIN_EXE_leaseq"))
         .args(["stats", "--watch", "--interval", "0.2", "--endpoint"])
         .arg(format!("http://{addr}"))

@@ -7,6 +7,7 @@ use std::process::Command;
 
 use aws_sdk_sqs::types::QueueAttributeName;
 use common::Server;
+use leaseq_testkit::names::unique_name;
 
 fn leaseq(server: &Server, args: &[&str]) -> (bool, String) {
     let output = Command::new(env!("CARGO_BIN_EXE_leaseq"))
@@ -40,7 +41,7 @@ async fn visible(server: &Server, url: &str) -> String {
 async fn peek_canary_ramp_and_finish_from_the_cli() {
     let server = Server::start().await;
     let sqs = &server.client;
-    let dlq_name = common::queue_name("cli-dlq");
+    let dlq_name = unique_name("cli-dlq");
     let dlq = sqs
         .create_queue()
         .queue_name(&dlq_name)
@@ -53,7 +54,7 @@ async fn peek_canary_ramp_and_finish_from_the_cli() {
     );
     let source = sqs
         .create_queue()
-        .queue_name(common::queue_name("cli-src"))
+        .queue_name(unique_name("cli-src"))
         .attributes(QueueAttributeName::RedrivePolicy, policy)
         .send()
         .await

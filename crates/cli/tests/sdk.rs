@@ -9,7 +9,7 @@
 
 mod common;
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 use aws_sdk_sqs::error::{DisplayErrorContext, ProvideErrorMetadata};
@@ -20,38 +20,14 @@ use aws_sdk_sqs::types::{
     MessageSystemAttributeValue, QueueAttributeName, SendMessageBatchRequestEntry,
 };
 use aws_sdk_sqs::Client;
-use common::{attributes_md5, md5_hex, AttributeValue, Server};
+use common::Server;
+use leaseq_testkit::http;
+use leaseq_testkit::names::unique_name;
+use leaseq_testkit::sdk::{
+    attributes_md5, create_queue, md5_hex, queue_attributes, receive, AttributeValue,
+};
 
 const ACCOUNT_ID: &str = "000000000000";
-
-async fn create_queue(
-    sqs: &Client,
-    name: &str,
-    attributes: &[(QueueAttributeName, &str)],
-) -> String {
-    let mut request = sqs.create_queue().queue_name(name);
-    for (key, value) in attributes {
-        request = request.attributes(key.clone(), *value);
-    }
-    match request.send().await {
-        Ok(output) => output
-            .queue_url()
-            .expect("CreateQueue returns a QueueUrl")
-            .to_string(),
-        Err(error) => panic!("CreateQueue {name}: {}", DisplayErrorContext(&error)),
-    }
-}
-
-async fn queue_attributes(sqs: &Client, url: &str) -> HashMap<QueueAttributeName, String> {
-    let output = sqs
-        .get_queue_attributes()
-        .queue_url(url)
-        .attribute_names(QueueAttributeName::All)
-        .send()
-        .await
-        .unwrap_or_else(|e| panic!("GetQueueAttributes: {}", DisplayErrorContext(&e)));
-    output.attributes().cloned().unwrap_or_default()
-}
 
 async fn queue_attribute(sqs: &Client, url: &str, name: QueueAttributeName) -> String {
     let attributes = queue_attributes(sqs, url).await;
@@ -81,37 +57,6 @@ async fn send(sqs: &Client, url: &str, body: &str) -> String {
         .message_id()
         .expect("SendMessage returns a MessageId")
         .to_string()
-}
-
-/// Receives up to `max` messages with all system attributes, waiting up to `wait_seconds`.
-async fn receive(
-    sqs: &Client,
-    url: &str,
-    max: i32,
-    wait_seconds: i32,
-    visibility_seconds: Option<i32>,
-) -> Vec<Message> {
-    let output = sqs
-        .receive_message()
-        .queue_url(url)
-        .max_number_of_messages(max)
-        .wait_time_seconds(wait_seconds)
-        .set_visibility_timeout(visibility_seconds)
-        .message_system_attribute_names(MessageSystemAttributeName::All)
-        .message_attribute_names("All")
-        .send()
-        .await
-        .unwrap_or_else(|e| panic!("ReceiveMessage: {}", DisplayErrorContext(&e)));
-    let messages = output.messages().to_vec();
-    for message in &messages {
-        let body = message.body().expect("a received message has a Body");
-        assert_eq!(
-            message.md5_of_body(),
-            Some(md5_hex(body.as_bytes()).as_str()),
-            "MD5OfBody of a received message"
-        );
-    }
-    messages
 }
 
 /// Receives exactly one message, long-polling up to `wait_seconds` for it.

@@ -5,26 +5,16 @@
 mod common;
 
 use std::net::{SocketAddr, TcpListener};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::raw_request;
+use leaseq_testkit::http;
+use leaseq_testkit::launch::ChildServer;
+use leaseq_testkit::names::ScratchDir;
 use serde_json::{json, Value};
 
-struct Scratch(PathBuf);
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn scratch(name: &str) -> Scratch {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("serve-{name}"));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    Scratch(dir)
+fn scratch(name: &str) -> ScratchDir {
+    ScratchDir::new(env!("CARGO_TARGET_TMPDIR"), &format!("serve-{name}"))
 }
 
 fn free_port() -> SocketAddr {
@@ -34,84 +24,32 @@ fn free_port() -> SocketAddr {
         .unwrap()
 }
 
-/// Starts the binary with `args` and `env`, logging to `log`, and waits for `/health`.
-async fn start(args: &[&str], env: &[(&str, &str)], log: &Path, addr: SocketAddr) -> Child {
-    let out = std::fs::File::create(log).unwrap();
-    let mut command = Command::new(env!("CARGO_BIN_EXE_leaseq"));
-    for (name, _) in std::env::vars_os() {
-        if name.to_string_lossy().starts_with("LEASEQ_") {
-            command.env_remove(name);
-        }
+/// Starts the binary with `args` and `env`, which make it listen on `addr`, logging into
+/// `dir`, and waits for `/health`.
+async fn start(
+    args: &[&str],
+    env: &[(&str, &str)],
+    dir: &ScratchDir,
+    addr: SocketAddr,
+) -> ChildServer {
+    let mut command = common::serve_command().args(args).listening_on(addr);
+    for (name, value) in env {
+        command = command.env(name, value);
     }
-    let mut child = command
-        .arg("serve")
-        .args(args)
-        .envs(env.iter().copied())
-        .stdin(Stdio::null())
-        .stdout(out.try_clone().unwrap())
-        .stderr(out)
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        assert!(child.try_wait().unwrap().is_none(), "{}", read(log));
-        let health =
-            tokio::time::timeout(Duration::from_secs(2), tokio::net::TcpStream::connect(addr))
-                .await;
-        if matches!(health, Ok(Ok(_)))
-            && raw_request(addr, "GET", "/health", &[], b"").await.status == 200
-        {
-            return child;
-        }
-        assert!(Instant::now() < deadline, "no /health: {}", read(log));
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
-fn read(path: &Path) -> String {
-    std::fs::read_to_string(path).unwrap_or_default()
+    ChildServer::start(command, dir.path()).await
 }
 
 async fn call(addr: SocketAddr, action: &str, body: Value) -> (u16, Value) {
-    let target = format!("AmazonSQS.{action}");
-    let headers = [
-        ("Content-Type", "application/x-amz-json-1.0"),
-        ("X-Amz-Target", target.as_str()),
-    ];
-    let response = raw_request(addr, "POST", "/", &headers, body.to_string().as_bytes()).await;
+    let response = http::sqs_json(addr, action, &body).await;
     let parsed = serde_json::from_slice(&response.body).unwrap_or(Value::Null);
     (response.status, parsed)
-}
-
-fn sigterm(child: &Child) {
-    let status = Command::new("kill")
-        .arg("-TERM")
-        .arg(child.id().to_string())
-        .status()
-        .unwrap();
-    assert!(status.success());
-}
-
-fn wait_exit(child: &mut Child, log: &Path) -> std::process::ExitStatus {
-    let deadline = Instant::now() + Duration::from_secs(15);
-    loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            return status;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no exit after SIGTERM: {}",
-            read(log)
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn config_file_env_graceful_stop_and_restart() {
     let dir = scratch("config");
     let addr = free_port();
-    let config = dir.0.join("leaseq.toml");
+    let config = dir.path().join("leaseq.toml");
     std::fs::write(
         &config,
         format!(
@@ -129,16 +67,17 @@ name = "jobs"
 attributes = {{ VisibilityTimeout = "45", RedrivePolicy = '{{"deadLetterTargetArn":"arn:aws:sqs:eu-west-1:123456789012:jobs-dlq","maxReceiveCount":"3"}}' }}
 tags = {{ team = "payments" }}
 "#,
-            data = dir.0.join("data").display()
+            data = dir.path().join("data").display()
         ),
     )
     .unwrap();
-    let log = dir.0.join("first.log");
     let config_arg = config.to_str().unwrap();
     // The region comes from the environment, everything else from the file.
     let env = [("LEASEQ_REGION", "eu-west-1")];
-    let mut child = start(&["--config", config_arg], &env, &log, addr).await;
-    assert!(read(&log).contains(&format!("leaseq listening on http://{addr}")));
+    let mut server = start(&["--config", config_arg], &env, &dir, addr).await;
+    assert!(server
+        .log()
+        .contains(&format!("leaseq listening on http://{addr}")));
 
     let url = format!("http://{addr}/123456789012/jobs");
     let (status, attributes) = call(
@@ -182,7 +121,7 @@ tags = {{ team = "payments" }}
         (answer, started.elapsed())
     });
     tokio::time::sleep(Duration::from_millis(300)).await;
-    sigterm(&child);
+    server.terminate();
     let ((status, answer), waited) = poll.await.unwrap();
     assert_eq!(status, 200, "{answer}");
     assert!(answer.get("Messages").is_none());
@@ -190,15 +129,14 @@ tags = {{ team = "payments" }}
         waited < Duration::from_secs(10),
         "the long poll lasted {waited:?}"
     );
-    let exit = wait_exit(&mut child, &log);
-    assert!(exit.success(), "{exit}: {}", read(&log));
-    let first_log = read(&log);
+    let exit = server.wait_exit().await;
+    assert!(exit.success(), "{exit}: {}", server.log());
+    let first_log = server.log();
     assert!(first_log.contains("checkpoint written"), "{first_log}");
     assert!(first_log.contains("stopped"), "{first_log}");
 
     // The restart recovers from the checkpoint, and the configured queues are not duplicated.
-    let log = dir.0.join("second.log");
-    let mut child = start(&["--config", config_arg], &env, &log, addr).await;
+    server.start_again().await;
     let (_, listed) = call(addr, "ListQueues", json!({})).await;
     assert_eq!(listed["QueueUrls"].as_array().unwrap().len(), 2, "{listed}");
     let (_, attributes) = call(
@@ -208,8 +146,7 @@ tags = {{ team = "payments" }}
     )
     .await;
     assert_eq!(attributes["Attributes"]["ApproximateNumberOfMessages"], "5");
-    sigterm(&child);
-    assert!(wait_exit(&mut child, &log).success());
+    server.stop().await;
 }
 
 /// Runs `leaseq serve` with `args`, which must be refused before the server starts; returns
@@ -228,7 +165,7 @@ fn refused(args: &[&str]) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_bad_config_file_is_refused_with_a_clear_message() {
     let dir = scratch("bad-config");
-    let config = dir.0.join("bad.toml");
+    let config = dir.path().join("bad.toml");
     let config_arg = config.to_str().unwrap();
     std::fs::write(&config, "listen = \"127.0.0.1:1\"\nno_such_setting = 1\n").unwrap();
     let stderr = refused(&["--config", config_arg]);
@@ -261,7 +198,7 @@ async fn a_bad_config_file_is_refused_with_a_clear_message() {
 async fn a_corrupt_log_stops_the_start_unless_salvage_is_asked_for() {
     let dir = scratch("corrupt");
     let addr = free_port();
-    let data = dir.0.join("data");
+    let data = dir.path().join("data");
     let listen = addr.to_string();
     let args = [
         "--listen",
@@ -269,16 +206,14 @@ async fn a_corrupt_log_stops_the_start_unless_salvage_is_asked_for() {
         "--data-dir",
         data.to_str().unwrap(),
     ];
-    let log = dir.0.join("first.log");
-    let mut child = start(&args, &[], &log, addr).await;
+    let mut server = start(&args, &[], &dir, addr).await;
     let url = format!("http://{addr}/000000000000/q");
     call(addr, "CreateQueue", json!({"QueueName": "q"})).await;
     for i in 0..50 {
         let body = json!({"QueueUrl": url, "MessageBody": format!("message {i}")});
         assert_eq!(call(addr, "SendMessage", body).await.0, 200);
     }
-    sigterm(&child);
-    assert!(wait_exit(&mut child, &log).success());
+    server.stop().await;
 
     // Flip one byte in the middle of the log: damage followed by valid records is corruption,
     // not a torn tail.
@@ -308,9 +243,8 @@ async fn a_corrupt_log_stops_the_start_unless_salvage_is_asked_for() {
 
     // With --salvage the server starts; the checkpoint written at shutdown still has every
     // message.
-    let log = dir.0.join("salvaged.log");
     let salvage = [&args[..], &["--salvage", "true"]].concat();
-    let mut child = start(&salvage, &[], &log, addr).await;
+    let mut server = start(&salvage, &[], &dir, addr).await;
     let (_, attributes) = call(
         addr,
         "GetQueueAttributes",
@@ -321,6 +255,5 @@ async fn a_corrupt_log_stops_the_start_unless_salvage_is_asked_for() {
         attributes["Attributes"]["ApproximateNumberOfMessages"],
         "50"
     );
-    sigterm(&child);
-    assert!(wait_exit(&mut child, &log).success());
+    server.stop().await;
 }

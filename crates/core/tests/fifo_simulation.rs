@@ -25,12 +25,12 @@
 //! `LEASEQ_FIFO_SIM_STEPS=N`, `LEASEQ_FIFO_SIM_SEED=x` (one seed, to reproduce a failure).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use leaseq_core::{
     codec, DeduplicationScope, DeleteOutcome, Engine, EngineConfig, Error, Journal, MessageId,
     MessageState, QueueConfigPatch, ReceiptKey, ReceiveRequest, RedrivePolicy, SendInput,
 };
+use leaseq_testkit::sim::{Progress, Seeds};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -43,38 +43,29 @@ const DLQ: &str = "dead.fifo";
 const GROUPS: [&str; 4] = ["g0", "g1", "g2", "g3"];
 const MAX_RECEIVE_COUNT: u32 = 3;
 
-fn env_number(name: &str) -> Option<u64> {
-    std::env::var(name).ok().map(|text| {
-        text.trim()
-            .parse()
-            .unwrap_or_else(|_| panic!("{name}={text} is not a number"))
-    })
-}
-
 #[test]
 fn fifo_simulation() {
-    let steps = env_number("LEASEQ_FIFO_SIM_STEPS").map_or(STEPS_DEFAULT, |n| n as usize);
-    let seeds: Vec<u64> = match env_number("LEASEQ_FIFO_SIM_SEED") {
-        Some(seed) => vec![seed],
-        None => (0..env_number("LEASEQ_FIFO_SIM_SEEDS").unwrap_or(SEEDS_DEFAULT)).collect(),
-    };
+    // `LEASEQ_FIFO_SIM_SEEDS`, `LEASEQ_FIFO_SIM_STEPS`, `LEASEQ_FIFO_SIM_SEED`.
+    let seeds = Seeds::from_env(
+        "LEASEQ_FIFO_SIM",
+        env!("CARGO_PKG_NAME"),
+        env!("CARGO_CRATE_NAME"),
+        SEEDS_DEFAULT,
+        STEPS_DEFAULT,
+    );
     let mut totals = Totals::default();
-    for seed in seeds {
+    for &seed in seeds.seeds() {
         let mut sim = Sim::new(seed);
-        let result = catch_unwind(AssertUnwindSafe(|| sim.run(steps)));
-        if let Err(panic) = result {
-            let message = panic
-                .downcast_ref::<String>()
-                .map(String::as_str)
-                .or_else(|| panic.downcast_ref::<&str>().copied())
-                .unwrap_or("(no message)");
-            panic!(
-                "FIFO simulation failed: seed {seed}, step {}: {message}\nlast operations:\n  {}\n\
-                 reproduce: LEASEQ_FIFO_SIM_SEED={seed} LEASEQ_FIFO_SIM_STEPS={steps} cargo test -p leaseq-core --test fifo_simulation",
-                sim.step,
-                sim.trace.join("\n  ")
-            );
-        }
+        seeds.check(
+            "FIFO simulation",
+            seed,
+            &mut sim,
+            |sim, steps| sim.run(steps),
+            |sim| Progress {
+                step: sim.step,
+                last_operations: sim.trace.clone(),
+            },
+        );
         totals.add(&sim.totals);
     }
     // The run must have exercised what it claims to check.

@@ -23,7 +23,6 @@
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::fmt::Write as _;
-use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 
 use leaseq_core::{
@@ -31,6 +30,7 @@ use leaseq_core::{
     MessageState, Payload, PayloadRef, QueueConfigPatch, QueueCounters, Receipt, ReceiptKey,
     ReceiveRequest, Record, RedrivePolicy, SendInput,
 };
+use leaseq_testkit::sim::{Progress, Seeds};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -50,55 +50,37 @@ const OTHER: &str = "other";
 const SCRATCH: &str = "scratch";
 const QUEUES: [&str; 4] = [MAIN, DLQ, OTHER, SCRATCH];
 
-fn env_number(name: &str) -> Option<u64> {
-    let text = std::env::var(name).ok()?;
-    Some(
-        text.trim()
-            .parse()
-            .unwrap_or_else(|_| panic!("{name}={text} is not a number")),
+/// The seeds and steps of this run: `LEASEQ_SIM_SEEDS`, `LEASEQ_SIM_STEPS`, `LEASEQ_SIM_SEED`.
+fn seeds() -> Seeds {
+    Seeds::from_env(
+        "LEASEQ_SIM",
+        env!("CARGO_PKG_NAME"),
+        env!("CARGO_CRATE_NAME"),
+        SEEDS_DEFAULT,
+        STEPS_DEFAULT,
     )
 }
 
 #[test]
 fn simulation() {
-    let steps = env_number("LEASEQ_SIM_STEPS").map_or(STEPS_DEFAULT, |n| n as usize);
-    let seeds: Vec<u64> = match env_number("LEASEQ_SIM_SEED") {
-        Some(seed) => vec![seed],
-        None => (0..env_number("LEASEQ_SIM_SEEDS").unwrap_or(SEEDS_DEFAULT)).collect(),
-    };
-    let mut tally = BTreeMap::new();
-    for seed in seeds {
-        for (key, count) in run_seed(seed, steps) {
-            *tally.entry(key).or_insert(0) += count;
-        }
-    }
-    if std::env::var_os("LEASEQ_SIM_STATS").is_some() {
-        for (key, count) in tally {
-            println!("{count:>9}  {key}");
-        }
-    }
+    let seeds = seeds();
+    seeds.tally(|seed| run_seed(&seeds, seed));
 }
 
 /// Runs one seed and returns how often each outcome occurred; on failure, panics with the
 /// seed, the step and the last operations.
-fn run_seed(seed: u64, steps: usize) -> BTreeMap<String, u64> {
+fn run_seed(seeds: &Seeds, seed: u64) -> BTreeMap<String, u64> {
     let mut sim = Sim::new(seed);
-    let result = catch_unwind(AssertUnwindSafe(|| sim.run(steps)));
-    if let Err(panic) = result {
-        let message = panic
-            .downcast_ref::<String>()
-            .map(String::as_str)
-            .or_else(|| panic.downcast_ref::<&str>().copied())
-            .unwrap_or("(no message)");
-        let trace: Vec<&str> = sim.trace.iter().map(String::as_str).collect();
-        panic!(
-            "simulation failed: seed {seed}, step {step}: {message}\n\
-             last operations:\n  {trace}\n\
-             reproduce: LEASEQ_SIM_SEED={seed} LEASEQ_SIM_STEPS={steps} cargo test -p leaseq-core --test simulation",
-            step = sim.step,
-            trace = trace.join("\n  "),
-        );
-    }
+    seeds.check(
+        "simulation",
+        seed,
+        &mut sim,
+        |sim, steps| sim.run(steps),
+        |sim| Progress {
+            step: sim.step,
+            last_operations: sim.trace.iter().cloned().collect(),
+        },
+    );
     let mut tally = sim.tally.into_inner();
     for name in QUEUES {
         if let Some(queue) = sim.engine.queue(name) {

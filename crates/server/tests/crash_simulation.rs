@@ -36,7 +36,6 @@ mod ops;
 mod volley;
 
 use std::collections::{BTreeMap, VecDeque};
-use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 
 use leaseq_core::{EngineConfig, QueueConfigPatch, ReceiptKey, RedrivePolicy};
@@ -44,6 +43,7 @@ use leaseq_server::clock::{Clock as _, ManualClock};
 use leaseq_server::data_dir::recover_with;
 use leaseq_server::{Api, Caller, Service, ServiceConfig};
 use leaseq_sqs::{Outcome, SqsError};
+use leaseq_testkit::sim::{Progress, Seeds};
 use leaseq_wal::fault::{CrashMode, FaultStorage};
 use leaseq_wal::{FsyncPolicy, Options, Recovery};
 use rand::rngs::StdRng;
@@ -77,59 +77,36 @@ const MAIN: &str = "main";
 const PLAIN: &str = "plain";
 const QUEUES: [&str; 3] = [DLQ, MAIN, PLAIN];
 
-fn env_number(name: &str) -> Option<u64> {
-    let text = std::env::var(name).ok()?;
-    Some(
-        text.trim()
-            .parse()
-            .unwrap_or_else(|_| panic!("{name}={text} is not a number")),
-    )
-}
-
 #[test]
 fn crash_simulation() {
-    let steps = env_number("LEASEQ_CRASH_SIM_STEPS").map_or(STEPS_DEFAULT, |n| n as usize);
-    let seeds: Vec<u64> = match env_number("LEASEQ_CRASH_SIM_SEED") {
-        Some(seed) => vec![seed],
-        None => (0..env_number("LEASEQ_CRASH_SIM_SEEDS").unwrap_or(SEEDS_DEFAULT)).collect(),
-    };
-    let mut tally = BTreeMap::new();
-    for seed in seeds {
-        for (key, count) in run_seed(seed, steps) {
-            *tally.entry(key).or_insert(0) += count;
-        }
-    }
-    if std::env::var_os("LEASEQ_CRASH_SIM_STATS").is_some() {
-        for (key, count) in tally {
-            println!("{count:>9}  {key}");
-        }
-    }
+    // `LEASEQ_CRASH_SIM_SEEDS`, `LEASEQ_CRASH_SIM_STEPS`, `LEASEQ_CRASH_SIM_SEED`.
+    let seeds = Seeds::from_env(
+        "LEASEQ_CRASH_SIM",
+        env!("CARGO_PKG_NAME"),
+        env!("CARGO_CRATE_NAME"),
+        SEEDS_DEFAULT,
+        STEPS_DEFAULT,
+    );
+    seeds.tally(|seed| run_seed(&seeds, seed));
 }
 
 /// Runs one seed; on failure, panics with the seed, the step and the last operations.
-fn run_seed(seed: u64, steps: usize) -> BTreeMap<String, u64> {
+fn run_seed(seeds: &Seeds, seed: u64) -> BTreeMap<String, u64> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .expect("a runtime");
     let mut sim = Sim::new(seed);
-    let result = catch_unwind(AssertUnwindSafe(|| runtime.block_on(sim.run(steps))));
-    if let Err(panic) = result {
-        let message = panic
-            .downcast_ref::<String>()
-            .map(String::as_str)
-            .or_else(|| panic.downcast_ref::<&str>().copied())
-            .unwrap_or("(no message)");
-        let trace: Vec<&str> = sim.trace.iter().map(String::as_str).collect();
-        panic!(
-            "crash simulation failed: seed {seed}, step {step}: {message}\n\
-             last operations:\n  {trace}\n\
-             reproduce: LEASEQ_CRASH_SIM_SEED={seed} LEASEQ_CRASH_SIM_STEPS={steps} \
-             cargo test -p leaseq-server --test crash_simulation",
-            step = sim.step,
-            trace = trace.join("\n  "),
-        );
-    }
+    seeds.check(
+        "crash simulation",
+        seed,
+        &mut sim,
+        |sim, steps| runtime.block_on(sim.run(steps)),
+        |sim| Progress {
+            step: sim.step,
+            last_operations: sim.trace.iter().cloned().collect(),
+        },
+    );
     sim.tally
 }
 

@@ -8,58 +8,38 @@
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
+use leaseq_testkit::http;
+use leaseq_testkit::launch::{InProcessServer, ACCOUNT_ID as ACCOUNT};
 use serde_json::{json, Value};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 
-mod common;
-
-use common::ACCOUNT;
-
-async fn start() -> SocketAddr {
-    let backend = common::in_memory_backend();
-    tokio::spawn(backend.clone().drive_moves());
-    // As `leaseq serve` runs it, with the connection's address: attempts record their client.
-    let routes = leaseq_server::dashboard::routes(backend.clone());
-    common::serve(backend, 4 << 20, routes, std::future::pending())
-        .await
-        .0
+/// A server as `leaseq serve` runs it (dashboard routes, move driver), with the connection's
+/// address: attempts record their client. It stops when the returned server is dropped.
+async fn start() -> (SocketAddr, InProcessServer) {
+    let server = InProcessServer::start().await;
+    (server.addr(), server)
 }
 
 /// One request on its own connection: the status and the body (JSON, or `Null` if it is not).
-async fn http(
+async fn request(
     address: SocketAddr,
     method: &str,
     path: &str,
     headers: &[(&str, &str)],
     body: &str,
 ) -> (u16, Value) {
-    let mut request =
-        format!("{method} {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n");
-    for (name, value) in headers {
-        request.push_str(&format!("{name}: {value}\r\n"));
-    }
-    request.push_str(&format!("Content-Length: {}\r\n\r\n{body}", body.len()));
-    let mut stream = TcpStream::connect(address).await.unwrap();
-    stream.write_all(request.as_bytes()).await.unwrap();
-    let mut response = String::new();
-    stream.read_to_string(&mut response).await.unwrap();
-    let (head, body) = response.split_once("\r\n\r\n").expect("an HTTP response");
-    let status = head
-        .split(' ')
-        .nth(1)
-        .and_then(|status| status.parse().ok())
-        .unwrap_or_else(|| panic!("no status in {head}"));
-    (status, serde_json::from_str(body).unwrap_or(Value::Null))
+    let headers = [&[("Host", "localhost")][..], headers].concat();
+    let response = http::request(address, method, path, &headers, body.as_bytes()).await;
+    let answer = serde_json::from_slice(&response.body).unwrap_or(Value::Null);
+    (response.status, answer)
 }
 
 async fn get(address: SocketAddr, path: &str) -> (u16, Value) {
-    http(address, "GET", path, &[], "").await
+    request(address, "GET", path, &[], "").await
 }
 
 async fn post_json(address: SocketAddr, path: &str, body: Value) -> (u16, Value) {
     let headers = [("Content-Type", "application/json")];
-    http(address, "POST", path, &headers, &body.to_string()).await
+    request(address, "POST", path, &headers, &body.to_string()).await
 }
 
 /// An SQS JSON action; panics unless it succeeds.
@@ -75,7 +55,7 @@ async fn sqs_as(address: SocketAddr, user_agent: &str, action: &str, body: Value
         ("Content-Type", "application/x-amz-json-1.0"),
         ("User-Agent", user_agent),
     ];
-    let (status, answer) = http(address, "POST", "/", &headers, &body.to_string()).await;
+    let (status, answer) = request(address, "POST", "/", &headers, &body.to_string()).await;
     assert_eq!(status, 200, "{action} failed: {answer}");
     answer
 }
@@ -142,7 +122,7 @@ fn error_message(answer: &Value) -> &str {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn peek_shows_dead_letters_without_leasing_them() {
-    let address = start().await;
+    let (address, _server) = start().await;
     create_pair(address, "jobs", "jobs-dlq").await;
     // One message dead-lettered by its receive count: received once, then the next receive
     // moves it instead of delivering it again.
@@ -214,7 +194,7 @@ async fn until_stopped(address: SocketAddr, queue: &str) -> Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_redrive_moves_messages_back_and_can_be_cancelled() {
-    let address = start().await;
+    let (address, _server) = start().await;
     create_pair(address, "orders", "orders-dlq").await;
     for i in 0..3 {
         send_and_fail(address, "orders", &format!("order-{i}"), "flaky").await;
@@ -262,7 +242,7 @@ async fn a_redrive_moves_messages_back_and_can_be_cancelled() {
     // The rest, at the automatic rate (an empty body is `{}`).
     let headers = [("Content-Type", "application/json")];
     let path = "/api/queues/orders-dlq/redrives";
-    let (status, started) = http(address, "POST", path, &headers, "").await;
+    let (status, started) = request(address, "POST", path, &headers, "").await;
     assert_eq!(status, 200, "{started}");
     assert_eq!(started["task"]["rate_per_second"], Value::Null);
     let done = until_stopped(address, "orders-dlq").await;
@@ -276,7 +256,7 @@ async fn a_redrive_moves_messages_back_and_can_be_cancelled() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_input_gets_a_json_error() {
-    let address = start().await;
+    let (address, _server) = start().await;
     create_pair(address, "mail", "mail-dlq").await;
 
     for path in [
@@ -324,7 +304,7 @@ async fn bad_input_gets_a_json_error() {
     let (status, answer) = post_json(address, start, json!([1])).await;
     assert_eq!(status, 400, "{answer}");
     let headers = [("Content-Type", "application/json")];
-    let (status, answer) = http(address, "POST", start, &headers, "{rate").await;
+    let (status, answer) = request(address, "POST", start, &headers, "{rate").await;
     assert_eq!(status, 400, "{answer}");
     assert!(
         error_message(&answer).contains("not valid JSON"),
@@ -347,7 +327,7 @@ async fn bad_input_gets_a_json_error() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_post_that_a_cross_site_form_could_send_is_refused() {
-    let address = start().await;
+    let (address, _server) = start().await;
     create_pair(address, "web", "web-dlq").await;
     send_and_fail(address, "web", "page-1", "404").await;
     let start = "/api/queues/web-dlq/redrives";
@@ -361,7 +341,7 @@ async fn a_post_that_a_cross_site_form_could_send_is_refused() {
         let headers: Vec<(&str, &str)> = content_type
             .map(|value| vec![("Content-Type", value)])
             .unwrap_or_default();
-        let (status, answer) = http(address, "POST", start, &headers, "{}").await;
+        let (status, answer) = request(address, "POST", start, &headers, "{}").await;
         assert_eq!(status, 415, "{content_type:?}: {answer}");
         assert_eq!(error_code(&answer), "UnsupportedMediaType");
     }
@@ -369,11 +349,11 @@ async fn a_post_that_a_cross_site_form_could_send_is_refused() {
     assert_eq!(list["tasks"], json!([]), "no task was started");
     let headers = [("Content-Type", "text/plain")];
     let cancel = "/api/queues/web-dlq/redrives/1/cancel";
-    let (status, _) = http(address, "POST", cancel, &headers, "{}").await;
+    let (status, _) = request(address, "POST", cancel, &headers, "{}").await;
     assert_eq!(status, 415);
     // The JSON type with parameters is JSON.
     let headers = [("Content-Type", "application/json; charset=utf-8")];
-    let (status, answer) = http(address, "POST", start, &headers, "{}").await;
+    let (status, answer) = request(address, "POST", start, &headers, "{}").await;
     assert_eq!(status, 200, "{answer}");
 }
 
@@ -397,7 +377,7 @@ async fn receive_as(address: SocketAddr, user_agent: &str, queue: &str, lease_s:
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn history_shows_each_attempt_and_its_client() {
-    let address = start().await;
+    let (address, _server) = start().await;
     sqs(address, "CreateQueue", json!({"QueueName": "tasks"})).await;
     let request = json!({"QueueUrl": url("tasks"), "MessageBody": "task-1"});
     let id = sqs(address, "SendMessage", request).await["MessageId"]
@@ -477,7 +457,7 @@ async fn history_shows_each_attempt_and_its_client() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn history_of_a_dead_letter_names_its_source_and_failure() {
-    let address = start().await;
+    let (address, _server) = start().await;
     create_pair(address, "jobs", "jobs-dlq").await;
     let id = send_and_fail(address, "jobs", "job-1", "cannot parse").await;
 
@@ -500,7 +480,7 @@ async fn history_of_a_dead_letter_names_its_source_and_failure() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn history_of_a_missing_message_or_queue_is_a_json_error() {
-    let address = start().await;
+    let (address, _server) = start().await;
     sqs(address, "CreateQueue", json!({"QueueName": "mail"})).await;
     let unknown = "6f1c2a9e-0000-4000-8000-000000000001";
 

@@ -2,55 +2,43 @@
 //! on delay end; waiters freed when their client disconnects; long polls released on shutdown.
 
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use leaseq_server::{Api, Service};
+use leaseq_testkit::http;
+use leaseq_testkit::launch::InProcessServer;
 use serde_json::{json, Value};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
-mod common;
-
+/// A server as `leaseq serve` runs it.
 struct Server {
     address: SocketAddr,
-    backend: Arc<Service>,
+    server: InProcessServer,
 }
 
 async fn start() -> Server {
-    let backend = common::in_memory_backend();
-    // As `leaseq serve` runs it (without the dashboard's routes).
-    let (address, _) = common::serve(
-        backend.clone(),
-        4 << 20,
-        axum::Router::new(),
-        std::future::pending(),
-    )
-    .await;
-    Server { address, backend }
+    let server = InProcessServer::start().await;
+    Server {
+        address: server.addr(),
+        server,
+    }
 }
 
+/// The bytes of one request, for a connection a test writes itself and then drops.
 fn request(action: &str, body: &Value) -> Vec<u8> {
+    let target = http::target(action);
     let body = body.to_string();
-    format!(
-        "POST / HTTP/1.1\r\nHost: localhost\r\nX-Amz-Target: AmazonSQS.{action}\r\nContent-Type: application/x-amz-json-1.0\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    )
-    .into_bytes()
+    http::request_bytes("POST", "/", &http::json_headers(&target), body.as_bytes())
 }
 
 /// One request on its own connection; the parsed JSON body of the answer.
 async fn call(address: SocketAddr, action: &str, body: Value) -> Value {
-    let mut stream = TcpStream::connect(address).await.unwrap();
-    stream.write_all(&request(action, &body)).await.unwrap();
-    let mut response = String::new();
-    stream.read_to_string(&mut response).await.unwrap();
-    let (head, body) = response.split_once("\r\n\r\n").expect("an HTTP response");
-    assert!(
-        head.starts_with("HTTP/1.1 200"),
-        "{action} failed: {response}"
-    );
-    serde_json::from_str(body).unwrap()
+    let target = http::target(action);
+    let headers = [&[("Host", "localhost")][..], &http::json_headers(&target)].concat();
+    let body = body.to_string();
+    let response = http::request(address, "POST", "/", &headers, body.as_bytes()).await;
+    assert_eq!(response.status, 200, "{action} failed: {response:?}");
+    response.json()
 }
 
 const URL: &str = "http://localhost/000000000000/q";
@@ -89,11 +77,11 @@ fn bodies(answer: &Value) -> Vec<String> {
 /// Waits (bounded) until `count` receives are waiting on the server.
 async fn until_waiting(server: &Server, count: usize) {
     let deadline = Instant::now() + Duration::from_secs(10);
-    while server.backend.waiting_receives() != count {
+    while server.server.waiting_receives() != count {
         assert!(
             Instant::now() < deadline,
             "{} receives waiting, expected {count}",
-            server.backend.waiting_receives()
+            server.server.waiting_receives()
         );
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
@@ -201,7 +189,7 @@ async fn shutting_down_releases_long_polls() {
     let started = Instant::now();
     let waiting = receive(&server, 20, 30);
     until_waiting(&server, 1).await;
-    server.backend.shut_down();
+    server.server.release_long_polls();
     let answer = waiting.await.unwrap();
     assert!(bodies(&answer).is_empty());
     assert!(started.elapsed() < Duration::from_secs(5));

@@ -49,14 +49,14 @@ fn sequence(text: &str) -> u128 {
 async fn fifo_queue_attributes_and_send_rules() {
     let server = Server::start().await;
     let sqs = &server.client;
-    let name = common::queue_name("rules") + ".fifo";
+    let name = unique_name("rules") + ".fifo";
 
     // A .fifo name needs FifoQueue=true and the other way round.
     let result = sqs.create_queue().queue_name(&name).send().await;
     assert_error_code!(result, "InvalidParameterValue");
     let result = sqs
         .create_queue()
-        .queue_name(common::queue_name("plain"))
+        .queue_name(unique_name("plain"))
         .attributes(QueueAttributeName::FifoQueue, "true")
         .send()
         .await;
@@ -64,7 +64,7 @@ async fn fifo_queue_attributes_and_send_rules() {
     // FIFO settings are FIFO-only.
     let result = sqs
         .create_queue()
-        .queue_name(common::queue_name("plain"))
+        .queue_name(unique_name("plain"))
         .attributes(QueueAttributeName::ContentBasedDeduplication, "true")
         .send()
         .await;
@@ -203,7 +203,7 @@ async fn concurrent_consumers_keep_group_order_and_never_share_a_group() {
     const CONSUMERS: usize = 5;
     let server = Server::start().await;
     let sqs = &server.client;
-    let name = common::queue_name("concurrent") + ".fifo";
+    let name = unique_name("concurrent") + ".fifo";
     let url = create_queue(sqs, &name, &fifo_attributes()).await;
     for i in 0..PER_GROUP {
         let entries: Vec<SendMessageBatchRequestEntry> = (0..GROUPS)
@@ -299,19 +299,19 @@ async fn concurrent_consumers_keep_group_order_and_never_share_a_group() {
 async fn receive_attempt_ids_expired_receipts_and_dead_letters() {
     let server = Server::start().await;
     let sqs = &server.client;
-    let dlq_name = common::queue_name("dlq") + ".fifo";
+    let dlq_name = unique_name("dlq") + ".fifo";
     let dlq = create_queue(sqs, &dlq_name, &fifo_attributes()).await;
     let dlq_arn = queue_arn(sqs, &dlq).await;
     let policy = format!(r#"{{"deadLetterTargetArn":"{dlq_arn}","maxReceiveCount":"1"}}"#);
     // A standard queue cannot use a FIFO dead-letter queue.
     let result = sqs
         .create_queue()
-        .queue_name(common::queue_name("std"))
+        .queue_name(unique_name("std"))
         .attributes(QueueAttributeName::RedrivePolicy, &policy)
         .send()
         .await;
     assert_error_code!(result, "InvalidParameterValue");
-    let name = common::queue_name("source") + ".fifo";
+    let name = unique_name("source") + ".fifo";
     let url = create_queue(
         sqs,
         &name,
@@ -390,7 +390,7 @@ async fn fifo_state_survives_a_checkpoint_and_restart() {
 
 async fn fifo_state_survives(gracefully: bool) {
     let mut server = Server::start().await;
-    let name = common::queue_name("durable") + ".fifo";
+    let name = unique_name("durable") + ".fifo";
     let url = create_queue(&server.client, &name, &fifo_attributes()).await;
     let (first_id, _) = send_fifo(&server.client, &url, "a-0", "a", Some("a-0")).await;
     send_fifo(&server.client, &url, "a-1", "a", Some("a-1")).await;
@@ -448,7 +448,7 @@ async fn fifo_state_survives(gracefully: bool) {
 async fn a_delete_wakes_a_long_poll_waiting_on_a_blocked_group() {
     let server = Server::start().await;
     let sqs = &server.client;
-    let name = common::queue_name("wake") + ".fifo";
+    let name = unique_name("wake") + ".fifo";
     let url = create_queue(sqs, &name, &fifo_attributes()).await;
     send_fifo(sqs, &url, "first", "g", Some("1")).await;
     send_fifo(sqs, &url, "second", "g", Some("2")).await;

@@ -9,7 +9,7 @@ async fn expired_lease_redelivers_and_stale_receipt_never_touches_the_new_attemp
     let sqs = &server.client;
     let url = create_queue(
         sqs,
-        &common::queue_name("lease-expiry"),
+        &unique_name("lease-expiry"),
         &[(QueueAttributeName::VisibilityTimeout, "1")],
     )
     .await;
@@ -104,7 +104,7 @@ async fn extension_holds_the_message_past_its_original_deadline() {
     let sqs = &server.client;
     let url = create_queue(
         sqs,
-        &common::queue_name("lease-extend"),
+        &unique_name("lease-extend"),
         &[(QueueAttributeName::VisibilityTimeout, "2")],
     )
     .await;
@@ -139,14 +139,14 @@ async fn extension_holds_the_message_past_its_original_deadline() {
 async fn dead_letter_move_after_max_receive_count() {
     let server = Server::start().await;
     let sqs = &server.client;
-    let dlq = create_queue(sqs, &common::queue_name("dlq"), &[]).await;
+    let dlq = create_queue(sqs, &unique_name("dlq"), &[]).await;
     let redrive = format!(
         r#"{{"deadLetterTargetArn":"{}","maxReceiveCount":2}}"#,
         queue_arn(sqs, &dlq).await
     );
     let source = create_queue(
         sqs,
-        &common::queue_name("dlq-source"),
+        &unique_name("dlq-source"),
         &[(QueueAttributeName::RedrivePolicy, &redrive)],
     )
     .await;
@@ -190,10 +190,10 @@ async fn dead_letter_move_after_max_receive_count() {
 async fn delayed_messages_appear_when_their_delay_ends() {
     let server = Server::start().await;
     let sqs = &server.client;
-    let per_message = create_queue(sqs, &common::queue_name("delay-message"), &[]).await;
+    let per_message = create_queue(sqs, &unique_name("delay-message"), &[]).await;
     let per_queue = create_queue(
         sqs,
-        &common::queue_name("delay-queue"),
+        &unique_name("delay-queue"),
         &[(QueueAttributeName::DelaySeconds, "1")],
     )
     .await;
@@ -257,10 +257,10 @@ async fn delayed_messages_appear_when_their_delay_ends() {
 async fn long_poll_wakes_on_send_and_empty_polls_last_their_time() {
     let server = Server::start().await;
     let sqs = &server.client;
-    let url = create_queue(sqs, &common::queue_name("long-poll"), &[]).await;
+    let url = create_queue(sqs, &unique_name("long-poll"), &[]).await;
     let default_wait = create_queue(
         sqs,
-        &common::queue_name("long-poll-default"),
+        &unique_name("long-poll-default"),
         &[(QueueAttributeName::ReceiveMessageWaitTimeSeconds, "1")],
     )
     .await;
@@ -272,7 +272,7 @@ async fn long_poll_wakes_on_send_and_empty_polls_last_their_time() {
             (m, started.elapsed())
         },
         async {
-            let other = create_queue(sqs, &common::queue_name("long-poll-empty"), &[]).await;
+            let other = create_queue(sqs, &unique_name("long-poll-empty"), &[]).await;
             let m = receive(sqs, &other, 1, 1, None).await;
             (m, started.elapsed())
         },
@@ -315,7 +315,7 @@ async fn fifty_long_polls_are_all_woken_by_fifty_sends() {
     const POLLERS: usize = 50;
     let server = Server::start().await;
     let sqs = server.client.clone();
-    let url = create_queue(&sqs, &common::queue_name("many-polls"), &[]).await;
+    let url = create_queue(&sqs, &unique_name("many-polls"), &[]).await;
 
     let started = Instant::now();
     let pollers: Vec<_> = (0..POLLERS)

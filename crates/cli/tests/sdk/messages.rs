@@ -7,7 +7,7 @@ use super::*;
 async fn send_message_with_every_attribute_type_returns_sqs_md5s() {
     let server = Server::start().await;
     let sqs = &server.client;
-    let url = create_queue(sqs, &common::queue_name("send-attrs"), &[]).await;
+    let url = create_queue(sqs, &unique_name("send-attrs"), &[]).await;
     let body = "Hello, 世界 🌍 tab\tnewline\ncr\r end";
     let png = [0x89, b'P', b'N', b'G', 0, 0xff, 0x10];
     let raw_bytes = [0u8, 1, 2, 254, 255];
@@ -106,7 +106,7 @@ async fn send_message_with_every_attribute_type_returns_sqs_md5s() {
 async fn send_message_rejects_invalid_input() {
     let server = Server::start().await;
     let sqs = &server.client;
-    let url = create_queue(sqs, &common::queue_name("send-invalid"), &[]).await;
+    let url = create_queue(sqs, &unique_name("send-invalid"), &[]).await;
     let control_character = sqs
         .send_message()
         .queue_url(&url)
@@ -161,7 +161,7 @@ async fn send_message_rejects_invalid_input() {
 async fn receive_filters_message_attributes_and_system_attributes() {
     let server = Server::start().await;
     let sqs = &server.client;
-    let url = create_queue(sqs, &common::queue_name("receive-filter"), &[]).await;
+    let url = create_queue(sqs, &unique_name("receive-filter"), &[]).await;
     sqs.send_message()
         .queue_url(&url)
         .message_body("filtered")
@@ -280,7 +280,7 @@ async fn receive_filters_message_attributes_and_system_attributes() {
 async fn send_message_batch_reports_per_entry_results() {
     let server = Server::start().await;
     let sqs = &server.client;
-    let url = create_queue(sqs, &common::queue_name("batch-send"), &[]).await;
+    let url = create_queue(sqs, &unique_name("batch-send"), &[]).await;
     let output = sqs
         .send_message_batch()
         .queue_url(&url)
@@ -327,7 +327,7 @@ async fn send_message_batch_reports_per_entry_results() {
 async fn batch_requests_are_validated_as_a_whole() {
     let server = Server::start().await;
     let sqs = &server.client;
-    let url = create_queue(sqs, &common::queue_name("batch-errors"), &[]).await;
+    let url = create_queue(sqs, &unique_name("batch-errors"), &[]).await;
 
     let empty = sqs
         .send_message_batch()
@@ -403,7 +403,7 @@ async fn batch_requests_are_validated_as_a_whole() {
 async fn delete_message_and_delete_message_batch() {
     let server = Server::start().await;
     let sqs = &server.client;
-    let url = create_queue(sqs, &common::queue_name("delete"), &[]).await;
+    let url = create_queue(sqs, &unique_name("delete"), &[]).await;
     for i in 0..3 {
         send(sqs, &url, &format!("m{i}")).await;
     }
@@ -469,7 +469,7 @@ async fn delete_message_and_delete_message_batch() {
 async fn change_message_visibility_and_batch() {
     let server = Server::start().await;
     let sqs = &server.client;
-    let url = create_queue(sqs, &common::queue_name("visibility"), &[]).await;
+    let url = create_queue(sqs, &unique_name("visibility"), &[]).await;
     let first_id = send(sqs, &url, "first").await;
     let first = receive_one(sqs, &url, 2, Some(30)).await;
     assert_eq!(first.message_id(), Some(first_id.as_str()));

@@ -6,12 +6,12 @@ use super::*;
 /// A dead-letter queue holding `bodies` (dead-lettered from a source queue with
 /// `maxReceiveCount` 1), with (source url, dlq url, dlq arn).
 async fn dead_letters(sqs: &Client, test: &str, bodies: &[&str]) -> (String, String, String) {
-    let dlq = create_queue(sqs, &common::queue_name(&format!("{test}-dlq")), &[]).await;
+    let dlq = create_queue(sqs, &unique_name(&format!("{test}-dlq")), &[]).await;
     let dlq_arn = queue_arn(sqs, &dlq).await;
     let policy = format!(r#"{{"deadLetterTargetArn":"{dlq_arn}","maxReceiveCount":"1"}}"#);
     let source = create_queue(
         sqs,
-        &common::queue_name(&format!("{test}-src")),
+        &unique_name(&format!("{test}-src")),
         &[(QueueAttributeName::RedrivePolicy, policy.as_str())],
     )
     .await;
@@ -226,7 +226,7 @@ async fn move_task_rate_cancel_destination_and_errors() {
     assert_eq!(error_code(&bad_handle), "ResourceNotFoundException");
 
     // The rest go to another queue named by DestinationArn.
-    let other = create_queue(sqs, &common::queue_name("cancel-other"), &[]).await;
+    let other = create_queue(sqs, &unique_name("cancel-other"), &[]).await;
     let other_arn = queue_arn(sqs, &other).await;
     sqs.start_message_move_task()
         .source_arn(&dlq_arn)
@@ -262,12 +262,12 @@ async fn move_task_rate_cancel_destination_and_errors() {
 async fn fail_now_sends_a_message_to_the_dead_letter_queue_with_its_reason() {
     let server = Server::start().await;
     let sqs = &server.client;
-    let dlq = create_queue(sqs, &common::queue_name("fail-dlq"), &[]).await;
+    let dlq = create_queue(sqs, &unique_name("fail-dlq"), &[]).await;
     let dlq_arn = queue_arn(sqs, &dlq).await;
     let policy = format!(r#"{{"deadLetterTargetArn":"{dlq_arn}","maxReceiveCount":"5"}}"#);
     let source = create_queue(
         sqs,
-        &common::queue_name("fail-src"),
+        &unique_name("fail-src"),
         &[(QueueAttributeName::RedrivePolicy, policy.as_str())],
     )
     .await;

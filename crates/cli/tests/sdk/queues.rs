@@ -7,7 +7,7 @@ use super::*;
 async fn create_queue_with_attributes_and_tags() {
     let server = Server::start().await;
     let sqs = &server.client;
-    let name = common::queue_name("create-attrs");
+    let name = unique_name("create-attrs");
     let output = sqs
         .create_queue()
         .queue_name(&name)
@@ -91,7 +91,7 @@ async fn create_queue_with_attributes_and_tags() {
 async fn create_queue_is_idempotent_and_rejects_conflicts_and_bad_names() {
     let server = Server::start().await;
     let sqs = &server.client;
-    let name = common::queue_name("create-idem");
+    let name = unique_name("create-idem");
     let first = create_queue(sqs, &name, &[(QueueAttributeName::VisibilityTimeout, "30")]).await;
     let again = create_queue(sqs, &name, &[(QueueAttributeName::VisibilityTimeout, "30")]).await;
     assert_eq!(first, again, "same name and attributes give the same queue");
@@ -118,7 +118,7 @@ async fn create_queue_is_idempotent_and_rejects_conflicts_and_bad_names() {
     assert_error_code!(too_long, "InvalidParameterValue");
     let bad_value = sqs
         .create_queue()
-        .queue_name(common::queue_name("create-bad-value"))
+        .queue_name(unique_name("create-bad-value"))
         .attributes(QueueAttributeName::DelaySeconds, "901")
         .send()
         .await;
@@ -136,7 +136,7 @@ async fn create_queue_is_idempotent_and_rejects_conflicts_and_bad_names() {
 async fn get_queue_url_finds_queues_and_reports_missing_ones() {
     let server = Server::start().await;
     let sqs = &server.client;
-    let name = common::queue_name("get-url");
+    let name = unique_name("get-url");
     let url = create_queue(sqs, &name, &[]).await;
     let found = sqs.get_queue_url().queue_name(&name).send().await.unwrap();
     assert_eq!(found.queue_url(), Some(url.as_str()));
@@ -165,7 +165,7 @@ async fn get_queue_url_finds_queues_and_reports_missing_ones() {
 async fn list_queues_filters_by_prefix_and_pages() {
     let server = Server::start().await;
     let sqs = &server.client;
-    let base = common::queue_name("list");
+    let base = unique_name("list");
     let mut alpha = BTreeSet::new();
     for i in 0..5 {
         alpha.insert(create_queue(sqs, &format!("{base}-alpha-{i}"), &[]).await);
@@ -225,7 +225,7 @@ async fn list_queues_filters_by_prefix_and_pages() {
 async fn delete_queue_removes_it() {
     let server = Server::start().await;
     let sqs = &server.client;
-    let name = common::queue_name("delete-queue");
+    let name = unique_name("delete-queue");
     let url = create_queue(sqs, &name, &[]).await;
     send(sqs, &url, "doomed").await;
     sqs.delete_queue().queue_url(&url).send().await.unwrap();
@@ -258,8 +258,8 @@ async fn delete_queue_removes_it() {
 async fn queue_attributes_are_set_read_and_validated() {
     let server = Server::start().await;
     let sqs = &server.client;
-    let url = create_queue(sqs, &common::queue_name("attrs"), &[]).await;
-    let dlq_url = create_queue(sqs, &common::queue_name("attrs-dlq"), &[]).await;
+    let url = create_queue(sqs, &unique_name("attrs"), &[]).await;
+    let dlq_url = create_queue(sqs, &unique_name("attrs-dlq"), &[]).await;
     let dlq_arn = queue_arn(sqs, &dlq_url).await;
 
     let defaults = queue_attributes(sqs, &url).await;
@@ -363,7 +363,7 @@ async fn queue_attributes_are_set_read_and_validated() {
 async fn purge_empties_the_queue_and_a_second_purge_is_in_progress() {
     let server = Server::start().await;
     let sqs = &server.client;
-    let url = create_queue(sqs, &common::queue_name("purge"), &[]).await;
+    let url = create_queue(sqs, &unique_name("purge"), &[]).await;
     for i in 0..3 {
         send(sqs, &url, &format!("m{i}")).await;
     }
@@ -416,7 +416,7 @@ async fn purge_empties_the_queue_and_a_second_purge_is_in_progress() {
 async fn tag_untag_and_list_queue_tags() {
     let server = Server::start().await;
     let sqs = &server.client;
-    let url = create_queue(sqs, &common::queue_name("tags"), &[]).await;
+    let url = create_queue(sqs, &unique_name("tags"), &[]).await;
     let tags_of = |url: String| async move {
         let output = sqs.list_queue_tags().queue_url(url).send().await.unwrap();
         output
@@ -467,19 +467,19 @@ async fn tag_untag_and_list_queue_tags() {
 async fn list_dead_letter_source_queues_pages() {
     let server = Server::start().await;
     let sqs = &server.client;
-    let dlq = create_queue(sqs, &common::queue_name("dlsources-dlq"), &[]).await;
+    let dlq = create_queue(sqs, &unique_name("dlsources-dlq"), &[]).await;
     let redrive = format!(
         r#"{{"deadLetterTargetArn":"{}","maxReceiveCount":"5"}}"#,
         queue_arn(sqs, &dlq).await
     );
     let mut sources = BTreeSet::new();
     for i in 0..3 {
-        let name = common::queue_name(&format!("dlsources-src{i}"));
+        let name = unique_name(&format!("dlsources-src{i}"));
         sources.insert(
             create_queue(sqs, &name, &[(QueueAttributeName::RedrivePolicy, &redrive)]).await,
         );
     }
-    create_queue(sqs, &common::queue_name("dlsources-other"), &[]).await;
+    create_queue(sqs, &unique_name("dlsources-other"), &[]).await;
 
     let all = sqs
         .list_dead_letter_source_queues()
@@ -517,7 +517,7 @@ async fn list_dead_letter_source_queues_pages() {
 async fn add_and_remove_permission_show_in_policy() {
     let server = Server::start().await;
     let sqs = &server.client;
-    let url = create_queue(sqs, &common::queue_name("permissions"), &[]).await;
+    let url = create_queue(sqs, &unique_name("permissions"), &[]).await;
     let arn = queue_arn(sqs, &url).await;
     sqs.add_permission()
         .queue_url(&url)

@@ -2,34 +2,32 @@
 //! configuration with short leases, and a wait for the worker's counters.
 
 use std::future::Future;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
-use aws_sdk_sqs::config::retry::RetryConfig;
-use aws_sdk_sqs::config::{BehaviorVersion, Credentials, Region};
 use aws_sdk_sqs::error::DisplayErrorContext;
 use aws_sdk_sqs::types::{Message, MessageSystemAttributeName, QueueAttributeName};
 use aws_sdk_sqs::Client;
-use leaseq_core::{EngineConfig, ReceiptKey};
-use leaseq_server::{HttpConfig, Service, ServiceConfig};
+use leaseq_testkit::launch::InProcessServer;
 use leaseq_worker::{LeaseConfig, WorkerConfig};
 use tokio::net::TcpListener;
+
+pub use leaseq_testkit::names::unique_name;
+pub use leaseq_testkit::sdk::{create_queue, queue_attributes, receive, sdk_client};
 
 /// How long any wait of a test may take before the test fails. Generous because CI runs on two
 /// shared cores.
 pub const PATIENCE: Duration = Duration::from_secs(20);
 
-static NEXT_NAME: AtomicU64 = AtomicU64::new(0);
-
-/// A leaseq server in this process and a client for it.
+/// A leaseq server in this process and a client for it; the server stops when this is dropped.
 pub struct Server {
     pub endpoint: String,
     pub client: Client,
+    _server: InProcessServer,
 }
 
-/// Starts an in-memory leaseq server on a free loopback port. Also sends the worker's logs to
-/// the test's output (shown for failing tests; `RUST_LOG` filters them, default `info`).
+/// Starts an in-memory leaseq server on a free loopback port, on the accept loop `leaseq serve`
+/// runs. Also sends the worker's logs to the test's output (shown for failing tests;
+/// `RUST_LOG` filters them, default `info`).
 pub async fn start_server() -> Server {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(
@@ -38,67 +36,14 @@ pub async fn start_server() -> Server {
         )
         .with_test_writer()
         .try_init();
-    let config = ServiceConfig {
-        engine: EngineConfig::default(),
-        region: "us-east-1".into(),
-        account_id: "000000000000".into(),
-    };
-    let backend = Arc::new(Service::in_memory(config, ReceiptKey::new([7; 16])));
-    let app = leaseq_server::router(
-        backend,
-        HttpConfig {
-            external_url: None,
-            region: "us-east-1".into(),
-            account_id: "000000000000".into(),
-            request_body_max_bytes: 4 << 20,
-        },
-    );
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let address = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    let endpoint = format!("http://{address}");
+    let server = InProcessServer::start().await;
+    let endpoint = server.endpoint().to_string();
     let client = sdk_client(&endpoint);
-    Server { endpoint, client }
-}
-
-/// An SDK client that speaks plain HTTP to `endpoint`, without TLS or retries.
-pub fn sdk_client(endpoint: &str) -> Client {
-    let http_client = aws_smithy_http_client::Builder::new().build_http();
-    let config = aws_sdk_sqs::Config::builder()
-        .endpoint_url(endpoint)
-        .region(Region::new("us-east-1"))
-        .credentials_provider(Credentials::new("test", "test", None, None, "static"))
-        .behavior_version(BehaviorVersion::latest())
-        .retry_config(RetryConfig::disabled())
-        .http_client(http_client)
-        .build();
-    Client::from_conf(config)
-}
-
-/// A name unique to this process run, for queues and tables.
-pub fn unique_name(prefix: &str) -> String {
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.subsec_nanos())
-        .unwrap_or_default();
-    let count = NEXT_NAME.fetch_add(1, Ordering::Relaxed);
-    format!("{prefix}_{}_{nanos}_{count}", std::process::id())
-}
-
-pub async fn create_queue(
-    client: &Client,
-    name: &str,
-    attributes: &[(QueueAttributeName, &str)],
-) -> String {
-    let mut request = client.create_queue().queue_name(name);
-    for (key, value) in attributes {
-        request = request.attributes(key.clone(), *value);
+    Server {
+        endpoint,
+        client,
+        _server: server,
     }
-    let output = request
-        .send()
-        .await
-        .unwrap_or_else(|e| panic!("CreateQueue {name}: {}", DisplayErrorContext(&e)));
-    output.queue_url().expect("a queue URL").to_string()
 }
 
 /// Sends `body` and returns the message id.
@@ -121,17 +66,10 @@ pub async fn receive_one(
     wait_seconds: i32,
     visibility_seconds: i32,
 ) -> Option<Message> {
-    let output = client
-        .receive_message()
-        .queue_url(queue_url)
-        .wait_time_seconds(wait_seconds)
-        .visibility_timeout(visibility_seconds)
-        .message_system_attribute_names(MessageSystemAttributeName::All)
-        .message_attribute_names("All")
-        .send()
+    receive(client, queue_url, 1, wait_seconds, Some(visibility_seconds))
         .await
-        .unwrap_or_else(|e| panic!("ReceiveMessage: {}", DisplayErrorContext(&e)));
-    output.messages.unwrap_or_default().into_iter().next()
+        .into_iter()
+        .next()
 }
 
 /// The receive count of a received message.
@@ -145,14 +83,7 @@ pub fn receive_count(message: &Message) -> u32 {
 
 /// (visible, in flight) message counts of a queue.
 pub async fn counts(client: &Client, queue_url: &str) -> (u64, u64) {
-    let output = client
-        .get_queue_attributes()
-        .queue_url(queue_url)
-        .attribute_names(QueueAttributeName::All)
-        .send()
-        .await
-        .unwrap_or_else(|e| panic!("GetQueueAttributes: {}", DisplayErrorContext(&e)));
-    let attributes = output.attributes().cloned().unwrap_or_default();
+    let attributes = queue_attributes(client, queue_url).await;
     let count = |name| {
         attributes
             .get(&name)

@@ -1,0 +1,284 @@
+//! The real `leaseq` binary as a child process: `leaseq serve` on a loopback port, its output
+//! captured to a log file per start, killed with SIGKILL (nothing flushed, no checkpoint) or
+//! stopped with SIGTERM (a graceful stop), and started again on the same data directory.
+//!
+//! Only the `leaseq` package's own tests know where the binary is
+//! (`env!("CARGO_BIN_EXE_leaseq")`), so they hand its path to [`ServeCommand::new`].
+
+use std::ffi::OsString;
+use std::fs::File;
+use std::net::{SocketAddr, TcpListener};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::http;
+
+/// How long a start (recovery included) may take before the test fails. Generous because the
+/// whole workspace's tests compete for two cores.
+const STARTUP_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How long a graceful stop may take.
+const STOP_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// How many fresh ports to try when the one picked was taken between probing and binding.
+const START_ATTEMPTS_MAX: usize = 5;
+
+/// How often a start or a stop is checked on.
+const POLL_INTERVAL: Duration = Duration::from_millis(20);
+
+/// How to start `leaseq serve`: the binary, its flags and environment, and where it listens.
+#[derive(Clone, Debug)]
+pub struct ServeCommand {
+    binary: PathBuf,
+    args: Vec<OsString>,
+    env: Vec<(OsString, OsString)>,
+    /// Where the flags or the configuration file make it listen; `None`: on a free port, with
+    /// `--listen` added.
+    address: Option<SocketAddr>,
+}
+
+impl ServeCommand {
+    /// `binary serve`, with none of the developer's `LEASEQ_*` variables: settings from the
+    /// environment must not leak into the server under test.
+    pub fn new(binary: impl Into<PathBuf>) -> ServeCommand {
+        ServeCommand {
+            binary: binary.into(),
+            args: Vec::new(),
+            env: Vec::new(),
+            address: None,
+        }
+    }
+
+    /// Adds flags.
+    pub fn args<I, S>(mut self, args: I) -> ServeCommand
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<OsString>,
+    {
+        self.args.extend(args.into_iter().map(Into::into));
+        self
+    }
+
+    /// Adds `--data-dir dir`.
+    pub fn data_dir(self, dir: &Path) -> ServeCommand {
+        self.args([OsString::from("--data-dir"), dir.as_os_str().to_owned()])
+    }
+
+    /// Sets environment variable `name`.
+    pub fn env(mut self, name: impl Into<OsString>, value: impl Into<OsString>) -> ServeCommand {
+        self.env.push((name.into(), value.into()));
+        self
+    }
+
+    /// The flags or the configuration file make the server listen on `address`: no `--listen`
+    /// is added, and a start that finds the port taken fails instead of trying another.
+    pub fn listening_on(mut self, address: SocketAddr) -> ServeCommand {
+        self.address = Some(address);
+        self
+    }
+
+    /// Spawns the server on `address`, its output to `log_path`.
+    fn spawn(&self, address: SocketAddr, log_path: &Path) -> Child {
+        let log = File::create(log_path).expect("creating the server's log file");
+        let mut command = Command::new(&self.binary);
+        for (name, _) in std::env::vars_os() {
+            if name.to_string_lossy().starts_with("LEASEQ_") {
+                command.env_remove(name);
+            }
+        }
+        command.arg("serve");
+        if self.address.is_none() {
+            command.arg("--listen").arg(address.to_string());
+        }
+        command
+            .args(&self.args)
+            .envs(self.env.iter().map(|(name, value)| (name, value)))
+            .env("RUST_BACKTRACE", "1")
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().expect("cloning the log file handle"))
+            .stderr(log)
+            .spawn()
+            .unwrap_or_else(|error| panic!("spawning {}: {error}", self.binary.display()))
+    }
+}
+
+/// A running `leaseq serve` child; SIGKILLed on drop.
+pub struct ChildServer {
+    command: ServeCommand,
+    log_dir: PathBuf,
+    child: Child,
+    addr: SocketAddr,
+    /// Every spawn's log, in order; the last is the running server's.
+    logs: Vec<PathBuf>,
+}
+
+impl ChildServer {
+    /// Starts `command`, with its logs in `log_dir` (`start-N.log`), and waits until it
+    /// answers `GET /health`. Panics, with its log, if it exits instead (a failed recovery,
+    /// refused settings).
+    pub async fn start(command: ServeCommand, log_dir: &Path) -> ChildServer {
+        let mut logs = Vec::new();
+        let (child, addr) = start(&command, log_dir, &mut logs).await;
+        ChildServer {
+            command,
+            log_dir: log_dir.to_path_buf(),
+            child,
+            addr,
+            logs,
+        }
+    }
+
+    /// The address it listens on.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// `http://127.0.0.1:PORT`, an SDK's endpoint.
+    pub fn endpoint(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// The running (or last) server's output so far.
+    pub fn log(&self) -> String {
+        self.logs.last().map(read).unwrap_or_default()
+    }
+
+    /// The output of every start so far, in order.
+    pub fn logs(&self) -> String {
+        self.logs.iter().map(read).collect()
+    }
+
+    /// Whether the process is still running.
+    pub fn is_running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
+    /// SIGKILL: no shutdown, no final fsync, no checkpoint.
+    pub fn kill(&mut self) {
+        // `Child::kill` sends SIGKILL on unix; it fails only if the child was already reaped.
+        let _ = self.child.kill();
+        self.child.wait().expect("reaping the server");
+    }
+
+    /// Sends SIGTERM, which asks for a graceful stop, and returns without waiting for it.
+    pub fn terminate(&self) {
+        let status = Command::new("kill")
+            .arg("-TERM")
+            .arg(self.child.id().to_string())
+            .status()
+            .expect("running kill");
+        assert!(status.success(), "kill -TERM {}: {status}", self.child.id());
+    }
+
+    /// Waits for the process to exit (after [`ChildServer::terminate`]); panics, with its log,
+    /// if it has not within 15 s.
+    pub async fn wait_exit(&mut self) -> ExitStatus {
+        let deadline = Instant::now() + STOP_TIMEOUT;
+        loop {
+            if let Some(status) = self.child.try_wait().expect("waiting for the server") {
+                return status;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no exit within {STOP_TIMEOUT:?}: {}",
+                self.log()
+            );
+            tokio::time::sleep(POLL_INTERVAL).await;
+        }
+    }
+
+    /// A graceful stop: SIGTERM, then the exit, which must be a success.
+    pub async fn stop(&mut self) {
+        self.terminate();
+        let status = self.wait_exit().await;
+        assert!(status.success(), "stopped with {status}: {}", self.log());
+    }
+
+    /// Starts the same command again (on the same data directory), on a new port unless the
+    /// command fixes it, after the last one was killed or stopped; kills it first if not.
+    pub async fn start_again(&mut self) {
+        if self.is_running() {
+            self.kill();
+        }
+        let (child, addr) = start(&self.command, &self.log_dir, &mut self.logs).await;
+        self.child = child;
+        self.addr = addr;
+    }
+
+    /// kill -9, then [`ChildServer::start_again`].
+    pub async fn restart(&mut self) {
+        self.kill();
+        self.start_again().await;
+    }
+
+    /// A graceful stop (a graceful stop writes a checkpoint, so the next start recovers from a
+    /// snapshot rather than by replaying the log), then [`ChildServer::start_again`].
+    pub async fn restart_gracefully(&mut self) {
+        self.stop().await;
+        self.start_again().await;
+    }
+}
+
+impl Drop for ChildServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Spawns `command` and waits until it is healthy, on a fresh port for each lost race for one;
+/// each spawn's log path is pushed to `logs`.
+async fn start(
+    command: &ServeCommand,
+    log_dir: &Path,
+    logs: &mut Vec<PathBuf>,
+) -> (Child, SocketAddr) {
+    for _ in 0..START_ATTEMPTS_MAX {
+        let addr = command.address.unwrap_or_else(free_loopback_addr);
+        let log_path = log_dir.join(format!("start-{}.log", logs.len()));
+        logs.push(log_path.clone());
+        let mut child = command.spawn(addr, &log_path);
+        match wait_for_health(&mut child, addr).await {
+            Ok(()) => return (child, addr),
+            Err(reason) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                let log = read(&log_path);
+                // Only a lost race for a port we picked is worth another try.
+                if command.address.is_some() || !log.contains("in use") {
+                    panic!("leaseq did not start ({reason}); its log:\n{log}");
+                }
+            }
+        }
+    }
+    panic!("leaseq found no free port in {START_ATTEMPTS_MAX} attempts");
+}
+
+async fn wait_for_health(child: &mut Child, addr: SocketAddr) -> Result<(), String> {
+    let started = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().expect("waiting for the server") {
+            return Err(format!("it exited with {status}"));
+        }
+        if http::healthy(addr).await {
+            return Ok(());
+        }
+        if started.elapsed() > STARTUP_TIMEOUT {
+            return Err(format!("no 200 from /health within {STARTUP_TIMEOUT:?}"));
+        }
+        tokio::time::sleep(POLL_INTERVAL).await;
+    }
+}
+
+/// A loopback port nobody listens on right now. Another process may take it before the server
+/// binds it; [`start`] then retries with a new one.
+fn free_loopback_addr() -> SocketAddr {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .expect("a free loopback port")
+}
+
+fn read(path: &PathBuf) -> String {
+    std::fs::read_to_string(path).unwrap_or_default()
+}

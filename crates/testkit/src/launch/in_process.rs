@@ -1,0 +1,143 @@
+//! A leaseq server in the test's own process, served by the accept loop `leaseq serve` runs
+//! (`leaseq_server::http::serve`) with the routes it mounts (`/health`, the dashboard's), the
+//! move driver it starts and metrics on, as `crates/cli/src/serve.rs` does, on an in-memory
+//! service.
+//!
+//! This is the one file of the test kit that names the server's Rust API: when the server's
+//! types change, only this file follows them.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use leaseq_core::{EngineConfig, ReceiptKey};
+use leaseq_server::{Api as _, HttpConfig, Metrics, Service, ServiceConfig};
+use tokio::net::TcpListener;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+/// The account id in the queue URLs and ARNs of an in-process server.
+pub const ACCOUNT_ID: &str = "000000000000";
+
+/// The region in the ARNs of an in-process server.
+pub const REGION: &str = "us-east-1";
+
+/// What may differ from `leaseq serve`'s defaults.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// The bound on a request's body (`leaseq serve`: 4 MiB).
+    pub request_body_max_bytes: usize,
+}
+
+impl Default for Options {
+    fn default() -> Options {
+        Options {
+            request_body_max_bytes: 4 << 20,
+        }
+    }
+}
+
+/// A server running on a free loopback port until [`InProcessServer::stop`] or drop.
+pub struct InProcessServer {
+    addr: SocketAddr,
+    endpoint: String,
+    service: Arc<Service>,
+    stop: Option<oneshot::Sender<()>>,
+    serving: Option<JoinHandle<()>>,
+}
+
+impl InProcessServer {
+    /// Starts a server with `leaseq serve`'s defaults.
+    pub async fn start() -> InProcessServer {
+        InProcessServer::start_with(Options::default()).await
+    }
+
+    /// Starts a server with `options`. It answers as soon as this returns: the listener is
+    /// bound before the accept loop is spawned.
+    pub async fn start_with(options: Options) -> InProcessServer {
+        let config = ServiceConfig {
+            engine: EngineConfig::default(),
+            region: REGION.into(),
+            account_id: ACCOUNT_ID.into(),
+        };
+        let metrics = Arc::new(Metrics::default());
+        let service = Arc::new(
+            Service::in_memory(config, ReceiptKey::new([7; 16])).with_metrics(metrics.clone()),
+        );
+        tokio::spawn(service.clone().drive_moves());
+        let listener = TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("binding a loopback port");
+        let addr = listener.local_addr().expect("the listener's address");
+        let (stop, stopped) = oneshot::channel::<()>();
+        let shutdown_service = service.clone();
+        let shutdown = async move {
+            // A dropped sender stops the server as a sent signal does.
+            let _ = stopped.await;
+            shutdown_service.shut_down();
+        };
+        let http = HttpConfig {
+            external_url: None,
+            region: REGION.into(),
+            account_id: ACCOUNT_ID.into(),
+            request_body_max_bytes: options.request_body_max_bytes,
+        };
+        let routes = leaseq_server::dashboard::routes(service.clone());
+        let serving = tokio::spawn(leaseq_server::http::serve(
+            listener,
+            service.clone(),
+            http,
+            Some(metrics),
+            routes,
+            shutdown,
+        ));
+        InProcessServer {
+            addr,
+            endpoint: format!("http://{addr}"),
+            service,
+            stop: Some(stop),
+            serving: Some(serving),
+        }
+    }
+
+    /// The address it listens on.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// `http://127.0.0.1:PORT`, an SDK's endpoint.
+    pub fn endpoint(&self) -> &str {
+        &self.endpoint
+    }
+
+    /// Receives waiting in a long poll right now.
+    pub fn waiting_receives(&self) -> usize {
+        self.service.waiting_receives()
+    }
+
+    /// Releases every waiting receive (they answer empty) and refuses new waits, as the first
+    /// step of a graceful stop does, but keeps serving.
+    pub fn release_long_polls(&self) {
+        self.service.shut_down();
+    }
+
+    /// Stops gracefully, as `leaseq serve` does on SIGTERM: stops accepting, releases long
+    /// polls, lets each connection finish the request it is answering, and returns once every
+    /// connection is closed.
+    pub async fn stop(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(serving) = self.serving.take() {
+            serving.await.expect("the accept loop ends without a panic");
+        }
+    }
+}
+
+impl Drop for InProcessServer {
+    fn drop(&mut self) {
+        // The stop signal, without waiting: the accept loop ends on its runtime.
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+    }
+}
