@@ -156,14 +156,28 @@ fn read_cached_does_not_wait_for_the_disk() {
             rustix::fs::fadvise(&file, 0, None, rustix::fs::Advice::DontNeed).unwrap();
         }
     };
+    let mut uncached_expected = 0;
     for (_, position, payload) in &appended {
-        // Records share pages, so each is checked right after an eviction.
-        evict();
-        assert_eq!(wal.read_cached(*position).unwrap(), None);
+        // Records share pages, so each is checked right after an eviction. The kernel treats
+        // DONTNEED as advice: on a busy machine a page can stay cached (or be read ahead again)
+        // once in a while, so a few tries are allowed; a read that still found it cached was
+        // right to answer from the cache.
+        let evicted = (0..5).any(|_| {
+            evict();
+            match wal.read_cached(*position).unwrap() {
+                None => true,
+                Some(cached) => {
+                    assert_eq!(&cached, payload);
+                    false
+                }
+            }
+        });
+        assert!(evicted, "the page of {position:?} never left the page cache");
+        uncached_expected += 1;
         assert_eq!(&wal.read(*position).unwrap(), payload);
         assert_eq!(wal.read_cached(*position).unwrap().as_ref(), Some(payload));
     }
-    assert_eq!(uncached_reads(), 30);
+    assert_eq!(uncached_reads(), uncached_expected);
     wal.close().unwrap();
     std::fs::remove_dir_all(&dir).unwrap();
 }
