@@ -2,10 +2,12 @@
 //! on delay end; waiters freed when their client disconnects; long polls released on shutdown.
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use leaseq_server::clock::ManualClock;
 use leaseq_testkit::http;
-use leaseq_testkit::launch::InProcessServer;
+use leaseq_testkit::launch::{InProcessServer, Options};
 use serde_json::{json, Value};
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
@@ -14,14 +16,31 @@ use tokio::net::TcpStream;
 struct Server {
     address: SocketAddr,
     server: InProcessServer,
+    /// The service's clock: time passes only when a test advances it, so a wait that must last
+    /// its full time is checked without waiting for it.
+    clock: ManualClock,
 }
 
 async fn start() -> Server {
-    let server = InProcessServer::start().await;
+    let clock = ManualClock::new(1_000_000);
+    let options = Options {
+        clock: Arc::new(clock.clone()),
+        ..Options::default()
+    };
+    let server = InProcessServer::start_with(options).await;
     Server {
         address: server.addr(),
         server,
+        clock,
     }
+}
+
+/// Checks that a waiting receive has not answered: it is still counted as waiting after its
+/// woken tasks, if any, had time to run.
+async fn still_waiting(server: &Server, waiting: &tokio::task::JoinHandle<Value>) {
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert!(!waiting.is_finished(), "answered before its time");
+    assert_eq!(server.server.waiting_receives(), 1);
 }
 
 /// The bytes of one request, for a connection a test writes itself and then drops.
@@ -87,21 +106,16 @@ async fn until_waiting(server: &Server, count: usize) {
     }
 }
 
+/// No time passes on the service's clock: only the send can have woken the receive.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_send_wakes_a_waiting_receive() {
     let server = start().await;
     create_queue(&server).await;
-    let started = Instant::now();
     let waiting = receive(&server, 10, 30);
     until_waiting(&server, 1).await;
     send(&server, "wake up", 0).await;
     let answer = waiting.await.unwrap();
     assert_eq!(bodies(&answer), ["wake up"]);
-    assert!(
-        started.elapsed() < Duration::from_secs(5),
-        "{:?}",
-        started.elapsed()
-    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -110,11 +124,13 @@ async fn a_lease_running_out_wakes_a_waiting_receive() {
     create_queue(&server).await;
     send(&server, "retry me", 0).await;
     assert_eq!(bodies(&receive(&server, 0, 1).await.unwrap()), ["retry me"]);
-    let started = Instant::now();
-    let answer = receive(&server, 10, 30).await.unwrap();
+    let waiting = receive(&server, 10, 30);
+    until_waiting(&server, 1).await;
+    server.clock.advance(999);
+    still_waiting(&server, &waiting).await;
+    server.clock.advance(1);
+    let answer = waiting.await.unwrap();
     assert_eq!(bodies(&answer), ["retry me"]);
-    let elapsed = started.elapsed();
-    assert!(elapsed < Duration::from_secs(5), "{elapsed:?}");
 }
 
 /// A waiting receive sleeps until the queue's next deadline as it was when it looked; a lease
@@ -128,15 +144,14 @@ async fn a_shortened_lease_wakes_a_waiting_receive_in_time() {
     let answer = receive(&server, 0, 30).await.unwrap();
     assert_eq!(bodies(&answer), ["sooner"]);
     let receipt = answer["Messages"][0]["ReceiptHandle"].clone();
-    let started = Instant::now();
     let waiting = receive(&server, 10, 30);
     until_waiting(&server, 1).await;
     let change = json!({"QueueUrl": URL, "ReceiptHandle": receipt, "VisibilityTimeout": 1});
     call(server.address, "ChangeMessageVisibility", change).await;
+    still_waiting(&server, &waiting).await;
+    server.clock.advance(1_000);
     let answer = waiting.await.unwrap();
     assert_eq!(bodies(&answer), ["sooner"]);
-    let elapsed = started.elapsed();
-    assert!(elapsed < Duration::from_secs(5), "{elapsed:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -144,23 +159,26 @@ async fn a_delay_ending_wakes_a_waiting_receive() {
     let server = start().await;
     create_queue(&server).await;
     send(&server, "later", 1).await;
-    let started = Instant::now();
-    let answer = receive(&server, 10, 30).await.unwrap();
+    let waiting = receive(&server, 10, 30);
+    until_waiting(&server, 1).await;
+    server.clock.advance(999);
+    still_waiting(&server, &waiting).await;
+    server.clock.advance(1);
+    let answer = waiting.await.unwrap();
     assert_eq!(bodies(&answer), ["later"]);
-    let elapsed = started.elapsed();
-    assert!(elapsed >= Duration::from_millis(900), "{elapsed:?}");
-    assert!(elapsed < Duration::from_secs(5), "{elapsed:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_empty_wait_lasts_its_full_time() {
     let server = start().await;
     create_queue(&server).await;
-    let started = Instant::now();
-    let answer = receive(&server, 1, 30).await.unwrap();
+    let waiting = receive(&server, 1, 30);
+    until_waiting(&server, 1).await;
+    server.clock.advance(999);
+    still_waiting(&server, &waiting).await;
+    server.clock.advance(1);
+    let answer = waiting.await.unwrap();
     assert!(bodies(&answer).is_empty());
-    let elapsed = started.elapsed();
-    assert!(elapsed >= Duration::from_millis(990), "{elapsed:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -186,13 +204,12 @@ async fn a_client_that_disconnects_frees_its_waiter() {
 async fn shutting_down_releases_long_polls() {
     let server = start().await;
     create_queue(&server).await;
-    let started = Instant::now();
     let waiting = receive(&server, 20, 30);
     until_waiting(&server, 1).await;
+    // No time passes on the service's clock: only the release can end the wait.
     server.server.release_long_polls();
     let answer = waiting.await.unwrap();
     assert!(bodies(&answer).is_empty());
-    assert!(started.elapsed() < Duration::from_secs(5));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -10,6 +10,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use leaseq_core::{EngineConfig, ReceiptKey};
+use leaseq_server::clock::{SharedClock, SystemClock};
 use leaseq_server::{Api as _, HttpConfig, Metrics, Service, ServiceConfig};
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
@@ -22,16 +23,21 @@ pub const ACCOUNT_ID: &str = "000000000000";
 pub const REGION: &str = "us-east-1";
 
 /// What may differ from `leaseq serve`'s defaults.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct Options {
     /// The bound on a request's body (`leaseq serve`: 4 MiB).
     pub request_body_max_bytes: usize,
+    /// The service's clock (`leaseq serve`: the host's); a test's
+    /// [`leaseq_server::clock::ManualClock`] makes long polls, lease and delay ends and move
+    /// pacing wait for the test to move time.
+    pub clock: SharedClock,
 }
 
 impl Default for Options {
     fn default() -> Options {
         Options {
             request_body_max_bytes: 4 << 20,
+            clock: Arc::new(SystemClock),
         }
     }
 }
@@ -61,7 +67,9 @@ impl InProcessServer {
         };
         let metrics = Arc::new(Metrics::default());
         let service = Arc::new(
-            Service::in_memory(config, ReceiptKey::new([7; 16])).with_metrics(metrics.clone()),
+            Service::in_memory(config, ReceiptKey::new([7; 16]))
+                .with_metrics(metrics.clone())
+                .with_clock(options.clock),
         );
         tokio::spawn(service.clone().drive_moves());
         let listener = TcpListener::bind("127.0.0.1:0")

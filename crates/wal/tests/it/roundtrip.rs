@@ -172,7 +172,10 @@ fn read_cached_does_not_wait_for_the_disk() {
                 }
             }
         });
-        assert!(evicted, "the page of {position:?} never left the page cache");
+        assert!(
+            evicted,
+            "the page of {position:?} never left the page cache"
+        );
         uncached_expected += 1;
         assert_eq!(&wal.read(*position).unwrap(), payload);
         assert_eq!(wal.read_cached(*position).unwrap().as_ref(), Some(payload));
