@@ -10,7 +10,7 @@ mod moves;
 #[cfg(test)]
 mod tests;
 
-use leaseq_core::{AttributeValue, MessageAttribute, ReceiveRequest, SendInput};
+use leaseq_core::{AttributeValue, Limits, MessageAttribute, ReceiveRequest, SendInput};
 use serde_json::Value;
 
 use crate::action::{Action, BatchEntry, Protocol, QueueRef};
@@ -36,16 +36,9 @@ pub struct RawRequest<'a> {
     pub body: &'a [u8],
 }
 
-/// Most entries in one batch request (an SQS constant, not a tunable limit).
-const BATCH_ENTRIES_MAX: usize = 10;
-/// Most bytes of all messages of one `SendMessageBatch` together.
-const BATCH_SIZE_MAX_BYTES: usize = 1_048_576;
-/// `MaxNumberOfMessages` bounds.
-const RECEIVE_MESSAGES_MAX: i64 = 10;
-/// `WaitTimeSeconds` bounds.
-const WAIT_TIME_MAX_SECONDS: i64 = 20;
-/// `MaxResults` bounds of the list actions.
-const LIST_RESULTS_MAX: i64 = 1000;
+/// The bounds the decoder checks: SQS's own, which hold whatever limits the engine is
+/// configured with (a relaxed engine still speaks SQS on the wire).
+const SQS: Limits = Limits::SQS;
 
 /// leaseq's extra action (not part of SQS): the visibility advisor's finding for a queue. Extra
 /// actions carry the `Leaseq` prefix so they can never collide with a future SQS action.
@@ -283,17 +276,22 @@ pub fn queue_name_of_url(url: &str) -> Result<QueueRef, SqsError> {
 fn max_results(input: &Input) -> Result<Option<usize>, SqsError> {
     match input.integer("MaxResults", "MaxResults")? {
         None => Ok(None),
-        Some(n) if (1..=LIST_RESULTS_MAX).contains(&n) => Ok(Some(n as usize)),
+        Some(n) if (1..=SQS.list_results_max as i64).contains(&n) => Ok(Some(n as usize)),
         Some(n) => Err(SqsError::invalid_parameter(
             "MaxResults",
             n,
-            "MaxResults must be an integer between 1 and 1000.",
+            &format!(
+                "MaxResults must be an integer between 1 and {}.",
+                SQS.list_results_max
+            ),
         )),
     }
 }
 
-fn non_negative(name: &str, value: i64, reason: &str) -> Result<u32, SqsError> {
-    u32::try_from(value).map_err(|_| SqsError::invalid_parameter(name, value, reason))
+/// `value` as a `u32`, or `InvalidParameterValue` with the reason `reason` words (built only on
+/// failure: this runs on every receive).
+fn non_negative(name: &str, value: i64, reason: impl FnOnce() -> String) -> Result<u32, SqsError> {
+    u32::try_from(value).map_err(|_| SqsError::invalid_parameter(name, value, &reason()))
 }
 
 fn visibility_timeout(input: &Input) -> Result<u32, SqsError> {
@@ -304,11 +302,12 @@ fn visibility_timeout(input: &Input) -> Result<u32, SqsError> {
                 &input.display_name("VisibilityTimeout", "VisibilityTimeout"),
             )
         })?;
-    non_negative(
-        "VisibilityTimeout",
-        value,
-        "VisibilityTimeout must be an integer between 0 and 43200.",
-    )
+    non_negative("VisibilityTimeout", value, || {
+        format!(
+            "VisibilityTimeout must be an integer between 0 and {}.",
+            SQS.visibility_timeout_max_seconds
+        )
+    })
 }
 
 fn create_queue(input: &Input) -> Result<Action, SqsError> {
@@ -414,11 +413,12 @@ fn send_input(input: &Input) -> Result<SendInput, SqsError> {
     let delay_seconds = input
         .integer("DelaySeconds", "DelaySeconds")?
         .map(|delay| {
-            non_negative(
-                "DelaySeconds",
-                delay,
-                "DelaySeconds must be >= 0 and <= 900.",
-            )
+            non_negative("DelaySeconds", delay, || {
+                format!(
+                    "DelaySeconds must be >= 0 and <= {}.",
+                    SQS.delay_max_seconds
+                )
+            })
         })
         .transpose()?;
     // Whether these are required or allowed depends on the queue's kind, which only the engine
@@ -466,10 +466,13 @@ fn send_message_batch(queue: QueueRef, input: &Input) -> Result<Action, SqsError
         .iter()
         .map(|entry| message_size_bytes(&entry.value))
         .sum();
-    if total > BATCH_SIZE_MAX_BYTES {
+    if total > SQS.batch_size_max_bytes {
         return Err(SqsError::new(
             ErrorCode::BatchRequestTooLong,
-            format!("Batch requests cannot be longer than {BATCH_SIZE_MAX_BYTES} bytes. You have sent {total} bytes."),
+            format!(
+                "Batch requests cannot be longer than {} bytes. You have sent {total} bytes.",
+                SQS.batch_size_max_bytes
+            ),
         ));
     }
     Ok(Action::SendMessageBatch { queue, entries })
@@ -497,11 +500,12 @@ fn batch<T>(
             format!("There should be at least one {entry_name} in the request."),
         ));
     }
-    if entries.len() > BATCH_ENTRIES_MAX {
+    if entries.len() > SQS.batch_size_max {
         return Err(SqsError::new(
             ErrorCode::TooManyEntriesInBatchRequest,
             format!(
-                "Maximum number of entries per request are {BATCH_ENTRIES_MAX}. You have sent {}.",
+                "Maximum number of entries per request are {}. You have sent {}.",
+                SQS.batch_size_max,
                 entries.len()
             ),
         ));
@@ -515,7 +519,7 @@ fn batch<T>(
                 "A batch entry id can only contain alphanumeric characters, hyphens and underscores. It can be at most 80 letters long.",
             ));
         }
-        // At most BATCH_ENTRIES_MAX ids: a scan of the earlier ones is cheaper than a set.
+        // At most `batch_size_max` ids: a scan of the earlier ones is cheaper than a set.
         if decoded.iter().any(|(earlier, _)| *earlier == id) {
             return Err(SqsError::new(
                 ErrorCode::BatchEntryIdsNotDistinct,
@@ -538,33 +542,37 @@ fn batch<T>(
 fn receive_message(queue: QueueRef, input: &Input) -> Result<Action, SqsError> {
     let max_messages = match input.integer("MaxNumberOfMessages", "MaxNumberOfMessages")? {
         None => 1,
-        Some(n) if (1..=RECEIVE_MESSAGES_MAX).contains(&n) => n as usize,
+        Some(n) if (1..=SQS.batch_size_max as i64).contains(&n) => n as usize,
         Some(n) => {
             return Err(SqsError::invalid_parameter(
                 "MaxNumberOfMessages",
                 n,
-                "Must be between 1 and 10, if provided.",
+                &format!("Must be between 1 and {}, if provided.", SQS.batch_size_max),
             ))
         }
     };
     let visibility_timeout_seconds = input
         .integer("VisibilityTimeout", "VisibilityTimeout")?
         .map(|v| {
-            non_negative(
-                "VisibilityTimeout",
-                v,
-                "Must be >= 0 and <= 43200, if provided.",
-            )
+            non_negative("VisibilityTimeout", v, || {
+                format!(
+                    "Must be >= 0 and <= {}, if provided.",
+                    SQS.visibility_timeout_max_seconds
+                )
+            })
         })
         .transpose()?;
     let wait_time_seconds = match input.integer("WaitTimeSeconds", "WaitTimeSeconds")? {
         None => None,
-        Some(n) if (0..=WAIT_TIME_MAX_SECONDS).contains(&n) => Some(n as u32),
+        Some(n) if (0..=i64::from(SQS.wait_time_max_seconds)).contains(&n) => Some(n as u32),
         Some(n) => {
             return Err(SqsError::invalid_parameter(
                 "WaitTimeSeconds",
                 n,
-                "Must be >= 0 and <= 20, if provided.",
+                &format!(
+                    "Must be >= 0 and <= {}, if provided.",
+                    SQS.wait_time_max_seconds
+                ),
             ))
         }
     };
