@@ -545,13 +545,12 @@ impl Backend for Embedded {
                 self.simple(|e, now, j| e.delete_queue(now, &queue.name, j))
                     .await
             }
-            Action::GetQueueAttributes { queue, names } => {
+            Action::GetQueueAttributes { queue } => {
                 let info = self
                     .read(|e| e.queue_info(self.now_ms(), &queue.name))
                     .await?;
                 Ok(Outcome::QueueAttributes {
                     info: Box::new(info),
-                    names,
                 })
             }
             Action::SetQueueAttributes { queue, attributes } => {
@@ -609,8 +608,6 @@ impl Backend for Embedded {
                 queue,
                 request,
                 wait_time_seconds,
-                attribute_names,
-                message_attribute_names,
                 receive_request_attempt_id,
             } => {
                 let attempt_id = receive_request_attempt_id.as_deref();
@@ -627,8 +624,6 @@ impl Backend for Embedded {
                 self.log_deliveries(&queue.name, &deliveries);
                 Ok(Outcome::Received {
                     deliveries,
-                    attribute_names,
-                    message_attribute_names,
                     queue_name: Arc::from(queue.name),
                 })
             }

@@ -13,7 +13,7 @@ mod tests;
 use leaseq_core::{AttributeValue, Limits, MessageAttribute, ReceiveRequest, SendInput};
 use serde_json::Value;
 
-use crate::action::{Action, BatchEntry, Protocol, QueueRef};
+use crate::action::{Action, BatchEntry, Protocol, QueueRef, Shape};
 use crate::attributes;
 use crate::error::{ErrorCode, SqsError};
 use input::{parse_form, Input, Params};
@@ -45,18 +45,19 @@ const SQS: Limits = Limits::SQS;
 pub const GET_VISIBILITY_ADVICE: &str = "LeaseqGetVisibilityAdvice";
 
 /// Decodes a request. The error carries the protocol its response must use.
-pub fn decode(request: &RawRequest) -> Result<(Protocol, Action), (Protocol, SqsError)> {
+/// Beside the action comes the [`Shape`] its response takes, for `encode`.
+pub fn decode(request: &RawRequest) -> Result<(Protocol, Action, Shape), (Protocol, SqsError)> {
     match request.target {
         Some(target) => decode_json(target, request)
-            .map(|action| (Protocol::Json, action))
+            .map(|(action, shape)| (Protocol::Json, action, shape))
             .map_err(|error| (Protocol::Json, error)),
         None => decode_query(request)
-            .map(|action| (Protocol::Query, action))
+            .map(|(action, shape)| (Protocol::Query, action, shape))
             .map_err(|error| (Protocol::Query, error)),
     }
 }
 
-fn decode_json(target: &str, request: &RawRequest) -> Result<Action, SqsError> {
+fn decode_json(target: &str, request: &RawRequest) -> Result<(Action, Shape), SqsError> {
     let operation = target.strip_prefix("AmazonSQS.").ok_or_else(|| {
         SqsError::new(
             ErrorCode::InvalidAction,
@@ -82,7 +83,7 @@ fn decode_json(target: &str, request: &RawRequest) -> Result<Action, SqsError> {
     decode_action(operation, &Input::json(&object), request.path)
 }
 
-fn decode_query(request: &RawRequest) -> Result<Action, SqsError> {
+fn decode_query(request: &RawRequest) -> Result<(Action, Shape), SqsError> {
     let mut params = Params::new();
     if let Some(query) = request.query {
         parse_form(query.as_bytes(), &mut params)?;
@@ -102,7 +103,26 @@ fn decode_query(request: &RawRequest) -> Result<Action, SqsError> {
     decode_action(&action, &Input::query(&params), request.path)
 }
 
-fn decode_action(name: &str, input: &Input, path: &str) -> Result<Action, SqsError> {
+/// The action, and the shape of its response: the two actions whose requests select what the
+/// response shows are decoded here, the others by [`decode_plain`].
+fn decode_action(name: &str, input: &Input, path: &str) -> Result<(Action, Shape), SqsError> {
+    match name {
+        "GetQueueAttributes" => {
+            let queue = queue_ref(input, path)?;
+            let names = input.string_list("AttributeNames", "AttributeName")?;
+            attributes::check_readable(&names)?;
+            Ok((
+                Action::GetQueueAttributes { queue },
+                Shape::QueueAttributes { names },
+            ))
+        }
+        "ReceiveMessage" => receive_message(queue_ref(input, path)?, input),
+        _ => Ok((decode_plain(name, input, path)?, Shape::Whole)),
+    }
+}
+
+/// An action whose response shows all of its outcome.
+fn decode_plain(name: &str, input: &Input, path: &str) -> Result<Action, SqsError> {
     let queue = || queue_ref(input, path);
     Ok(match name {
         "CreateQueue" => create_queue(input)?,
@@ -117,12 +137,6 @@ fn decode_action(name: &str, input: &Input, path: &str) -> Result<Action, SqsErr
             next_token: input.string("NextToken", "NextToken")?,
         },
         "DeleteQueue" => Action::DeleteQueue { queue: queue()? },
-        "GetQueueAttributes" => {
-            let queue = queue()?;
-            let names = input.string_list("AttributeNames", "AttributeName")?;
-            attributes::check_readable(&names)?;
-            Action::GetQueueAttributes { queue, names }
-        }
         "SetQueueAttributes" => {
             let queue = queue()?;
             if !input.has_any("Attributes", "Attribute") {
@@ -142,7 +156,6 @@ fn decode_action(name: &str, input: &Input, path: &str) -> Result<Action, SqsErr
             message: send_input(input)?,
         },
         "SendMessageBatch" => send_message_batch(queue()?, input)?,
-        "ReceiveMessage" => receive_message(queue()?, input)?,
         "DeleteMessage" => Action::DeleteMessage {
             queue: queue()?,
             receipt: input.required_string("ReceiptHandle", "ReceiptHandle")?,
@@ -539,7 +552,7 @@ fn batch<T>(
         .collect()
 }
 
-fn receive_message(queue: QueueRef, input: &Input) -> Result<Action, SqsError> {
+fn receive_message(queue: QueueRef, input: &Input) -> Result<(Action, Shape), SqsError> {
     let max_messages = match input.integer("MaxNumberOfMessages", "MaxNumberOfMessages")? {
         None => 1,
         Some(n) if (1..=SQS.batch_size_max as i64).contains(&n) => n as usize,
@@ -582,7 +595,13 @@ fn receive_message(queue: QueueRef, input: &Input) -> Result<Action, SqsError> {
             attribute_names.push(name);
         }
     }
-    Ok(Action::ReceiveMessage {
+    // Read in the order they always were, so the first bad parameter reported stays the same.
+    let shape = Shape::Received {
+        attribute_names,
+        message_attribute_names: input
+            .string_list("MessageAttributeNames", "MessageAttributeName")?,
+    };
+    let action = Action::ReceiveMessage {
         queue,
         request: ReceiveRequest {
             max_messages,
@@ -590,12 +609,10 @@ fn receive_message(queue: QueueRef, input: &Input) -> Result<Action, SqsError> {
             client: None,
         },
         wait_time_seconds,
-        attribute_names,
-        message_attribute_names: input
-            .string_list("MessageAttributeNames", "MessageAttributeName")?,
         receive_request_attempt_id: input
             .string("ReceiveRequestAttemptId", "ReceiveRequestAttemptId")?,
-    })
+    };
+    Ok((action, shape))
 }
 
 impl Action {
