@@ -8,6 +8,8 @@
 
 pub mod action;
 pub mod attributes;
+#[cfg(feature = "client")]
+pub mod client;
 pub mod decode;
 pub mod encode;
 pub mod error;
