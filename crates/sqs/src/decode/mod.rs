@@ -3,7 +3,9 @@
 //! The protocol is chosen per request: a request with `X-Amz-Target: AmazonSQS.<Action>` is AWS
 //! JSON 1.0; any other is Query (`Action=<Action>&…`, form-encoded in a POST body or in the
 //! query string). Every check that needs no queue state happens here, so a request the engine
-//! sees is well formed; ranges that depend on the configured `Limits` are the engine's.
+//! sees is well formed; ranges that depend on the configured `Limits` are the engine's (the
+//! decoder checks SQS's own, `Limits::SQS`). Beside the action comes its response's [`Shape`]:
+//! what the request asked the response to show, which the backend has no use for.
 
 mod input;
 mod moves;
