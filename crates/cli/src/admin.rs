@@ -2,13 +2,11 @@
 //! API it serves (`ListQueues`, `GetQueueAttributes`) and leaseq's extra action
 //! `LeaseqGetVisibilityAdvice`.
 //!
-//! The client is a few lines of blocking HTTP/1.1 over one connection per request: these
-//! commands make a handful of small requests a second at most, so a runtime would only add
-//! weight.
+//! The client is `leaseq_sqs::client`, driven to completion call by call: these commands make
+//! a handful of small requests a second at most.
 
 use std::collections::BTreeMap;
-use std::io::{Read, Write};
-use std::net::{TcpStream, ToSocketAddrs};
+use std::io::Write;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context as _};
@@ -52,64 +50,27 @@ pub struct StatsArgs {
     interval: f64,
 }
 
-/// A JSON 1.0 client of one server.
+/// A blocking JSON 1.0 client of one server: `leaseq_sqs::client` on a runtime of its own
+/// thread, since these commands make a handful of calls a second at most.
 pub(crate) struct Client {
-    host: String,
-    addr: std::net::SocketAddr,
+    sqs: leaseq_sqs::client::Client,
+    runtime: tokio::runtime::Runtime,
 }
 
 impl Client {
     pub(crate) fn new(endpoint: &str) -> anyhow::Result<Client> {
-        let Some(rest) = endpoint.strip_prefix("http://") else {
-            bail!("--endpoint must be an http:// URL, not {endpoint:?}");
-        };
-        let host = rest.split('/').next().unwrap_or_default().to_string();
-        let addr = host
-            .to_socket_addrs()
-            .or_else(|_| format!("{host}:80").to_socket_addrs())
-            .with_context(|| format!("resolving {host}"))?
-            .next()
-            .with_context(|| format!("no address for {host}"))?;
-        Ok(Client { host, addr })
+        let sqs = leaseq_sqs::client::Client::new(endpoint)
+            .context("--endpoint")?
+            .with_timeout(REQUEST_TIMEOUT);
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        Ok(Client { sqs, runtime })
     }
 
     /// Calls `action` with `body`; an SQS error becomes an `Err` with its code and message.
     pub(crate) fn call(&self, action: &str, body: &Value) -> anyhow::Result<Value> {
-        let body = body.to_string();
-        let request = format!(
-            "POST / HTTP/1.1\r\nHost: {}\r\nConnection: close\r\nContent-Type: application/x-amz-json-1.0\r\nX-Amz-Target: AmazonSQS.{action}\r\nContent-Length: {}\r\n\r\n{body}",
-            self.host,
-            body.len()
-        );
-        let mut stream = TcpStream::connect_timeout(&self.addr, REQUEST_TIMEOUT)
-            .with_context(|| format!("connecting to {}", self.addr))?;
-        stream.set_read_timeout(Some(REQUEST_TIMEOUT))?;
-        stream.set_write_timeout(Some(REQUEST_TIMEOUT))?;
-        stream.write_all(request.as_bytes())?;
-        let mut response = Vec::new();
-        stream
-            .read_to_end(&mut response)
-            .with_context(|| format!("reading the answer to {action}"))?;
-        let text = String::from_utf8_lossy(&response);
-        let (head, body) = text
-            .split_once("\r\n\r\n")
-            .with_context(|| format!("malformed HTTP answer to {action}"))?;
-        let status: u16 = head
-            .split(' ')
-            .nth(1)
-            .and_then(|code| code.parse().ok())
-            .with_context(|| format!("no status in the answer to {action}"))?;
-        let value: Value = serde_json::from_str(body)
-            .with_context(|| format!("{action} answered {status} with a body that is not JSON"))?;
-        if status != 200 {
-            let code = value["__type"].as_str().unwrap_or("unknown error");
-            let code = code.rsplit('#').next().unwrap_or(code);
-            bail!(
-                "{action}: {code}: {}",
-                value["message"].as_str().unwrap_or("")
-            );
-        }
-        Ok(value)
+        Ok(self.runtime.block_on(self.sqs.call(action, body))?)
     }
 
     fn queue_urls(&self, prefix: &str) -> anyhow::Result<Vec<String>> {

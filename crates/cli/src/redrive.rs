@@ -10,11 +10,7 @@ use std::io::Write as _;
 use std::time::Duration;
 
 use anyhow::{bail, Context as _};
-use bytes::Bytes;
 use clap::{Args, Subcommand};
-use http_body_util::{BodyExt, Full};
-use hyper::Request;
-use hyper_util::rt::TokioIo;
 use serde_json::{json, Value};
 
 /// Where the server is.
@@ -373,49 +369,19 @@ async fn finish(client: &Client, queue: &str, watch: bool) -> anyhow::Result<()>
     }
 }
 
-/// A minimal JSON-protocol client (one connection per call: these are admin commands).
+/// The JSON-protocol client (`leaseq_sqs::client`) with the look-ups these commands share.
 struct Client {
-    authority: String,
+    sqs: leaseq_sqs::client::Client,
 }
 
 impl Client {
     fn new(endpoint: &str) -> anyhow::Result<Client> {
-        let uri: hyper::Uri = endpoint.parse().context("--endpoint is not a URL")?;
-        if uri.scheme_str() != Some("http") {
-            bail!("--endpoint must be an http:// URL");
-        }
-        let authority = uri.authority().context("--endpoint has no host")?;
-        let authority = match authority.port_u16() {
-            Some(_) => authority.to_string(),
-            None => format!("{}:80", authority.host()),
-        };
-        Ok(Client { authority })
+        let sqs = leaseq_sqs::client::Client::new(endpoint).context("--endpoint")?;
+        Ok(Client { sqs })
     }
 
     async fn call(&self, action: &str, body: Value) -> anyhow::Result<Value> {
-        let stream = tokio::net::TcpStream::connect(&self.authority)
-            .await
-            .with_context(|| format!("connecting to {}", self.authority))?;
-        let (mut sender, connection) =
-            hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
-        tokio::spawn(connection);
-        let request = Request::post("/")
-            .header("host", &self.authority)
-            .header("content-type", "application/x-amz-json-1.0")
-            .header("x-amz-target", format!("AmazonSQS.{action}"))
-            .body(Full::new(Bytes::from(body.to_string())))?;
-        let response = sender.send_request(request).await?;
-        let status = response.status();
-        let bytes = response.into_body().collect().await?.to_bytes();
-        let answer: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
-        if !status.is_success() {
-            bail!(
-                "{action}: {} {}",
-                answer["__type"].as_str().unwrap_or("error"),
-                answer["message"].as_str().unwrap_or_default()
-            );
-        }
-        Ok(answer)
+        Ok(self.sqs.call(action, &body).await?)
     }
 
     async fn url(&self, queue: &str) -> anyhow::Result<String> {

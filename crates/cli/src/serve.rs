@@ -314,7 +314,7 @@ async fn create_queue(service: &Service, queue: &QueueSpec) -> anyhow::Result<()
         body: body.as_bytes(),
     };
     let action: Action = match leaseq_sqs::decode(&request) {
-        Ok((_, action)) => action,
+        Ok((_, action, _)) => action,
         Err((_, error)) => bail!("{error}"),
     };
     service

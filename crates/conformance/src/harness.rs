@@ -424,13 +424,13 @@ async fn call(
             content_type: Some("application/x-amz-json-1.0"),
             body: &bytes,
         });
-        let (protocol, action) = match decoded {
+        let (protocol, action, shape) = match decoded {
             Ok(decoded) => decoded,
             Err((protocol, error)) => return encode_error(protocol, &error, &ctx),
         };
         let name = action.name();
         match service.execute(action, caller).await {
-            Ok(outcome) => encode(protocol, name, &outcome, &ctx),
+            Ok(outcome) => encode(protocol, name, &outcome, &shape, &ctx),
             Err(error) => encode_error(protocol, &error, &ctx),
         }
     }

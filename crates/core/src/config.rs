@@ -134,10 +134,7 @@ impl QueueConfigPatch {
 
 fn check_range(field: Field, value: u32, min: u32, max: u32) -> Result<u32> {
     if value < min || value > max {
-        return Err(Error::invalid(
-            field,
-            format!("must be between {min} and {max}, got {value}"),
-        ));
+        return Err(Error::out_of_range(field, value, min, max));
     }
     Ok(value)
 }
@@ -198,13 +195,11 @@ impl QueueConfig {
         if let Some(policy) = &patch.policy {
             let size_bytes = policy.as_deref().map_or(0, str::len);
             if size_bytes > limits.policy_size_max_bytes {
-                return Err(Error::invalid(
-                    Field::Policy,
-                    format!(
-                        "the policy is {size_bytes} bytes long; at most {} are allowed",
-                        limits.policy_size_max_bytes
-                    ),
-                ));
+                return Err(Error::TooLong {
+                    field: Field::Policy,
+                    len: size_bytes,
+                    max: limits.policy_size_max_bytes,
+                });
             }
             next.policy = policy.clone();
         }
@@ -229,7 +224,7 @@ impl QueueConfig {
             }
             None => {
                 if let Some(name) = patch.fifo_setting() {
-                    return Err(Error::InvalidAttributeName(name.into()));
+                    return Err(Error::UnknownSetting(name.into()));
                 }
             }
         }
@@ -311,7 +306,7 @@ mod tests {
             .unwrap_err();
         assert!(matches!(
             error,
-            Error::InvalidValue {
+            Error::TooLong {
                 field: Field::Policy,
                 ..
             }

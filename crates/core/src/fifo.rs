@@ -104,7 +104,7 @@ pub fn content_deduplication_id(body: &str) -> String {
 
 /// Checks a group id, deduplication id or attempt id: 1 to 128 characters, each alphanumeric
 /// or ASCII punctuation, as SQS checks them.
-pub fn check_token(field: Field, name: &str, value: &str) -> Result<()> {
+pub fn check_token(field: Field, value: &str) -> Result<()> {
     let valid = !value.is_empty()
         && value.len() <= TOKEN_LENGTH_MAX
         && value
@@ -113,12 +113,11 @@ pub fn check_token(field: Field, name: &str, value: &str) -> Result<()> {
     if valid {
         return Ok(());
     }
-    Err(Error::invalid(
+    Err(Error::Malformed {
         field,
-        format!(
-            "Value {value} for parameter {name} is invalid. Reason: {name} can only include alphanumeric and punctuation characters. 1 to {TOKEN_LENGTH_MAX} in length."
-        ),
-    ))
+        value: value.to_string(),
+        length_max: TOKEN_LENGTH_MAX,
+    })
 }
 
 /// A deduplication window entry: the message an id first enqueued.
@@ -449,16 +448,10 @@ mod tests {
             "!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~",
             &"x".repeat(128),
         ] {
-            assert!(
-                check_token(Field::MessageGroupId, "MessageGroupId", ok).is_ok(),
-                "{ok}"
-            );
+            assert!(check_token(Field::MessageGroupId, ok).is_ok(), "{ok}");
         }
         for bad in ["", " ", "a b", "é", &"x".repeat(129)] {
-            assert!(
-                check_token(Field::MessageGroupId, "MessageGroupId", bad).is_err(),
-                "{bad}"
-            );
+            assert!(check_token(Field::MessageGroupId, bad).is_err(), "{bad}");
         }
     }
 }

@@ -28,7 +28,7 @@ pub use engine::{
     Created, DeleteOutcome, Delivery, Engine, EngineConfig, FrozenEngine, Journal, LeaseView,
     QueueInfo, ReceiveRequest, Sent,
 };
-pub use error::{Error, Field, Result};
+pub use error::{AttributeProblem, Error, Field, Result, TargetProblem};
 pub use fifo::{DeduplicationScope, FifoConfig, FifoMessage, FifoThroughputLimit};
 pub use history::{Attempt, AttemptHistory, AttemptOutcome, Client};
 pub use limits::Limits;

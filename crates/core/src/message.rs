@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
 
-use crate::error::{Error, Field, Result};
+use crate::error::{AttributeProblem, Error, Field, Result};
 use crate::limits::Limits;
 
 /// A message's stable identity (a UUID), the same across all its delivery attempts.
@@ -207,31 +207,25 @@ impl SendInput {
 /// store with its size in bytes (body plus attributes, as SQS counts it).
 pub fn validate_send(input: SendInput, size_max_bytes: u32, limits: &Limits) -> Result<Payload> {
     if input.body.is_empty() {
-        return Err(Error::InvalidMessageContents(
-            "The request must contain the parameter MessageBody.".into(),
-        ));
+        return Err(Error::Missing(Field::MessageBody));
     }
     check_characters(&input.body, Field::MessageBody)?;
     if let Some(delay) = input.delay_seconds {
         if delay > limits.delay_max_seconds {
-            return Err(Error::invalid(
+            return Err(Error::out_of_range(
                 Field::MessageDelaySeconds,
-                format!(
-                    "Value {delay} for parameter DelaySeconds is invalid. Reason: DelaySeconds must be >= 0 and <= {}.",
-                    limits.delay_max_seconds
-                ),
+                delay,
+                0u32,
+                limits.delay_max_seconds,
             ));
         }
     }
     if input.attributes.len() > limits.message_attributes_max {
-        return Err(Error::invalid(
-            Field::MessageAttributes,
-            format!(
-                "Number of message attributes [{}] exceeds the allowed maximum [{}].",
-                input.attributes.len(),
-                limits.message_attributes_max
-            ),
-        ));
+        return Err(Error::TooMany {
+            field: Field::MessageAttributes,
+            count: input.attributes.len(),
+            max: limits.message_attributes_max,
+        });
     }
     let mut size_bytes = input.body.len();
     for (name, attribute) in &input.attributes {
@@ -273,25 +267,24 @@ fn check_characters(text: &str, field: Field) -> Result<()> {
         return Ok(());
     }
     if let Some(bad) = text.chars().find(|&c| !allowed(c)) {
-        let reason = format!(
-            "Invalid binary character '#x{:X}' was found in the message body, the set of allowed characters is #x9 | #xA | #xD | #x20 to #xD7FF | #xE000 to #xFFFD | #x10000 to #x10FFFF",
-            bad as u32
-        );
-        return Err(match field {
-            Field::MessageBody => Error::InvalidMessageContents(reason),
-            other => Error::invalid(other, reason),
+        return Err(Error::InvalidCharacter {
+            field,
+            character: bad,
         });
     }
     Ok(())
 }
 
 fn validate_attribute(name: &str, attribute: &MessageAttribute, limits: &Limits) -> Result<()> {
-    let bad = |reason: String| Err(Error::invalid(Field::MessageAttributes, reason));
-    if name.is_empty() || name.len() > limits.attribute_name_length_max {
-        return bad(format!(
-            "Message attribute name '{name}' must be 1 to {} characters long.",
-            limits.attribute_name_length_max
-        ));
+    let bad = |problem: AttributeProblem| {
+        Err(Error::InvalidMessageAttribute {
+            name: name.to_string(),
+            problem,
+        })
+    };
+    let length_max = limits.attribute_name_length_max;
+    if name.is_empty() || name.len() > length_max {
+        return bad(AttributeProblem::NameLength { length_max });
     }
     let name_chars_ok = name
         .chars()
@@ -304,24 +297,13 @@ fn validate_attribute(name: &str, attribute: &MessageAttribute, limits: &Limits)
         || lower.starts_with("aws.")
         || lower.starts_with("amazon.")
     {
-        return bad(format!(
-            "Message attribute name '{name}' is invalid: use A-Z, a-z, 0-9, '_', '-' and '.', no leading, trailing or repeated '.', and no 'AWS.' or 'Amazon.' prefix."
-        ));
+        return bad(AttributeProblem::NameCharacters);
     }
-    if attribute.data_type.len() > limits.attribute_name_length_max {
-        return bad(format!(
-            "Message attribute '{name}' has a data type longer than {} characters.",
-            limits.attribute_name_length_max
-        ));
+    if attribute.data_type.len() > length_max {
+        return bad(AttributeProblem::DataTypeLength { length_max });
     }
-    let value_missing = format!(
-        "The message attribute '{name}' must contain non-empty message attribute value for message attribute type '{}'.",
-        attribute.data_type
-    );
     match (attribute.base_type(), &attribute.value) {
-        (None, _) => bad(format!(
-            "The message attribute '{name}' has an invalid message attribute type, the set of supported type prefixes is Binary, Number, and String."
-        )),
+        (None, _) => bad(AttributeProblem::UnknownDataType),
         (Some(BaseType::Binary), AttributeValue::Binary(bytes)) if !bytes.is_empty() => Ok(()),
         (Some(BaseType::String), AttributeValue::Text(text)) if !text.is_empty() => {
             check_characters(text, Field::MessageAttributes)
@@ -330,12 +312,12 @@ fn validate_attribute(name: &str, attribute: &MessageAttribute, limits: &Limits)
             if is_sqs_number(text) {
                 Ok(())
             } else {
-                bad(format!(
-                    "Could not cast message attribute '{name}' value to number."
-                ))
+                bad(AttributeProblem::NotANumber)
             }
         }
-        _ => bad(value_missing),
+        _ => bad(AttributeProblem::MissingValue {
+            data_type: attribute.data_type.clone(),
+        }),
     }
 }
 

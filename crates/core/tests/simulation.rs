@@ -161,8 +161,9 @@ struct Model {
     gone: Vec<MessageId>,
 }
 
+/// An out-of-range error about `field`; [`same_error`] compares only the field.
 fn invalid(field: Field) -> Error {
-    Error::invalid(field, "")
+    Error::out_of_range(field, 0u32, 0u32, 0u32)
 }
 
 impl Model {
@@ -302,7 +303,7 @@ impl Model {
         let now_ms = self.advance(now_ms);
         let queue = self.queue(name)?;
         if body.is_empty() {
-            return Err(Error::InvalidMessageContents(String::new()));
+            return Err(Error::Missing(Field::MessageBody));
         }
         if delay_s.is_some_and(|d| d > 900) {
             return Err(invalid(Field::MessageDelaySeconds));
@@ -562,12 +563,11 @@ struct Sim {
     tally: RefCell<BTreeMap<String, u64>>,
 }
 
-/// Whether two errors are the same kind (and, for invalid values, about the same field).
+/// Whether two errors are the same kind (and, for values out of range, about the same field).
 fn same_error(a: &Error, b: &Error) -> bool {
     match (a, b) {
-        (Error::InvalidValue { field: x, .. }, Error::InvalidValue { field: y, .. }) => x == y,
+        (Error::OutOfRange { field: x, .. }, Error::OutOfRange { field: y, .. }) => x == y,
         (Error::QueueAlreadyExists(_), Error::QueueAlreadyExists(_)) => true,
-        (Error::InvalidMessageContents(_), Error::InvalidMessageContents(_)) => true,
         _ => a == b,
     }
 }

@@ -1,8 +1,9 @@
 //! The HTTP shell: one handler for every SQS request, plus `/health` and the dashboard page.
 //!
 //! A request's body is read up to a fixed bound before anything looks at it, so an oversized
-//! request costs at most that much memory. The protocol is chosen per request: AWS JSON 1.0 when
-//! `X-Amz-Target` is present, Query otherwise; the response (and any error) uses the same one.
+//! request costs at most that much memory. The protocol is chosen per request, by the rule of
+//! `leaseq_sqs::headers` (which also reads the sender's access key id); the response (and any
+//! error) uses the same one.
 //!
 //! [`serve`] is the accept loop of `leaseq serve`; [`router`] serves the same API as an axum
 //! `Router` for anyone who runs their own server (the tests do).
@@ -26,7 +27,7 @@ use axum::{BoxError, Router};
 use http_body_util::{BodyExt as _, Limited};
 use hyper::body::Body as HttpBody;
 use leaseq_sqs::error::SqsError;
-use leaseq_sqs::{Context, Protocol, RawRequest};
+use leaseq_sqs::{Context, RawRequest};
 
 use crate::metrics::{Metrics, RequestOutcome};
 use crate::service::{Api, Caller};
@@ -105,15 +106,12 @@ fn request_id() -> String {
     uuid.hyphenated().encode_lower(&mut buffer).to_owned()
 }
 
-/// The access key id of a SigV4 `Authorization` header (`Credential=AKID/...`), used as the
-/// sender id; signatures are not checked yet.
+/// The sender id: the access key id of the `Authorization` header, or the account id.
 fn sender_id(headers: &HeaderMap, account_id: &str) -> Arc<str> {
     headers
         .get(axum::http::header::AUTHORIZATION)
         .and_then(|h| h.to_str().ok())
-        .and_then(|h| h.split_once("Credential="))
-        .and_then(|(_, rest)| rest.split('/').next())
-        .filter(|key| !key.is_empty() && key.len() <= 128)
+        .and_then(leaseq_sqs::headers::access_key_id)
         .unwrap_or(account_id)
         .into()
 }
@@ -150,15 +148,13 @@ where
         account_id: config.account_id.clone(),
         request_id: request_id(),
     };
-    let target = headers.get("x-amz-target").and_then(|h| h.to_str().ok());
+    let target = headers
+        .get(leaseq_sqs::headers::TARGET)
+        .and_then(|h| h.to_str().ok());
     if method == Method::GET && uri.path() == "/" && uri.query().is_none() && target.is_none() {
         return crate::dashboard::page();
     }
-    let guessed = if target.is_some() {
-        Protocol::Json
-    } else {
-        Protocol::Query
-    };
+    let guessed = leaseq_sqs::headers::protocol(target);
     let body: Bytes = match Limited::new(body, config.request_body_max_bytes)
         .collect()
         .await
@@ -179,7 +175,7 @@ where
             .and_then(|h| h.to_str().ok()),
         body: &body,
     };
-    let (protocol, action) = match leaseq_sqs::decode(&raw) {
+    let (protocol, action, shape) = match leaseq_sqs::decode(&raw) {
         Ok(decoded) => decoded,
         Err((protocol, error)) => {
             return reply(leaseq_sqs::encode_error(protocol, &error, &context))
@@ -202,7 +198,7 @@ where
         metrics.observe_request(name, outcome, started.elapsed());
     }
     let response = match result {
-        Ok(outcome) => leaseq_sqs::encode(protocol, name, &outcome, &context),
+        Ok(outcome) => leaseq_sqs::encode(protocol, name, &outcome, &shape, &context),
         Err(error) => {
             if !error.is_sender_fault() {
                 tracing::error!(action = name, %error, "request failed on the server side");

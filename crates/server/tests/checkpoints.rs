@@ -68,8 +68,6 @@ async fn receive_and_delete(backend: &Service, max_messages: usize) -> usize {
             client: None,
         },
         wait_time_seconds: Some(0),
-        attribute_names: vec![],
-        message_attribute_names: vec![],
         receive_request_attempt_id: None,
     };
     let Outcome::Received { deliveries, .. } = execute(backend, action).await else {
@@ -243,8 +241,6 @@ async fn a_restart_after_a_checkpoint_keeps_leases_and_receipts() {
             client: None,
         },
         wait_time_seconds: Some(0),
-        attribute_names: vec![],
-        message_attribute_names: vec![],
         receive_request_attempt_id: None,
     };
     let Outcome::Received { deliveries, .. } = execute(&backend, action).await else {

@@ -70,7 +70,7 @@ fn action(name: &str, body: &Value) -> Action {
         body: body.as_bytes(),
     };
     match leaseq_sqs::decode(&request) {
-        Ok((_, action)) => action,
+        Ok((_, action, _)) => action,
         Err((_, error)) => panic!("{name} {body}: {error}"),
     }
 }

@@ -13,6 +13,7 @@ use tokio::net::TcpStream;
 async fn start() -> InProcessServer {
     InProcessServer::start_with(Options {
         request_body_max_bytes: 1024,
+        ..Options::default()
     })
     .await
 }

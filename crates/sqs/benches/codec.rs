@@ -127,8 +127,6 @@ fn workload(name: &str) -> Workload {
             );
             workload.received = Some(Outcome::Received {
                 deliveries: (0..BATCH).map(delivery).collect(),
-                attribute_names: vec!["All".into()],
-                message_attribute_names: vec!["All".into()],
                 queue_name: Arc::from("bench"),
             });
             workload
@@ -182,7 +180,7 @@ fn run_workload(workload: &Workload, ctx: &Context) -> usize {
         }),
         body: &workload.body,
     };
-    let (protocol, action) = decode(&request).expect("the workload's request is valid");
+    let (protocol, action, shape) = decode(&request).expect("the workload's request is valid");
     let name = action.name();
     let built;
     let outcome = match action {
@@ -203,7 +201,7 @@ fn run_workload(workload: &Workload, ctx: &Context) -> usize {
         Action::ReceiveMessage { .. } => workload.received.as_ref().expect("a receive outcome"),
         other => panic!("unexpected action {}", other.name()),
     };
-    let response = encode(protocol, name, outcome, ctx);
+    let response = encode(protocol, name, outcome, &shape, ctx);
     assert_eq!(response.status, 200);
     response.body.len()
 }

@@ -69,12 +69,10 @@ pub enum Action {
         /// The queue.
         queue: QueueRef,
     },
-    /// `GetQueueAttributes`.
+    /// `GetQueueAttributes` (the names requested are in its [`Shape`]).
     GetQueueAttributes {
         /// The queue.
         queue: QueueRef,
-        /// `AttributeNames`, validated (may contain `All`).
-        names: Vec<String>,
     },
     /// `SetQueueAttributes`.
     SetQueueAttributes {
@@ -102,7 +100,7 @@ pub enum Action {
         /// The messages (1–10, distinct valid ids, total size checked).
         entries: Vec<BatchEntry<SendInput>>,
     },
-    /// `ReceiveMessage`.
+    /// `ReceiveMessage` (the attributes each message shows are in its [`Shape`]).
     ReceiveMessage {
         /// The queue.
         queue: QueueRef,
@@ -110,10 +108,6 @@ pub enum Action {
         request: ReceiveRequest,
         /// `WaitTimeSeconds` (0–20); the queue's `ReceiveMessageWaitTimeSeconds` when `None`.
         wait_time_seconds: Option<u32>,
-        /// System attributes wanted (`AttributeNames` and `MessageSystemAttributeNames`).
-        attribute_names: Vec<String>,
-        /// Message attributes wanted (`All`, `.*`, `prefix.*` or exact names).
-        message_attribute_names: Vec<String>,
         /// `ReceiveRequestAttemptId` (FIFO only; accepted and ignored on standard queues).
         receive_request_attempt_id: Option<String>,
     },
@@ -258,4 +252,48 @@ pub enum Action {
         /// `MaxNumberOfMessages` (1–100, default 10).
         max_messages: usize,
     },
+}
+
+/// The part of a request that shapes its response and nothing else: which attributes to show.
+/// `decode` returns it beside the [`Action`] and `encode` takes it beside the `Outcome`, so a
+/// backend never sees (nor copies) these selections.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum Shape {
+    /// The response shows what the outcome holds.
+    #[default]
+    Whole,
+    /// `GetQueueAttributes`: the `AttributeNames` requested, validated (may contain `All`).
+    QueueAttributes {
+        /// The names.
+        names: Vec<String>,
+    },
+    /// `ReceiveMessage`: the attributes each message shows.
+    Received {
+        /// System attributes wanted (`AttributeNames` and `MessageSystemAttributeNames`).
+        attribute_names: Vec<String>,
+        /// Message attributes wanted (`All`, `.*`, `prefix.*` or exact names).
+        message_attribute_names: Vec<String>,
+    },
+}
+
+impl Shape {
+    /// The queue attributes requested (none but for `GetQueueAttributes`).
+    pub fn queue_attribute_names(&self) -> &[String] {
+        match self {
+            Shape::QueueAttributes { names } => names,
+            _ => &[],
+        }
+    }
+
+    /// The system and message attributes a received message shows (none but for
+    /// `ReceiveMessage`).
+    pub fn message_attribute_names(&self) -> (&[String], &[String]) {
+        match self {
+            Shape::Received {
+                attribute_names,
+                message_attribute_names,
+            } => (attribute_names, message_attribute_names),
+            _ => (&[], &[]),
+        }
+    }
 }

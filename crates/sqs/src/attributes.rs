@@ -245,7 +245,10 @@ fn parse_redrive_policy(value: &str) -> Result<Option<RedrivePolicy>, SqsError> 
         redrive_error(
             NAME,
             value,
-            &format!("Invalid value for maxReceiveCount: {count}, valid values are from 1 to 1000 both inclusive."),
+            &format!(
+                "Invalid value for maxReceiveCount: {count}, valid values are from 1 to {} both inclusive.",
+                leaseq_core::Limits::SQS.max_receive_count_max
+            ),
         )
     })?;
     Ok(Some(RedrivePolicy {

@@ -463,99 +463,298 @@ fn field_name(field: leaseq_core::Field) -> &'static str {
         ReceiveRequestAttemptId => "ReceiveRequestAttemptId",
         MaxNumberOfMessagesPerSecond => "MaxNumberOfMessagesPerSecond",
         DestinationArn => "DestinationArn",
+        SourceArn => "SourceArn",
+        TaskHandle => "TaskHandle",
     }
 }
 
-/// Maps an engine `InvalidValue` to the SQS code of its field: queue settings are
-/// `InvalidAttributeValue`, request parameters `InvalidParameterValue` (the engine names the two
-/// uses of `VisibilityTimeout` and `DelaySeconds` with distinct fields).
-fn invalid_value(field: leaseq_core::Field, reason: String) -> SqsError {
+/// Whether a field is a queue setting (its errors are `InvalidAttributeValue`) rather than a
+/// request parameter (`InvalidParameterValue`). The engine names the two uses of
+/// `VisibilityTimeout` and `DelaySeconds` with distinct fields.
+fn is_queue_setting(field: leaseq_core::Field) -> bool {
     use leaseq_core::Field::*;
+    matches!(
+        field,
+        VisibilityTimeout
+            | DelaySeconds
+            | MessageRetentionPeriod
+            | MaximumMessageSize
+            | ReceiveMessageWaitTimeSeconds
+            | Policy
+    )
+}
+
+/// An invalid value of `field` with a reason but not the value: a queue setting's
+/// `InvalidAttributeValue` ("Invalid value for the parameter …") or a request parameter's
+/// `InvalidParameterValue` ("Invalid value for parameter …"), as SQS words each.
+fn invalid_field(field: leaseq_core::Field, reason: impl fmt::Display) -> SqsError {
     let name = field_name(field);
-    let attribute = || {
+    if is_queue_setting(field) {
         SqsError::new(
             ErrorCode::InvalidAttributeValue,
             format!("Invalid value for the parameter {name}. Reason: {reason}"),
         )
-    };
-    let parameter = || {
-        if reason.starts_with("Value ") {
-            // Already in SQS's "Value x for parameter y is invalid. Reason: ..." form.
-            SqsError::invalid_parameter_value(reason.clone())
-        } else {
-            SqsError::invalid_parameter_value(format!(
-                "Invalid value for parameter {name}. Reason: {reason}"
-            ))
-        }
-    };
-    match field {
-        VisibilityTimeout
-        | DelaySeconds
-        | MessageRetentionPeriod
-        | MaximumMessageSize
-        | ReceiveMessageWaitTimeSeconds
-        | Policy => attribute(),
-        ReceiptHandle => SqsError::new(ErrorCode::ReceiptHandleIsInvalid, reason),
-        QueueName => SqsError::invalid_parameter_value(reason),
-        MessageBody => SqsError::new(ErrorCode::InvalidMessageContents, reason),
-        // "The queue should either have ContentBasedDeduplication enabled or
-        // MessageDeduplicationId provided explicitly", as SQS words it.
-        MessageDeduplicationId if !reason.starts_with("Value ") => {
-            SqsError::invalid_parameter_value(reason)
-        }
-        LeaseVisibilityTimeout
-        | MessageDelaySeconds
-        | RedrivePolicy
-        | RedriveAllowPolicy
-        | MaxNumberOfMessages
-        | WaitTimeSeconds
-        | MessageAttributes
-        | MessageSystemAttributes
-        | MessageGroupId
-        | MessageDeduplicationId
-        | ReceiveRequestAttemptId
-        | MaxNumberOfMessagesPerSecond
-        | DestinationArn
-        | Tags => parameter(),
+    } else {
+        SqsError::invalid_parameter_value(format!(
+            "Invalid value for parameter {name}. Reason: {reason}"
+        ))
     }
 }
 
-/// The one table from engine errors to SQS errors.
+/// A number out of range. Queue settings and `maxReceiveCount` say "must be between"; the
+/// request parameters use SQS's "Value x for parameter y is invalid" sentences.
+fn out_of_range(field: leaseq_core::Field, value: u64, min: u64, max: u64) -> SqsError {
+    use leaseq_core::Field::*;
+    let name = field_name(field);
+    let reason = match field {
+        MessageDelaySeconds => format!("DelaySeconds must be >= {min} and <= {max}."),
+        MaxNumberOfMessages => format!("Must be between {min} and {max}, if provided."),
+        _ if is_queue_setting(field) || field == RedrivePolicy => {
+            return invalid_field(
+                field,
+                format!("must be between {min} and {max}, got {value}"),
+            );
+        }
+        _ => format!("Must be between {min} and {max}."),
+    };
+    SqsError::invalid_parameter(name, value, &reason)
+}
+
+/// Too many entries of a field.
+fn too_many(field: leaseq_core::Field, count: usize, max: usize) -> SqsError {
+    match field {
+        leaseq_core::Field::Tags => {
+            SqsError::invalid_parameter_value(format!("Too many tags (limit {max})."))
+        }
+        leaseq_core::Field::MessageAttributes => invalid_field(
+            field,
+            format!("Number of message attributes [{count}] exceeds the allowed maximum [{max}]."),
+        ),
+        _ => invalid_field(
+            field,
+            format!("{count} exceeds the allowed maximum [{max}]."),
+        ),
+    }
+}
+
+/// A text field longer than allowed (today only a queue's `Policy`, whose bound is leaseq's own).
+fn too_long(field: leaseq_core::Field, len: usize, max: usize) -> SqsError {
+    let reason = match field {
+        leaseq_core::Field::Policy => {
+            format!("the policy is {len} bytes long; at most {max} are allowed")
+        }
+        _ => format!("it is {len} bytes long; at most {max} are allowed"),
+    };
+    invalid_field(field, reason)
+}
+
+/// An identifier with a bad length or character: a queue name in `CreateQueue`'s words, a FIFO
+/// group, deduplication or attempt id in `SendMessage`'s and `ReceiveMessage`'s.
+fn malformed(field: leaseq_core::Field, value: &str, length_max: usize) -> SqsError {
+    let name = field_name(field);
+    match field {
+        leaseq_core::Field::QueueName => SqsError::invalid_parameter_value(format!(
+            "Can only include alphanumeric characters, hyphens, or underscores. 1 to {length_max} in length"
+        )),
+        _ => SqsError::invalid_parameter(
+            name,
+            value,
+            &format!(
+                "{name} can only include alphanumeric and punctuation characters. 1 to {length_max} in length."
+            ),
+        ),
+    }
+}
+
+/// A character outside XML 1.0's set. SQS's sentence names the message body even when the
+/// character is in an attribute value.
+fn invalid_character(field: leaseq_core::Field, character: char) -> SqsError {
+    let reason = format!(
+        "Invalid binary character '#x{:X}' was found in the message body, the set of allowed characters is #x9 | #xA | #xD | #x20 to #xD7FF | #xE000 to #xFFFD | #x10000 to #x10FFFF",
+        character as u32
+    );
+    match field {
+        leaseq_core::Field::MessageBody => SqsError::new(ErrorCode::InvalidMessageContents, reason),
+        other => invalid_field(other, reason),
+    }
+}
+
+/// One malformed message attribute, as `SendMessage` reports it.
+fn invalid_message_attribute(name: &str, problem: &leaseq_core::AttributeProblem) -> SqsError {
+    use leaseq_core::AttributeProblem::*;
+    let reason = match problem {
+        NameLength { length_max } => {
+            format!("Message attribute name '{name}' must be 1 to {length_max} characters long.")
+        }
+        NameCharacters => format!(
+            "Message attribute name '{name}' is invalid: use A-Z, a-z, 0-9, '_', '-' and '.', no leading, trailing or repeated '.', and no 'AWS.' or 'Amazon.' prefix."
+        ),
+        DataTypeLength { length_max } => format!(
+            "Message attribute '{name}' has a data type longer than {length_max} characters."
+        ),
+        UnknownDataType => format!(
+            "The message attribute '{name}' has an invalid message attribute type, the set of supported type prefixes is Binary, Number, and String."
+        ),
+        MissingValue { data_type } => format!(
+            "The message attribute '{name}' must contain non-empty message attribute value for message attribute type '{data_type}'."
+        ),
+        NotANumber => format!("Could not cast message attribute '{name}' value to number."),
+    };
+    invalid_field(leaseq_core::Field::MessageAttributes, reason)
+}
+
+/// A required field that is missing. SQS answers an empty body with `InvalidMessageContents`,
+/// and a FIFO send without a deduplication id (on a queue without content-based deduplication)
+/// with its own sentence.
+fn missing(field: leaseq_core::Field) -> SqsError {
+    match field {
+        leaseq_core::Field::MessageBody => SqsError::new(
+            ErrorCode::InvalidMessageContents,
+            "The request must contain the parameter MessageBody.",
+        ),
+        leaseq_core::Field::MessageDeduplicationId => SqsError::invalid_parameter_value(
+            "The queue should either have ContentBasedDeduplication enabled or MessageDeduplicationId provided explicitly",
+        ),
+        other => SqsError::missing_parameter(field_name(other)),
+    }
+}
+
+/// A queue or task that a field names and that does not exist.
+fn not_found(field: leaseq_core::Field) -> SqsError {
+    match field {
+        leaseq_core::Field::RedrivePolicy => {
+            invalid_field(field, "Dead letter target does not exist")
+        }
+        leaseq_core::Field::TaskHandle => {
+            SqsError::new(ErrorCode::ResourceNotFound, "The task does not exist.")
+        }
+        other => SqsError::new(
+            ErrorCode::ResourceNotFound,
+            format!(
+                "The resource that you specified for the {} parameter doesn't exist.",
+                field_name(other)
+            ),
+        ),
+    }
+}
+
+/// A dead-letter queue (`RedrivePolicy`) or move destination (`DestinationArn`) refused.
+fn invalid_target(
+    field: leaseq_core::Field,
+    queue: &str,
+    target: &str,
+    source_fifo: bool,
+    problem: leaseq_core::TargetProblem,
+) -> SqsError {
+    use leaseq_core::TargetProblem::*;
+    let dead_letter = field == leaseq_core::Field::RedrivePolicy;
+    let kind = if source_fifo { "a FIFO" } else { "a standard" };
+    let reason = match (dead_letter, problem) {
+        (true, OtherKind) => {
+            format!("The dead-letter queue of {kind} queue must also be {kind} queue.")
+        }
+        (true, Itself) => "A queue cannot be its own dead letter queue".to_string(),
+        (true, NotAllowed) => format!(
+            "The RedriveAllowPolicy of {target} does not allow {queue} to use it as a dead letter queue"
+        ),
+        (false, Itself) => "The destination queue must differ from the source queue.".to_string(),
+        (false, OtherKind) => format!(
+            "The destination queue {target} is not of the same kind (FIFO or standard) as the source queue."
+        ),
+        (false, NotAllowed) => format!(
+            "The RedriveAllowPolicy of {queue} does not allow moving messages to {target}."
+        ),
+    };
+    invalid_field(field, reason)
+}
+
+/// The errors about a move task's state (SQS's `UnsupportedOperation`).
+fn move_refused(error: &leaseq_core::Error) -> SqsError {
+    use leaseq_core::Error;
+    let message = match error {
+        Error::NotADeadLetterQueue => {
+            "Source queue must be configured as a Dead Letter Queue.".to_string()
+        }
+        Error::MoveTaskActive => "There is already a task running. Only one active task is allowed for a source queue arn at a given time.".to_string(),
+        Error::MoveTaskFinished { status } => {
+            format!("The task is {status:?}: only a running or paused task can change.")
+        }
+        Error::MoveTaskAtLimit { .. } => {
+            "The task reached its message limit: raise or remove the limit to resume it.".to_string()
+        }
+        _ => "The queue has no dead-letter queue (RedrivePolicy) to fail a message to.".to_string(),
+    };
+    SqsError::new(ErrorCode::UnsupportedOperation, message)
+}
+
+/// The one table from engine errors to SQS errors: the code, and the sentence built from the
+/// error's data.
 impl From<leaseq_core::Error> for SqsError {
     fn from(error: leaseq_core::Error) -> SqsError {
         use leaseq_core::Error;
-        let message = error.to_string();
         match error {
-            Error::QueueDoesNotExist => SqsError::new(ErrorCode::QueueDoesNotExist, message),
-            Error::QueueAlreadyExists(_) => SqsError::new(ErrorCode::QueueNameExists, message),
-            Error::InvalidValue { field, reason } => invalid_value(field, reason),
-            Error::PurgeInProgress => SqsError::new(ErrorCode::PurgeQueueInProgress, message),
-            Error::MessageTooLong { .. } => SqsError::invalid_parameter_value(message),
-            Error::InvalidMessageContents(reason) => {
-                SqsError::new(ErrorCode::InvalidMessageContents, reason)
+            Error::QueueDoesNotExist => SqsError::new(
+                ErrorCode::QueueDoesNotExist,
+                "The specified queue does not exist.",
+            ),
+            Error::QueueAlreadyExists(setting) => SqsError::new(
+                ErrorCode::QueueNameExists,
+                format!("A queue already exists with the same name and a different value for attribute {setting}"),
+            ),
+            Error::OutOfRange { field, value, min, max } => out_of_range(field, value, min, max),
+            Error::TooLong { field, len, max } => too_long(field, len, max),
+            Error::TooMany { field, count, max } => too_many(field, count, max),
+            Error::Malformed { field, value, length_max } => malformed(field, &value, length_max),
+            Error::FifoNameMismatch { length_max, .. } => SqsError::invalid_parameter_value(format!(
+                "The name of a FIFO queue can only include alphanumeric characters, hyphens, or underscores, must end with .fifo suffix and be 1 to {length_max} in length."
+            )),
+            Error::NotForQueueType { field, value } => SqsError::invalid_parameter(
+                field_name(field),
+                value,
+                "The request include parameter that is not valid for this queue type.",
+            ),
+            Error::InvalidCharacter { field, character } => invalid_character(field, character),
+            Error::InvalidMessageAttribute { name, problem } => {
+                invalid_message_attribute(&name, &problem)
             }
-            Error::OverLimit { .. } => SqsError::new(ErrorCode::OverLimit, message),
-            Error::ReceiptHandleIsInvalid => {
-                SqsError::new(ErrorCode::ReceiptHandleIsInvalid, message)
+            Error::Missing(field) => missing(field),
+            Error::NotFound(field) => not_found(field),
+            Error::InvalidTarget { field, queue, target, source_fifo, problem } => {
+                invalid_target(field, &queue, &target, source_fifo, problem)
             }
+            Error::PurgeInProgress => SqsError::new(
+                ErrorCode::PurgeQueueInProgress,
+                "Only one PurgeQueue operation on a queue is allowed every 60 seconds.",
+            ),
+            Error::MessageTooLong { max_bytes, .. } => SqsError::invalid_parameter_value(format!(
+                "One or more parameters are invalid. Reason: Message must be shorter than {max_bytes} bytes."
+            )),
+            Error::OverLimit { in_flight_max } => SqsError::new(
+                ErrorCode::OverLimit,
+                format!("Too many messages in flight (limit {in_flight_max})."),
+            ),
+            Error::ReceiptHandleIsInvalid => SqsError::new(
+                ErrorCode::ReceiptHandleIsInvalid,
+                "The input receipt handle is invalid.",
+            ),
             Error::ReceiptSuperseded => SqsError::invalid_parameter_value(
                 "Value for parameter ReceiptHandle is invalid. Reason: The receipt handle has expired.",
             ),
             Error::MessageNotInFlight => SqsError::invalid_parameter_value(
                 "Value for parameter ReceiptHandle is invalid. Reason: Message does not exist or is not available for visibility timeout change.",
             ),
-            Error::LeaseTooLong { .. } => SqsError::invalid_parameter_value(format!(
-                "Value for parameter VisibilityTimeout is invalid. Reason: {message}."
+            Error::LeaseTooLong { max_seconds } => SqsError::invalid_parameter_value(format!(
+                "Value for parameter VisibilityTimeout is invalid. Reason: Total VisibilityTimeout for the message is beyond the limit [{max_seconds} seconds]."
             )),
-            Error::TooManyTags { .. } => SqsError::invalid_parameter_value(message),
-            Error::MissingParameter(name) => SqsError::missing_parameter(name),
-            Error::InvalidAttributeName(_) => {
-                SqsError::new(ErrorCode::InvalidAttributeName, message)
-            }
-            Error::ResourceNotFound(reason) => SqsError::new(ErrorCode::ResourceNotFound, reason),
-            Error::UnsupportedOperation(reason) => {
-                SqsError::new(ErrorCode::UnsupportedOperation, reason)
-            }
+            Error::UnknownSetting(name) => SqsError::new(
+                ErrorCode::InvalidAttributeName,
+                format!("Unknown Attribute {name}."),
+            ),
+            Error::NotADeadLetterQueue
+            | Error::MoveTaskActive
+            | Error::MoveTaskFinished { .. }
+            | Error::MoveTaskAtLimit { .. }
+            | Error::NoDeadLetterQueue => move_refused(&error),
         }
     }
 }
@@ -628,63 +827,159 @@ mod tests {
         );
     }
 
+    /// The code and exact sentence a client receives for an engine error.
+    fn wire(error: Error) -> (ErrorCode, String) {
+        let mapped = SqsError::from(error);
+        (mapped.code, mapped.message)
+    }
+
+    /// Pins every engine error's code and sentence. The sentences are SQS's where SQS documents
+    /// or sends one: the AWS SQS API reference (`API_ReceiveMessage`, `API_SendMessage`,
+    /// `API_ChangeMessageVisibility`, `API_CreateQueue`, `API_SetQueueAttributes`,
+    /// `API_PurgeQueue`, `API_StartMessageMoveTask`, "Common Errors") names the codes and the
+    /// bounds (MaxNumberOfMessages 1 to 10, VisibilityTimeout 0 to 43 200, DelaySeconds 0 to
+    /// 900, group and deduplication ids of 1 to 128 alphanumeric and punctuation characters, the
+    /// XML 1.0 character set of a body, one purge every 60 seconds), and the "Value … for
+    /// parameter … is invalid. Reason: …" form is the one SQS's service framework sends.
+    /// Sentences about leaseq's own bounds and actions (a policy's size, move-task states) are
+    /// leaseq's.
     #[test]
     #[rustfmt::skip]
-    fn core_errors_map_to_sqs_codes() {
-        let cases: Vec<(Error, ErrorCode)> = vec![
-            (Error::QueueDoesNotExist, ErrorCode::QueueDoesNotExist),
-            (Error::QueueAlreadyExists("DelaySeconds".into()), ErrorCode::QueueNameExists),
-            (Error::PurgeInProgress, ErrorCode::PurgeQueueInProgress),
-            (Error::MessageTooLong { size_bytes: 9, max_bytes: 8 }, ErrorCode::InvalidParameterValue),
-            (Error::InvalidMessageContents("x".into()), ErrorCode::InvalidMessageContents),
-            (Error::OverLimit { in_flight_max: 3 }, ErrorCode::OverLimit),
-            (Error::ReceiptHandleIsInvalid, ErrorCode::ReceiptHandleIsInvalid),
-            (Error::ReceiptSuperseded, ErrorCode::InvalidParameterValue),
-            (Error::MessageNotInFlight, ErrorCode::InvalidParameterValue),
-            (Error::LeaseTooLong { max_seconds: 43_200 }, ErrorCode::InvalidParameterValue),
-            (Error::TooManyTags { tags_max: 50 }, ErrorCode::InvalidParameterValue),
-            (Error::invalid(Field::MessageRetentionPeriod, "must be between 60 and 1209600, got 1"), ErrorCode::InvalidAttributeValue),
-            (Error::invalid(Field::VisibilityTimeout, "must be between 0 and 43200, got 50000"), ErrorCode::InvalidAttributeValue),
-            (Error::invalid(Field::LeaseVisibilityTimeout, "Value 50000 for parameter VisibilityTimeout is invalid. Reason: x"), ErrorCode::InvalidParameterValue),
-            (Error::invalid(Field::MessageDelaySeconds, "Value 901 for parameter DelaySeconds is invalid. Reason: x"), ErrorCode::InvalidParameterValue),
-            (Error::invalid(Field::RedrivePolicy, "Dead letter target does not exist"), ErrorCode::InvalidParameterValue),
-            (Error::invalid(Field::QueueName, "Can only include alphanumeric characters"), ErrorCode::InvalidParameterValue),
-            (Error::invalid(Field::MessageAttributes, "bad"), ErrorCode::InvalidParameterValue),
-            (Error::MissingParameter("MessageGroupId"), ErrorCode::MissingParameter),
-            (Error::InvalidAttributeName("FifoQueue".into()), ErrorCode::InvalidAttributeName),
-            (Error::invalid(Field::MessageGroupId, "Value a b for parameter MessageGroupId is invalid. Reason: x"), ErrorCode::InvalidParameterValue),
-            (Error::invalid(Field::ReceiveRequestAttemptId, "Value a b for parameter ReceiveRequestAttemptId is invalid. Reason: x"), ErrorCode::InvalidParameterValue),
+    fn every_core_error_has_its_sqs_sentence() {
+        use leaseq_core::{AttributeProblem, MoveStatus, TargetProblem};
+        use ErrorCode::*;
+        let target = |field, problem, source_fifo| Error::InvalidTarget {
+            field, queue: "src".into(), target: "dst".into(), source_fifo, problem,
+        };
+        let attribute = |problem| Error::InvalidMessageAttribute { name: "a".into(), problem };
+        let cases: Vec<(Error, ErrorCode, &str)> = vec![
+            (Error::QueueDoesNotExist, QueueDoesNotExist, "The specified queue does not exist."),
+            (Error::QueueAlreadyExists("DelaySeconds".into()), QueueNameExists,
+             "A queue already exists with the same name and a different value for attribute DelaySeconds"),
+            (Error::out_of_range(Field::VisibilityTimeout, 50_000u32, 0u32, 43_200u32), InvalidAttributeValue,
+             "Invalid value for the parameter VisibilityTimeout. Reason: must be between 0 and 43200, got 50000"),
+            (Error::out_of_range(Field::MessageRetentionPeriod, 59u32, 60u32, 1_209_600u32), InvalidAttributeValue,
+             "Invalid value for the parameter MessageRetentionPeriod. Reason: must be between 60 and 1209600, got 59"),
+            (Error::out_of_range(Field::DelaySeconds, 901u32, 0u32, 900u32), InvalidAttributeValue,
+             "Invalid value for the parameter DelaySeconds. Reason: must be between 0 and 900, got 901"),
+            (Error::out_of_range(Field::MaximumMessageSize, 1023u32, 1024u32, 1_048_576u32), InvalidAttributeValue,
+             "Invalid value for the parameter MaximumMessageSize. Reason: must be between 1024 and 1048576, got 1023"),
+            (Error::out_of_range(Field::ReceiveMessageWaitTimeSeconds, 21u32, 0u32, 20u32), InvalidAttributeValue,
+             "Invalid value for the parameter ReceiveMessageWaitTimeSeconds. Reason: must be between 0 and 20, got 21"),
+            (Error::out_of_range(Field::RedrivePolicy, 1001u32, 1u32, 1000u32), InvalidParameterValue,
+             "Invalid value for parameter RedrivePolicy. Reason: must be between 1 and 1000, got 1001"),
+            (Error::out_of_range(Field::MessageDelaySeconds, 901u32, 0u32, 900u32), InvalidParameterValue,
+             "Value 901 for parameter DelaySeconds is invalid. Reason: DelaySeconds must be >= 0 and <= 900."),
+            (Error::out_of_range(Field::MaxNumberOfMessages, 11u32, 1u32, 10u32), InvalidParameterValue,
+             "Value 11 for parameter MaxNumberOfMessages is invalid. Reason: Must be between 1 and 10, if provided."),
+            (Error::out_of_range(Field::LeaseVisibilityTimeout, 43_201u32, 0u32, 43_200u32), InvalidParameterValue,
+             "Value 43201 for parameter VisibilityTimeout is invalid. Reason: Must be between 0 and 43200."),
+            (Error::out_of_range(Field::MaxNumberOfMessagesPerSecond, 501u32, 1u32, 500u32), InvalidParameterValue,
+             "Value 501 for parameter MaxNumberOfMessagesPerSecond is invalid. Reason: Must be between 1 and 500."),
+            (Error::TooLong { field: Field::Policy, len: 9, max: 8 }, InvalidAttributeValue,
+             "Invalid value for the parameter Policy. Reason: the policy is 9 bytes long; at most 8 are allowed"),
+            (Error::TooMany { field: Field::Tags, count: 51, max: 50 }, InvalidParameterValue, "Too many tags (limit 50)."),
+            (Error::TooMany { field: Field::MessageAttributes, count: 11, max: 10 }, InvalidParameterValue,
+             "Invalid value for parameter MessageAttributes. Reason: Number of message attributes [11] exceeds the allowed maximum [10]."),
+            (Error::Malformed { field: Field::QueueName, value: "a/b".into(), length_max: 80 }, InvalidParameterValue,
+             "Can only include alphanumeric characters, hyphens, or underscores. 1 to 80 in length"),
+            (Error::Malformed { field: Field::MessageGroupId, value: "a b".into(), length_max: 128 }, InvalidParameterValue,
+             "Value a b for parameter MessageGroupId is invalid. Reason: MessageGroupId can only include alphanumeric and punctuation characters. 1 to 128 in length."),
+            (Error::Malformed { field: Field::MessageDeduplicationId, value: "é".into(), length_max: 128 }, InvalidParameterValue,
+             "Value é for parameter MessageDeduplicationId is invalid. Reason: MessageDeduplicationId can only include alphanumeric and punctuation characters. 1 to 128 in length."),
+            (Error::Malformed { field: Field::ReceiveRequestAttemptId, value: "a b".into(), length_max: 128 }, InvalidParameterValue,
+             "Value a b for parameter ReceiveRequestAttemptId is invalid. Reason: ReceiveRequestAttemptId can only include alphanumeric and punctuation characters. 1 to 128 in length."),
+            (Error::FifoNameMismatch { name: "jobs.fifo".into(), length_max: 80 }, InvalidParameterValue,
+             "The name of a FIFO queue can only include alphanumeric characters, hyphens, or underscores, must end with .fifo suffix and be 1 to 80 in length."),
+            (Error::NotForQueueType { field: Field::MessageDeduplicationId, value: "d".into() }, InvalidParameterValue,
+             "Value d for parameter MessageDeduplicationId is invalid. Reason: The request include parameter that is not valid for this queue type."),
+            (Error::NotForQueueType { field: Field::MessageDelaySeconds, value: "5".into() }, InvalidParameterValue,
+             "Value 5 for parameter DelaySeconds is invalid. Reason: The request include parameter that is not valid for this queue type."),
+            (Error::InvalidCharacter { field: Field::MessageBody, character: '\u{0}' }, InvalidMessageContents,
+             "Invalid binary character '#x0' was found in the message body, the set of allowed characters is #x9 | #xA | #xD | #x20 to #xD7FF | #xE000 to #xFFFD | #x10000 to #x10FFFF"),
+            (Error::InvalidCharacter { field: Field::MessageSystemAttributes, character: '\u{FFFE}' }, InvalidParameterValue,
+             "Invalid value for parameter MessageSystemAttributes. Reason: Invalid binary character '#xFFFE' was found in the message body, the set of allowed characters is #x9 | #xA | #xD | #x20 to #xD7FF | #xE000 to #xFFFD | #x10000 to #x10FFFF"),
+            (Error::InvalidCharacter { field: Field::MessageAttributes, character: '\u{1}' }, InvalidParameterValue,
+             "Invalid value for parameter MessageAttributes. Reason: Invalid binary character '#x1' was found in the message body, the set of allowed characters is #x9 | #xA | #xD | #x20 to #xD7FF | #xE000 to #xFFFD | #x10000 to #x10FFFF"),
+            (attribute(AttributeProblem::NameLength { length_max: 256 }), InvalidParameterValue,
+             "Invalid value for parameter MessageAttributes. Reason: Message attribute name 'a' must be 1 to 256 characters long."),
+            (attribute(AttributeProblem::NameCharacters), InvalidParameterValue,
+             "Invalid value for parameter MessageAttributes. Reason: Message attribute name 'a' is invalid: use A-Z, a-z, 0-9, '_', '-' and '.', no leading, trailing or repeated '.', and no 'AWS.' or 'Amazon.' prefix."),
+            (attribute(AttributeProblem::DataTypeLength { length_max: 256 }), InvalidParameterValue,
+             "Invalid value for parameter MessageAttributes. Reason: Message attribute 'a' has a data type longer than 256 characters."),
+            (attribute(AttributeProblem::UnknownDataType), InvalidParameterValue,
+             "Invalid value for parameter MessageAttributes. Reason: The message attribute 'a' has an invalid message attribute type, the set of supported type prefixes is Binary, Number, and String."),
+            (attribute(AttributeProblem::MissingValue { data_type: "String".into() }), InvalidParameterValue,
+             "Invalid value for parameter MessageAttributes. Reason: The message attribute 'a' must contain non-empty message attribute value for message attribute type 'String'."),
+            (attribute(AttributeProblem::NotANumber), InvalidParameterValue,
+             "Invalid value for parameter MessageAttributes. Reason: Could not cast message attribute 'a' value to number."),
+            (Error::Missing(Field::MessageBody), InvalidMessageContents, "The request must contain the parameter MessageBody."),
+            (Error::Missing(Field::MessageGroupId), MissingParameter, "The request must contain the parameter MessageGroupId."),
+            (Error::Missing(Field::MessageDeduplicationId), InvalidParameterValue,
+             "The queue should either have ContentBasedDeduplication enabled or MessageDeduplicationId provided explicitly"),
+            (Error::NotFound(Field::RedrivePolicy), InvalidParameterValue,
+             "Invalid value for parameter RedrivePolicy. Reason: Dead letter target does not exist"),
+            (Error::NotFound(Field::SourceArn), ResourceNotFound,
+             "The resource that you specified for the SourceArn parameter doesn't exist."),
+            (Error::NotFound(Field::DestinationArn), ResourceNotFound,
+             "The resource that you specified for the DestinationArn parameter doesn't exist."),
+            (Error::NotFound(Field::TaskHandle), ResourceNotFound, "The task does not exist."),
+            (target(Field::RedrivePolicy, TargetProblem::OtherKind, false), InvalidParameterValue,
+             "Invalid value for parameter RedrivePolicy. Reason: The dead-letter queue of a standard queue must also be a standard queue."),
+            (target(Field::RedrivePolicy, TargetProblem::OtherKind, true), InvalidParameterValue,
+             "Invalid value for parameter RedrivePolicy. Reason: The dead-letter queue of a FIFO queue must also be a FIFO queue."),
+            (target(Field::RedrivePolicy, TargetProblem::Itself, false), InvalidParameterValue,
+             "Invalid value for parameter RedrivePolicy. Reason: A queue cannot be its own dead letter queue"),
+            (target(Field::RedrivePolicy, TargetProblem::NotAllowed, false), InvalidParameterValue,
+             "Invalid value for parameter RedrivePolicy. Reason: The RedriveAllowPolicy of dst does not allow src to use it as a dead letter queue"),
+            (target(Field::DestinationArn, TargetProblem::Itself, false), InvalidParameterValue,
+             "Invalid value for parameter DestinationArn. Reason: The destination queue must differ from the source queue."),
+            (target(Field::DestinationArn, TargetProblem::OtherKind, false), InvalidParameterValue,
+             "Invalid value for parameter DestinationArn. Reason: The destination queue dst is not of the same kind (FIFO or standard) as the source queue."),
+            (target(Field::DestinationArn, TargetProblem::NotAllowed, false), InvalidParameterValue,
+             "Invalid value for parameter DestinationArn. Reason: The RedriveAllowPolicy of src does not allow moving messages to dst."),
+            (Error::PurgeInProgress, PurgeQueueInProgress, "Only one PurgeQueue operation on a queue is allowed every 60 seconds."),
+            (Error::MessageTooLong { size_bytes: 9, max_bytes: 8 }, InvalidParameterValue,
+             "One or more parameters are invalid. Reason: Message must be shorter than 8 bytes."),
+            (Error::OverLimit { in_flight_max: 3 }, OverLimit, "Too many messages in flight (limit 3)."),
+            (Error::ReceiptHandleIsInvalid, ReceiptHandleIsInvalid, "The input receipt handle is invalid."),
+            (Error::ReceiptSuperseded, InvalidParameterValue,
+             "Value for parameter ReceiptHandle is invalid. Reason: The receipt handle has expired."),
+            (Error::MessageNotInFlight, InvalidParameterValue,
+             "Value for parameter ReceiptHandle is invalid. Reason: Message does not exist or is not available for visibility timeout change."),
+            (Error::LeaseTooLong { max_seconds: 43_200 }, InvalidParameterValue,
+             "Value for parameter VisibilityTimeout is invalid. Reason: Total VisibilityTimeout for the message is beyond the limit [43200 seconds]."),
+            (Error::UnknownSetting("FifoQueue".into()), InvalidAttributeName, "Unknown Attribute FifoQueue."),
+            (Error::NotADeadLetterQueue, UnsupportedOperation, "Source queue must be configured as a Dead Letter Queue."),
+            (Error::MoveTaskActive, UnsupportedOperation,
+             "There is already a task running. Only one active task is allowed for a source queue arn at a given time."),
+            (Error::MoveTaskFinished { status: MoveStatus::Completed }, UnsupportedOperation,
+             "The task is Completed: only a running or paused task can change."),
+            (Error::MoveTaskAtLimit { limit: 5 }, UnsupportedOperation,
+             "The task reached its message limit: raise or remove the limit to resume it."),
+            (Error::NoDeadLetterQueue, UnsupportedOperation,
+             "The queue has no dead-letter queue (RedrivePolicy) to fail a message to."),
         ];
-        for (error, code) in cases {
-            let mapped = SqsError::from(error.clone());
-            assert_eq!(mapped.code, code, "{error:?}");
-            assert!(!mapped.message.is_empty());
+        for (error, code, message) in cases {
+            assert!(error.is_client_fault());
+            assert_eq!(wire(error.clone()), (code, message.to_string()), "{error:?}");
         }
-        let expired = SqsError::from(Error::ReceiptSuperseded);
-        assert!(expired
-            .message
-            .ends_with("Reason: The receipt handle has expired."));
-        let no_dedup = SqsError::from(Error::invalid(
-            Field::MessageDeduplicationId,
-            "The queue should either have ContentBasedDeduplication enabled or MessageDeduplicationId provided explicitly",
-        ));
-        assert_eq!(
-            (no_dedup.code, no_dedup.message.as_str()),
-            (ErrorCode::InvalidParameterValue, "The queue should either have ContentBasedDeduplication enabled or MessageDeduplicationId provided explicitly")
-        );
-        assert_eq!(
-            SqsError::from(Error::MissingParameter("MessageGroupId")).message,
-            "The request must contain the parameter MessageGroupId."
-        );
+    }
+
+    #[test]
+    fn receipt_errors_name_the_receipt() {
         let with_value = SqsError::for_receipt(Error::ReceiptSuperseded, "abc");
         assert_eq!(
             with_value.message,
             "Value abc for parameter ReceiptHandle is invalid. Reason: The receipt handle has expired."
         );
-        let retention = SqsError::from(Error::invalid(Field::MessageRetentionPeriod, "r"));
+        let invalid = SqsError::for_receipt(Error::ReceiptHandleIsInvalid, "abc");
         assert_eq!(
-            retention.message,
-            "Invalid value for the parameter MessageRetentionPeriod. Reason: r"
+            (invalid.code, invalid.message.as_str()),
+            (
+                ErrorCode::ReceiptHandleIsInvalid,
+                "The input receipt handle \"abc\" is not a valid receipt handle."
+            )
         );
     }
 }

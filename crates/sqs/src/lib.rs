@@ -8,9 +8,12 @@
 
 pub mod action;
 pub mod attributes;
+#[cfg(feature = "client")]
+pub mod client;
 pub mod decode;
 pub mod encode;
 pub mod error;
+pub mod headers;
 pub mod md5;
 pub mod moves;
 pub mod outcome;
@@ -21,7 +24,7 @@ use std::sync::Arc;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
 
-pub use action::{Action, BatchEntry, Protocol, QueueRef, TaskHandle};
+pub use action::{Action, BatchEntry, Protocol, QueueRef, Shape, TaskHandle};
 pub use decode::{decode, RawRequest, GET_VISIBILITY_ADVICE};
 pub use encode::{encode, encode_error, Response};
 pub use error::{ErrorCode, SqsError};

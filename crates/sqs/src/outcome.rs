@@ -43,12 +43,10 @@ pub enum Outcome {
     },
     /// Actions whose success carries no data.
     Empty,
-    /// `GetQueueAttributes`: the queue's state and the attribute names requested.
+    /// `GetQueueAttributes`: the queue's state (the names requested are in the [`crate::Shape`]).
     QueueAttributes {
         /// The queue.
         info: Box<QueueInfo>,
-        /// Names as decoded (may contain `All`).
-        names: Vec<String>,
     },
     /// `ListQueueTags`.
     QueueTags(BTreeMap<String, String>),
@@ -60,10 +58,6 @@ pub enum Outcome {
     Received {
         /// The deliveries.
         deliveries: Vec<Delivery>,
-        /// System attribute names requested.
-        attribute_names: Vec<String>,
-        /// Message attribute names requested.
-        message_attribute_names: Vec<String>,
         /// Name of the queue (for ARNs such as `DeadLetterQueueSourceArn`).
         queue_name: Arc<str>,
     },

@@ -36,9 +36,7 @@ impl Engine {
             return Err(Error::ReceiptSuperseded);
         }
         let Some((dead_letter_queue_id, _)) = self.dead_letter_target(queue) else {
-            return Err(Error::UnsupportedOperation(
-                "The queue has no dead-letter queue (RedrivePolicy) to fail a message to.".into(),
-            ));
+            return Err(Error::NoDeadLetterQueue);
         };
         let mut end = reason.len().min(FAILURE_REASON_MAX_BYTES);
         while !reason.is_char_boundary(end) {

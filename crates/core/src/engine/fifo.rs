@@ -21,39 +21,30 @@ use super::{Delivery, Engine, Journal};
 pub(super) fn fifo_fields(queue: &Queue, input: &SendInput) -> Result<Option<Box<FifoMessage>>> {
     let Some(config) = &queue.config.fifo else {
         if let Some(id) = &input.deduplication_id {
-            return Err(Error::invalid(
-                Field::MessageDeduplicationId,
-                format!(
-                    "Value {id} for parameter MessageDeduplicationId is invalid. Reason: The request include parameter that is not valid for this queue type."
-                ),
-            ));
+            return Err(Error::NotForQueueType {
+                field: Field::MessageDeduplicationId,
+                value: id.clone(),
+            });
         }
         return Ok(None);
     };
     let Some(group_id) = &input.group_id else {
-        return Err(Error::MissingParameter("MessageGroupId"));
+        return Err(Error::Missing(Field::MessageGroupId));
     };
-    check_token(Field::MessageGroupId, "MessageGroupId", group_id)?;
+    check_token(Field::MessageGroupId, group_id)?;
     if let Some(delay) = input.delay_seconds.filter(|&delay| delay > 0) {
-        return Err(Error::invalid(
-            Field::MessageDelaySeconds,
-            format!(
-                "Value {delay} for parameter DelaySeconds is invalid. Reason: The request include parameter that is not valid for this queue type."
-            ),
-        ));
+        return Err(Error::NotForQueueType {
+            field: Field::MessageDelaySeconds,
+            value: delay.to_string(),
+        });
     }
     let deduplication_id = match &input.deduplication_id {
         Some(id) => {
-            check_token(Field::MessageDeduplicationId, "MessageDeduplicationId", id)?;
+            check_token(Field::MessageDeduplicationId, id)?;
             id.clone()
         }
         None if config.content_based_deduplication => content_deduplication_id(&input.body),
-        None => {
-            return Err(Error::invalid(
-                Field::MessageDeduplicationId,
-                "The queue should either have ContentBasedDeduplication enabled or MessageDeduplicationId provided explicitly",
-            ))
-        }
+        None => return Err(Error::Missing(Field::MessageDeduplicationId)),
     };
     Ok(Some(Box::new(FifoMessage {
         group_id: Arc::from(group_id.as_str()),
@@ -99,11 +90,7 @@ impl Engine {
             ..
         } = receive;
         if let Some(attempt_id) = attempt_id {
-            check_token(
-                Field::ReceiveRequestAttemptId,
-                "ReceiveRequestAttemptId",
-                attempt_id,
-            )?;
+            check_token(Field::ReceiveRequestAttemptId, attempt_id)?;
             if let Some(deliveries) = self.retried_attempt(queue_id, attempt_id) {
                 return Ok(deliveries);
             }

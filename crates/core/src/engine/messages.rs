@@ -92,13 +92,12 @@ impl Engine {
     ) -> Result<Vec<Delivery<PayloadRef>>> {
         let limits = &self.config.limits;
         if request.max_messages == 0 || request.max_messages > limits.batch_size_max {
-            return Err(Error::invalid(
-                Field::MaxNumberOfMessages,
-                format!(
-                    "Value {} for parameter MaxNumberOfMessages is invalid. Reason: Must be between 1 and {}, if provided.",
-                    request.max_messages, limits.batch_size_max
-                ),
-            ));
+            return Err(Error::OutOfRange {
+                field: Field::MaxNumberOfMessages,
+                value: request.max_messages as u64,
+                min: 1,
+                max: limits.batch_size_max as u64,
+            });
         }
         if let Some(v) = request.visibility_timeout_seconds {
             check_visibility(v, limits)?;

@@ -260,12 +260,11 @@ impl Engine {
 
 pub(crate) fn check_visibility(seconds: u32, limits: &Limits) -> Result<()> {
     if seconds > limits.visibility_timeout_max_seconds {
-        return Err(Error::invalid(
+        return Err(Error::out_of_range(
             Field::LeaseVisibilityTimeout,
-            format!(
-                "Value {seconds} for parameter VisibilityTimeout is invalid. Reason: Must be between 0 and {}.",
-                limits.visibility_timeout_max_seconds
-            ),
+            seconds,
+            0u32,
+            limits.visibility_timeout_max_seconds,
         ));
     }
     Ok(())
@@ -281,13 +280,11 @@ pub fn validate_queue_name(name: &str, limits: &Limits) -> Result<()> {
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
     if !valid {
-        return Err(Error::invalid(
-            Field::QueueName,
-            format!(
-                "Can only include alphanumeric characters, hyphens, or underscores. 1 to {} in length",
-                limits.queue_name_length_max
-            ),
-        ));
+        return Err(Error::Malformed {
+            field: Field::QueueName,
+            value: name.to_string(),
+            length_max: limits.queue_name_length_max,
+        });
     }
     Ok(())
 }

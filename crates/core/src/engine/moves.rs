@@ -4,7 +4,7 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use crate::error::{Error, Field, Result};
+use crate::error::{Error, Field, Result, TargetProblem};
 use crate::message::MessageId;
 use crate::moves::{MoveStatus, MoveTask, MoveTaskChange, MovedMessage};
 use crate::queue::{Message, MessageState};
@@ -63,33 +63,25 @@ impl Engine {
         journal: &mut Journal,
     ) -> Result<MoveTaskInfo> {
         let now_ms = self.tick(now_ms);
-        let source_id = *self.names.get(source).ok_or_else(|| {
-            Error::ResourceNotFound(
-                "The resource that you specified for the SourceArn parameter doesn't exist.".into(),
-            )
-        })?;
+        let source_id = *self
+            .names
+            .get(source)
+            .ok_or(Error::NotFound(Field::SourceArn))?;
         check_rate(rate_per_second)?;
         if self.dead_letter_sources(source)?.is_empty() {
-            return Err(Error::UnsupportedOperation(
-                "Source queue must be configured as a Dead Letter Queue.".into(),
-            ));
+            return Err(Error::NotADeadLetterQueue);
         }
         if self.active_task(source_id).is_some() {
-            return Err(Error::UnsupportedOperation(
-                "There is already a task running. Only one active task is allowed for a source queue arn at a given time.".into(),
-            ));
+            return Err(Error::MoveTaskActive);
         }
         let destination_queue_id = match destination {
             None => None,
             Some(name) => {
-                let id = *self.names.get(name).ok_or_else(|| {
-                    Error::ResourceNotFound(
-                        "The resource that you specified for the DestinationArn parameter doesn't exist.".into(),
-                    )
-                })?;
-                if let Some(reason) = self.destination_problem(source_id, id) {
-                    return Err(Error::invalid(Field::DestinationArn, reason));
-                }
+                let id = *self
+                    .names
+                    .get(name)
+                    .ok_or(Error::NotFound(Field::DestinationArn))?;
+                self.check_destination(source_id, id)?;
                 Some(id)
             }
         };
@@ -207,8 +199,8 @@ impl Engine {
                         }
                     },
                 };
-                if let Some(reason) = self.destination_problem(source_id, destination_id) {
-                    failure = Some(reason);
+                if let Err(error) = self.check_destination(source_id, destination_id) {
+                    failure = Some(failure_reason(&error));
                     break;
                 }
                 let earlier = moves
@@ -273,18 +265,15 @@ impl Engine {
         let now_ms = self.tick(now_ms);
         let mut task = self.task(task_id)?.clone();
         if !task.status.is_active() {
-            return Err(Error::UnsupportedOperation(format!(
-                "The task is {:?}: only a running or paused task can change.",
-                task.status
-            )));
+            return Err(Error::MoveTaskFinished {
+                status: task.status,
+            });
         }
         match change {
             MoveTaskChange::Pause => task.status = MoveStatus::Paused,
             MoveTaskChange::Resume => {
-                if task.limit.is_some_and(|limit| task.moved >= limit) {
-                    return Err(Error::UnsupportedOperation(
-                        "The task reached its message limit: raise or remove the limit to resume it.".into(),
-                    ));
+                if let Some(limit) = task.limit.filter(|&limit| task.moved >= limit) {
+                    return Err(Error::MoveTaskAtLimit { limit });
                 }
                 task.status = MoveStatus::Running;
             }
@@ -308,11 +297,10 @@ impl Engine {
     /// The tasks of a source queue, most recent first (at most
     /// [`MOVE_TASKS_KEPT_PER_SOURCE`] finished ones are kept).
     pub fn move_tasks(&self, source: &str) -> Result<Vec<MoveTaskInfo>> {
-        let source_id = *self.names.get(source).ok_or_else(|| {
-            Error::ResourceNotFound(
-                "The resource that you specified for the SourceArn parameter doesn't exist.".into(),
-            )
-        })?;
+        let source_id = *self
+            .names
+            .get(source)
+            .ok_or(Error::NotFound(Field::SourceArn))?;
         Ok(self
             .moves
             .values()
@@ -438,7 +426,7 @@ impl Engine {
     fn task(&self, task_id: u64) -> Result<&MoveTask> {
         self.moves
             .get(&task_id)
-            .ok_or_else(|| Error::ResourceNotFound("The task does not exist.".into()))
+            .ok_or(Error::NotFound(Field::TaskHandle))
     }
 
     fn active_task(&self, source_id: u64) -> Option<&MoveTask> {
@@ -460,43 +448,70 @@ impl Engine {
         }
     }
 
-    /// Why messages of `source_id` may not move to `destination_id`, if they may not: the same
-    /// queue, another kind of queue, or the source's `RedriveAllowPolicy` does not allow the
+    /// Whether messages of `source_id` may move to `destination_id`: not to the same queue, nor
+    /// to another kind of queue, nor when the source's `RedriveAllowPolicy` does not allow the
     /// destination (a dead-letter queue that denies a queue as its source does not send
     /// messages to it either).
-    fn destination_problem(&self, source_id: u64, destination_id: u64) -> Option<String> {
+    fn check_destination(&self, source_id: u64, destination_id: u64) -> Result<()> {
         let source = &self.queues[&source_id];
         let destination = &self.queues[&destination_id];
+        let refuse = |problem| {
+            Err(Error::InvalidTarget {
+                field: Field::DestinationArn,
+                queue: source.name.to_string(),
+                target: destination.name.to_string(),
+                source_fifo: source.fifo().is_some(),
+                problem,
+            })
+        };
         if source_id == destination_id {
-            return Some("The destination queue must differ from the source queue.".into());
+            return refuse(TargetProblem::Itself);
         }
         if source.fifo().is_some() != destination.fifo().is_some() {
-            return Some(format!(
-                "The destination queue {} is not of the same kind (FIFO or standard) as the source queue.",
-                destination.name
-            ));
+            return refuse(TargetProblem::OtherKind);
         }
         let allowed = source
             .config
             .redrive_allow_policy
             .as_ref()
             .is_none_or(|allow| allow.allows(&destination.name));
-        (!allowed).then(|| {
-            format!(
-                "The RedriveAllowPolicy of {} does not allow moving messages to {}.",
-                source.name, destination.name
-            )
-        })
+        if !allowed {
+            return refuse(TargetProblem::NotAllowed);
+        }
+        Ok(())
+    }
+}
+
+/// The failure reason a task keeps (in its `SetMoveTask` record, so it is worded here, once)
+/// when a message's destination turns out not to accept it.
+fn failure_reason(error: &Error) -> String {
+    let Error::InvalidTarget {
+        queue: source,
+        target,
+        problem,
+        ..
+    } = error
+    else {
+        return error.to_string();
+    };
+    match problem {
+        TargetProblem::Itself => "The destination queue must differ from the source queue.".into(),
+        TargetProblem::OtherKind => format!(
+            "The destination queue {target} is not of the same kind (FIFO or standard) as the source queue."
+        ),
+        TargetProblem::NotAllowed => format!(
+            "The RedriveAllowPolicy of {source} does not allow moving messages to {target}."
+        ),
     }
 }
 
 fn check_rate(rate_per_second: Option<u32>) -> Result<()> {
     match rate_per_second {
-        Some(rate) if !(1..=MOVE_RATE_MAX_PER_SECOND).contains(&rate) => Err(Error::invalid(
+        Some(rate) if !(1..=MOVE_RATE_MAX_PER_SECOND).contains(&rate) => Err(Error::out_of_range(
             Field::MaxNumberOfMessagesPerSecond,
-            format!(
-                "Value {rate} for parameter MaxNumberOfMessagesPerSecond is invalid. Reason: Must be between 1 and {MOVE_RATE_MAX_PER_SECOND}."
-            ),
+            rate,
+            1u32,
+            MOVE_RATE_MAX_PER_SECOND,
         )),
         _ => Ok(()),
     }

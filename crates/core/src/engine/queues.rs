@@ -3,7 +3,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crate::config::{QueueConfig, QueueConfigPatch};
-use crate::error::{Error, Field, Result};
+use crate::error::{Error, Field, Result, TargetProblem};
 use crate::fifo::FifoConfig;
 use crate::queue::Queue;
 use crate::record::Record;
@@ -34,13 +34,10 @@ impl Engine {
         }
         let fifo = patch.fifo_queue == Some(true);
         if fifo != name.ends_with(".fifo") {
-            return Err(Error::invalid(
-                Field::QueueName,
-                format!(
-                    "The name of a FIFO queue can only include alphanumeric characters, hyphens, or underscores, must end with .fifo suffix and be 1 to {} in length.",
-                    self.config.limits.queue_name_length_max
-                ),
-            ));
+            return Err(Error::FifoNameMismatch {
+                name: name.to_string(),
+                length_max: self.config.limits.queue_name_length_max,
+            });
         }
         let base = QueueConfig {
             fifo: fifo.then(FifoConfig::default),
@@ -68,25 +65,23 @@ impl Engine {
         let Some(policy) = config.redrive_policy.as_ref() else {
             return Ok(());
         };
-        let target = self.queue(&policy.dead_letter_queue).ok_or_else(|| {
-            Error::invalid(Field::RedrivePolicy, "Dead letter target does not exist")
-        })?;
+        let target = self
+            .queue(&policy.dead_letter_queue)
+            .ok_or(Error::NotFound(Field::RedrivePolicy))?;
+        let refuse = |problem| {
+            Err(Error::InvalidTarget {
+                field: Field::RedrivePolicy,
+                queue: source.to_string(),
+                target: target.name.to_string(),
+                source_fifo: config.fifo.is_some(),
+                problem,
+            })
+        };
         if target.config.fifo.is_some() != config.fifo.is_some() {
-            let kind = if config.fifo.is_some() {
-                "a FIFO"
-            } else {
-                "a standard"
-            };
-            return Err(Error::invalid(
-                Field::RedrivePolicy,
-                format!("The dead-letter queue of {kind} queue must also be {kind} queue."),
-            ));
+            return refuse(TargetProblem::OtherKind);
         }
         if &*target.name == source {
-            return Err(Error::invalid(
-                Field::RedrivePolicy,
-                "A queue cannot be its own dead letter queue",
-            ));
+            return refuse(TargetProblem::Itself);
         }
         let allowed = target
             .config
@@ -94,21 +89,17 @@ impl Engine {
             .as_ref()
             .is_none_or(|allow| allow.allows(source));
         if !allowed {
-            return Err(Error::invalid(
-                Field::RedrivePolicy,
-                format!(
-                    "The RedriveAllowPolicy of {} does not allow {source} to use it as a dead letter queue",
-                    target.name
-                ),
-            ));
+            return refuse(TargetProblem::NotAllowed);
         }
         Ok(())
     }
 
     fn check_tag_count(&self, count: usize) -> Result<()> {
         if count > self.config.limits.tags_max {
-            return Err(Error::TooManyTags {
-                tags_max: self.config.limits.tags_max,
+            return Err(Error::TooMany {
+                field: Field::Tags,
+                count,
+                max: self.config.limits.tags_max,
             });
         }
         Ok(())
@@ -134,7 +125,7 @@ impl Engine {
         let (now_ms, queue_id) = self.advanced(now_ms, name)?;
         if patch.fifo_queue.is_some() {
             // Whether a queue is FIFO is decided when it is created.
-            return Err(Error::InvalidAttributeName("FifoQueue".into()));
+            return Err(Error::UnknownSetting("FifoQueue".into()));
         }
         let config = self.queues[&queue_id]
             .config

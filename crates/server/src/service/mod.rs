@@ -262,8 +262,6 @@ impl Api for Service {
                 queue,
                 request,
                 wait_time_seconds,
-                attribute_names,
-                message_attribute_names,
                 receive_request_attempt_id,
             } => {
                 let receive = receive::Receive {
@@ -274,8 +272,6 @@ impl Api for Service {
                 let deliveries = self.receive_message(&queue.name, receive, caller).await?;
                 Ok(Outcome::Received {
                     deliveries,
-                    attribute_names,
-                    message_attribute_names,
                     queue_name: Arc::from(queue.name),
                 })
             }
@@ -335,9 +331,7 @@ impl Service {
                     .await
             }
             Action::DeleteQueue { queue } => self.delete_queue(&queue.name).await,
-            Action::GetQueueAttributes { queue, names } => {
-                self.get_queue_attributes(&queue.name, names).await
-            }
+            Action::GetQueueAttributes { queue } => self.get_queue_attributes(&queue.name).await,
             Action::SetQueueAttributes { queue, attributes } => {
                 self.set_queue_attributes(&queue.name, &attributes).await
             }

@@ -55,15 +55,10 @@ impl Service {
         self.simple(|e, now, j| e.delete_queue(now, name, j)).await
     }
 
-    pub(super) async fn get_queue_attributes(
-        &self,
-        name: &str,
-        names: Vec<String>,
-    ) -> Result<Outcome, SqsError> {
+    pub(super) async fn get_queue_attributes(&self, name: &str) -> Result<Outcome, SqsError> {
         let info = self.read(|e| e.queue_info(self.now_ms(), name)).await?;
         Ok(Outcome::QueueAttributes {
             info: Box::new(info),
-            names,
         })
     }
 

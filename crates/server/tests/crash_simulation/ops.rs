@@ -106,8 +106,6 @@ impl Request {
                     client: None,
                 },
                 wait_time_seconds: Some(0),
-                attribute_names: Vec::new(),
-                message_attribute_names: Vec::new(),
                 receive_request_attempt_id: None,
             },
             Request::Delete { batch: false, held } => Action::DeleteMessage {

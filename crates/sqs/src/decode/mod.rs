@@ -3,17 +3,19 @@
 //! The protocol is chosen per request: a request with `X-Amz-Target: AmazonSQS.<Action>` is AWS
 //! JSON 1.0; any other is Query (`Action=<Action>&…`, form-encoded in a POST body or in the
 //! query string). Every check that needs no queue state happens here, so a request the engine
-//! sees is well formed; ranges that depend on the configured `Limits` are the engine's.
+//! sees is well formed; ranges that depend on the configured `Limits` are the engine's (the
+//! decoder checks SQS's own, `Limits::SQS`). Beside the action comes its response's [`Shape`]:
+//! what the request asked the response to show, which the backend has no use for.
 
 mod input;
 mod moves;
 #[cfg(test)]
 mod tests;
 
-use leaseq_core::{AttributeValue, MessageAttribute, ReceiveRequest, SendInput};
+use leaseq_core::{AttributeValue, Limits, MessageAttribute, ReceiveRequest, SendInput};
 use serde_json::Value;
 
-use crate::action::{Action, BatchEntry, Protocol, QueueRef};
+use crate::action::{Action, BatchEntry, Protocol, QueueRef, Shape};
 use crate::attributes;
 use crate::error::{ErrorCode, SqsError};
 use input::{parse_form, Input, Params};
@@ -36,34 +38,28 @@ pub struct RawRequest<'a> {
     pub body: &'a [u8],
 }
 
-/// Most entries in one batch request (an SQS constant, not a tunable limit).
-const BATCH_ENTRIES_MAX: usize = 10;
-/// Most bytes of all messages of one `SendMessageBatch` together.
-const BATCH_SIZE_MAX_BYTES: usize = 1_048_576;
-/// `MaxNumberOfMessages` bounds.
-const RECEIVE_MESSAGES_MAX: i64 = 10;
-/// `WaitTimeSeconds` bounds.
-const WAIT_TIME_MAX_SECONDS: i64 = 20;
-/// `MaxResults` bounds of the list actions.
-const LIST_RESULTS_MAX: i64 = 1000;
+/// The bounds the decoder checks: SQS's own, which hold whatever limits the engine is
+/// configured with (a relaxed engine still speaks SQS on the wire).
+const SQS: Limits = Limits::SQS;
 
 /// leaseq's extra action (not part of SQS): the visibility advisor's finding for a queue. Extra
 /// actions carry the `Leaseq` prefix so they can never collide with a future SQS action.
 pub const GET_VISIBILITY_ADVICE: &str = "LeaseqGetVisibilityAdvice";
 
 /// Decodes a request. The error carries the protocol its response must use.
-pub fn decode(request: &RawRequest) -> Result<(Protocol, Action), (Protocol, SqsError)> {
+/// Beside the action comes the [`Shape`] its response takes, for `encode`.
+pub fn decode(request: &RawRequest) -> Result<(Protocol, Action, Shape), (Protocol, SqsError)> {
     match request.target {
         Some(target) => decode_json(target, request)
-            .map(|action| (Protocol::Json, action))
+            .map(|(action, shape)| (Protocol::Json, action, shape))
             .map_err(|error| (Protocol::Json, error)),
         None => decode_query(request)
-            .map(|action| (Protocol::Query, action))
+            .map(|(action, shape)| (Protocol::Query, action, shape))
             .map_err(|error| (Protocol::Query, error)),
     }
 }
 
-fn decode_json(target: &str, request: &RawRequest) -> Result<Action, SqsError> {
+fn decode_json(target: &str, request: &RawRequest) -> Result<(Action, Shape), SqsError> {
     let operation = target.strip_prefix("AmazonSQS.").ok_or_else(|| {
         SqsError::new(
             ErrorCode::InvalidAction,
@@ -89,7 +85,7 @@ fn decode_json(target: &str, request: &RawRequest) -> Result<Action, SqsError> {
     decode_action(operation, &Input::json(&object), request.path)
 }
 
-fn decode_query(request: &RawRequest) -> Result<Action, SqsError> {
+fn decode_query(request: &RawRequest) -> Result<(Action, Shape), SqsError> {
     let mut params = Params::new();
     if let Some(query) = request.query {
         parse_form(query.as_bytes(), &mut params)?;
@@ -109,7 +105,26 @@ fn decode_query(request: &RawRequest) -> Result<Action, SqsError> {
     decode_action(&action, &Input::query(&params), request.path)
 }
 
-fn decode_action(name: &str, input: &Input, path: &str) -> Result<Action, SqsError> {
+/// The action, and the shape of its response: the two actions whose requests select what the
+/// response shows are decoded here, the others by [`decode_plain`].
+fn decode_action(name: &str, input: &Input, path: &str) -> Result<(Action, Shape), SqsError> {
+    match name {
+        "GetQueueAttributes" => {
+            let queue = queue_ref(input, path)?;
+            let names = input.string_list("AttributeNames", "AttributeName")?;
+            attributes::check_readable(&names)?;
+            Ok((
+                Action::GetQueueAttributes { queue },
+                Shape::QueueAttributes { names },
+            ))
+        }
+        "ReceiveMessage" => receive_message(queue_ref(input, path)?, input),
+        _ => Ok((decode_plain(name, input, path)?, Shape::Whole)),
+    }
+}
+
+/// An action whose response shows all of its outcome.
+fn decode_plain(name: &str, input: &Input, path: &str) -> Result<Action, SqsError> {
     let queue = || queue_ref(input, path);
     Ok(match name {
         "CreateQueue" => create_queue(input)?,
@@ -124,12 +139,6 @@ fn decode_action(name: &str, input: &Input, path: &str) -> Result<Action, SqsErr
             next_token: input.string("NextToken", "NextToken")?,
         },
         "DeleteQueue" => Action::DeleteQueue { queue: queue()? },
-        "GetQueueAttributes" => {
-            let queue = queue()?;
-            let names = input.string_list("AttributeNames", "AttributeName")?;
-            attributes::check_readable(&names)?;
-            Action::GetQueueAttributes { queue, names }
-        }
         "SetQueueAttributes" => {
             let queue = queue()?;
             if !input.has_any("Attributes", "Attribute") {
@@ -149,7 +158,6 @@ fn decode_action(name: &str, input: &Input, path: &str) -> Result<Action, SqsErr
             message: send_input(input)?,
         },
         "SendMessageBatch" => send_message_batch(queue()?, input)?,
-        "ReceiveMessage" => receive_message(queue()?, input)?,
         "DeleteMessage" => Action::DeleteMessage {
             queue: queue()?,
             receipt: input.required_string("ReceiptHandle", "ReceiptHandle")?,
@@ -283,17 +291,22 @@ pub fn queue_name_of_url(url: &str) -> Result<QueueRef, SqsError> {
 fn max_results(input: &Input) -> Result<Option<usize>, SqsError> {
     match input.integer("MaxResults", "MaxResults")? {
         None => Ok(None),
-        Some(n) if (1..=LIST_RESULTS_MAX).contains(&n) => Ok(Some(n as usize)),
+        Some(n) if (1..=SQS.list_results_max as i64).contains(&n) => Ok(Some(n as usize)),
         Some(n) => Err(SqsError::invalid_parameter(
             "MaxResults",
             n,
-            "MaxResults must be an integer between 1 and 1000.",
+            &format!(
+                "MaxResults must be an integer between 1 and {}.",
+                SQS.list_results_max
+            ),
         )),
     }
 }
 
-fn non_negative(name: &str, value: i64, reason: &str) -> Result<u32, SqsError> {
-    u32::try_from(value).map_err(|_| SqsError::invalid_parameter(name, value, reason))
+/// `value` as a `u32`, or `InvalidParameterValue` with the reason `reason` words (built only on
+/// failure: this runs on every receive).
+fn non_negative(name: &str, value: i64, reason: impl FnOnce() -> String) -> Result<u32, SqsError> {
+    u32::try_from(value).map_err(|_| SqsError::invalid_parameter(name, value, &reason()))
 }
 
 fn visibility_timeout(input: &Input) -> Result<u32, SqsError> {
@@ -304,11 +317,12 @@ fn visibility_timeout(input: &Input) -> Result<u32, SqsError> {
                 &input.display_name("VisibilityTimeout", "VisibilityTimeout"),
             )
         })?;
-    non_negative(
-        "VisibilityTimeout",
-        value,
-        "VisibilityTimeout must be an integer between 0 and 43200.",
-    )
+    non_negative("VisibilityTimeout", value, || {
+        format!(
+            "VisibilityTimeout must be an integer between 0 and {}.",
+            SQS.visibility_timeout_max_seconds
+        )
+    })
 }
 
 fn create_queue(input: &Input) -> Result<Action, SqsError> {
@@ -414,11 +428,12 @@ fn send_input(input: &Input) -> Result<SendInput, SqsError> {
     let delay_seconds = input
         .integer("DelaySeconds", "DelaySeconds")?
         .map(|delay| {
-            non_negative(
-                "DelaySeconds",
-                delay,
-                "DelaySeconds must be >= 0 and <= 900.",
-            )
+            non_negative("DelaySeconds", delay, || {
+                format!(
+                    "DelaySeconds must be >= 0 and <= {}.",
+                    SQS.delay_max_seconds
+                )
+            })
         })
         .transpose()?;
     // Whether these are required or allowed depends on the queue's kind, which only the engine
@@ -466,10 +481,13 @@ fn send_message_batch(queue: QueueRef, input: &Input) -> Result<Action, SqsError
         .iter()
         .map(|entry| message_size_bytes(&entry.value))
         .sum();
-    if total > BATCH_SIZE_MAX_BYTES {
+    if total > SQS.batch_size_max_bytes {
         return Err(SqsError::new(
             ErrorCode::BatchRequestTooLong,
-            format!("Batch requests cannot be longer than {BATCH_SIZE_MAX_BYTES} bytes. You have sent {total} bytes."),
+            format!(
+                "Batch requests cannot be longer than {} bytes. You have sent {total} bytes.",
+                SQS.batch_size_max_bytes
+            ),
         ));
     }
     Ok(Action::SendMessageBatch { queue, entries })
@@ -497,11 +515,12 @@ fn batch<T>(
             format!("There should be at least one {entry_name} in the request."),
         ));
     }
-    if entries.len() > BATCH_ENTRIES_MAX {
+    if entries.len() > SQS.batch_size_max {
         return Err(SqsError::new(
             ErrorCode::TooManyEntriesInBatchRequest,
             format!(
-                "Maximum number of entries per request are {BATCH_ENTRIES_MAX}. You have sent {}.",
+                "Maximum number of entries per request are {}. You have sent {}.",
+                SQS.batch_size_max,
                 entries.len()
             ),
         ));
@@ -515,7 +534,7 @@ fn batch<T>(
                 "A batch entry id can only contain alphanumeric characters, hyphens and underscores. It can be at most 80 letters long.",
             ));
         }
-        // At most BATCH_ENTRIES_MAX ids: a scan of the earlier ones is cheaper than a set.
+        // At most `batch_size_max` ids: a scan of the earlier ones is cheaper than a set.
         if decoded.iter().any(|(earlier, _)| *earlier == id) {
             return Err(SqsError::new(
                 ErrorCode::BatchEntryIdsNotDistinct,
@@ -535,36 +554,40 @@ fn batch<T>(
         .collect()
 }
 
-fn receive_message(queue: QueueRef, input: &Input) -> Result<Action, SqsError> {
+fn receive_message(queue: QueueRef, input: &Input) -> Result<(Action, Shape), SqsError> {
     let max_messages = match input.integer("MaxNumberOfMessages", "MaxNumberOfMessages")? {
         None => 1,
-        Some(n) if (1..=RECEIVE_MESSAGES_MAX).contains(&n) => n as usize,
+        Some(n) if (1..=SQS.batch_size_max as i64).contains(&n) => n as usize,
         Some(n) => {
             return Err(SqsError::invalid_parameter(
                 "MaxNumberOfMessages",
                 n,
-                "Must be between 1 and 10, if provided.",
+                &format!("Must be between 1 and {}, if provided.", SQS.batch_size_max),
             ))
         }
     };
     let visibility_timeout_seconds = input
         .integer("VisibilityTimeout", "VisibilityTimeout")?
         .map(|v| {
-            non_negative(
-                "VisibilityTimeout",
-                v,
-                "Must be >= 0 and <= 43200, if provided.",
-            )
+            non_negative("VisibilityTimeout", v, || {
+                format!(
+                    "Must be >= 0 and <= {}, if provided.",
+                    SQS.visibility_timeout_max_seconds
+                )
+            })
         })
         .transpose()?;
     let wait_time_seconds = match input.integer("WaitTimeSeconds", "WaitTimeSeconds")? {
         None => None,
-        Some(n) if (0..=WAIT_TIME_MAX_SECONDS).contains(&n) => Some(n as u32),
+        Some(n) if (0..=i64::from(SQS.wait_time_max_seconds)).contains(&n) => Some(n as u32),
         Some(n) => {
             return Err(SqsError::invalid_parameter(
                 "WaitTimeSeconds",
                 n,
-                "Must be >= 0 and <= 20, if provided.",
+                &format!(
+                    "Must be >= 0 and <= {}, if provided.",
+                    SQS.wait_time_max_seconds
+                ),
             ))
         }
     };
@@ -574,7 +597,13 @@ fn receive_message(queue: QueueRef, input: &Input) -> Result<Action, SqsError> {
             attribute_names.push(name);
         }
     }
-    Ok(Action::ReceiveMessage {
+    // Read in the order they always were, so the first bad parameter reported stays the same.
+    let shape = Shape::Received {
+        attribute_names,
+        message_attribute_names: input
+            .string_list("MessageAttributeNames", "MessageAttributeName")?,
+    };
+    let action = Action::ReceiveMessage {
         queue,
         request: ReceiveRequest {
             max_messages,
@@ -582,12 +611,10 @@ fn receive_message(queue: QueueRef, input: &Input) -> Result<Action, SqsError> {
             client: None,
         },
         wait_time_seconds,
-        attribute_names,
-        message_attribute_names: input
-            .string_list("MessageAttributeNames", "MessageAttributeName")?,
         receive_request_attempt_id: input
             .string("ReceiveRequestAttemptId", "ReceiveRequestAttemptId")?,
-    })
+    };
+    Ok((action, shape))
 }
 
 impl Action {

@@ -1,5 +1,6 @@
 //! Decoding of the message-move actions (SQS's three and leaseq's extensions).
 
+use leaseq_core::engine::MOVE_RATE_MAX_PER_SECOND;
 use leaseq_core::MoveTaskChange;
 
 use super::input::Input;
@@ -34,11 +35,13 @@ fn rate(input: &Input, zero_is_automatic: bool) -> Result<Option<Option<u32>>, S
     match input.integer(NAME, NAME)? {
         None => Ok(None),
         Some(0) if zero_is_automatic => Ok(Some(None)),
-        Some(rate @ 1..=500) => Ok(Some(Some(rate as u32))),
+        Some(rate) if (1..=i64::from(MOVE_RATE_MAX_PER_SECOND)).contains(&rate) => {
+            Ok(Some(Some(rate as u32)))
+        }
         Some(rate) => Err(SqsError::invalid_parameter(
             NAME,
             rate,
-            "Must be between 1 and 500.",
+            &format!("Must be between 1 and {MOVE_RATE_MAX_PER_SECOND}."),
         )),
     }
 }
@@ -74,7 +77,7 @@ pub(super) fn list(input: &Input) -> Result<Action, SqsError> {
             return Err(SqsError::invalid_parameter(
                 "MaxResults",
                 n,
-                "Must be between 1 and 10.",
+                &format!("Must be between 1 and {LIST_MOVE_TASKS_MAX}."),
             ))
         }
     };

@@ -11,6 +11,11 @@ use super::*;
 mod paths;
 
 fn json_request(action: &str, body: &[u8]) -> Result<Action, SqsError> {
+    json_shaped(action, body).map(|(action, _)| action)
+}
+
+/// A JSON request's action and the shape of its response.
+fn json_shaped(action: &str, body: &[u8]) -> Result<(Action, Shape), SqsError> {
     let target = format!("AmazonSQS.{action}");
     let raw = RawRequest {
         method: "POST",
@@ -21,9 +26,9 @@ fn json_request(action: &str, body: &[u8]) -> Result<Action, SqsError> {
         body,
     };
     match decode(&raw) {
-        Ok((protocol, action)) => {
+        Ok((protocol, action, shape)) => {
             assert_eq!(protocol, Protocol::Json);
-            Ok(action)
+            Ok((action, shape))
         }
         Err((protocol, error)) => {
             assert_eq!(protocol, Protocol::Json);
@@ -43,6 +48,11 @@ fn form(pairs: &[(&str, &str)]) -> String {
 }
 
 fn query_at(path: &str, pairs: &[(&str, &str)]) -> Result<Action, SqsError> {
+    query_shaped(path, pairs).map(|(action, _)| action)
+}
+
+/// A Query request's action and the shape of its response.
+fn query_shaped(path: &str, pairs: &[(&str, &str)]) -> Result<(Action, Shape), SqsError> {
     let body = form(pairs);
     let raw = RawRequest {
         method: "POST",
@@ -53,9 +63,9 @@ fn query_at(path: &str, pairs: &[(&str, &str)]) -> Result<Action, SqsError> {
         body: body.as_bytes(),
     };
     match decode(&raw) {
-        Ok((protocol, action)) => {
+        Ok((protocol, action, shape)) => {
             assert_eq!(protocol, Protocol::Query);
-            Ok(action)
+            Ok((action, shape))
         }
         Err((protocol, error)) => {
             assert_eq!(protocol, Protocol::Query);
@@ -83,6 +93,16 @@ fn both(action: &str, body: Value, pairs: &[(&str, &str)], expected: Action) {
     assert_eq!(json(action, body).unwrap(), expected, "JSON {action}");
     assert_eq!(query(action, pairs).unwrap(), expected, "Query {action}");
     assert_eq!(expected.name(), action);
+}
+
+/// [`both`] for the actions whose requests also shape their responses.
+fn both_shaped(action: &str, body: Value, pairs: &[(&str, &str)], expected: (Action, Shape)) {
+    let json = json_shaped(action, body.to_string().as_bytes());
+    assert_eq!(json.unwrap(), expected, "JSON {action}");
+    let mut all = vec![("Action", action), ("Version", "2012-11-05")];
+    all.extend_from_slice(pairs);
+    assert_eq!(query_shaped("/", &all).unwrap(), expected, "Query {action}");
+    assert_eq!(expected.0.name(), action);
 }
 
 fn code_of(result: Result<Action, SqsError>) -> ErrorCode {
@@ -182,7 +202,7 @@ fn queue_actions_without_parameters() {
 
 #[test]
 fn queue_attributes() {
-    both(
+    both_shaped(
         "GetQueueAttributes",
         json!({"QueueUrl": URL, "AttributeNames": ["All", "QueueArn"]}),
         &[
@@ -190,10 +210,12 @@ fn queue_attributes() {
             ("AttributeName.1", "All"),
             ("AttributeName.2", "QueueArn"),
         ],
-        Action::GetQueueAttributes {
-            queue: jobs(),
-            names: strings(&["All", "QueueArn"]),
-        },
+        (
+            Action::GetQueueAttributes { queue: jobs() },
+            Shape::QueueAttributes {
+                names: strings(&["All", "QueueArn"]),
+            },
+        ),
     );
     both(
         "SetQueueAttributes",
@@ -335,7 +357,7 @@ fn send_message_batch() {
 
 #[test]
 fn receive_message() {
-    both(
+    both_shaped(
         "ReceiveMessage",
         json!({
             "QueueUrl": URL,
@@ -358,35 +380,43 @@ fn receive_message() {
             ("MessageAttributeName.2", "foo.*"),
             ("ReceiveRequestAttemptId", "x"),
         ],
-        Action::ReceiveMessage {
-            queue: jobs(),
-            request: ReceiveRequest {
-                max_messages: 10,
-                visibility_timeout_seconds: Some(45),
-                client: None,
+        (
+            Action::ReceiveMessage {
+                queue: jobs(),
+                request: ReceiveRequest {
+                    max_messages: 10,
+                    visibility_timeout_seconds: Some(45),
+                    client: None,
+                },
+                wait_time_seconds: Some(20),
+                receive_request_attempt_id: Some("x".into()),
             },
-            wait_time_seconds: Some(20),
-            attribute_names: strings(&["SentTimestamp", "All"]),
-            message_attribute_names: strings(&["All", "foo.*"]),
-            receive_request_attempt_id: Some("x".into()),
-        },
+            Shape::Received {
+                attribute_names: strings(&["SentTimestamp", "All"]),
+                message_attribute_names: strings(&["All", "foo.*"]),
+            },
+        ),
     );
-    both(
+    both_shaped(
         "ReceiveMessage",
         json!({"QueueUrl": URL}),
         &[("QueueUrl", URL)],
-        Action::ReceiveMessage {
-            queue: jobs(),
-            request: ReceiveRequest {
-                max_messages: 1,
-                visibility_timeout_seconds: None,
-                client: None,
+        (
+            Action::ReceiveMessage {
+                queue: jobs(),
+                request: ReceiveRequest {
+                    max_messages: 1,
+                    visibility_timeout_seconds: None,
+                    client: None,
+                },
+                wait_time_seconds: None,
+                receive_request_attempt_id: None,
             },
-            wait_time_seconds: None,
-            attribute_names: vec![],
-            message_attribute_names: vec![],
-            receive_request_attempt_id: None,
-        },
+            Shape::Received {
+                attribute_names: vec![],
+                message_attribute_names: vec![],
+            },
+        ),
     );
 }
 
@@ -586,7 +616,8 @@ fn query_string_of_a_get() {
         content_type: None,
         body: b"",
     };
-    let (protocol, action) = decode(&raw).unwrap();
+    let (protocol, action, shape) = decode(&raw).unwrap();
+    assert_eq!(shape, Shape::Whole);
     assert_eq!(protocol, Protocol::Query);
     assert_eq!(
         action,

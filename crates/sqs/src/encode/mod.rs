@@ -13,6 +13,7 @@ use base64::engine::general_purpose::STANDARD;
 use base64::Engine as _;
 use leaseq_core::{AttributeValue, Delivery, MessageAttribute, Sent};
 
+use crate::action::Shape;
 use crate::error::SqsError;
 use crate::md5::{md5_of_body, md5_of_message_attributes, md5_of_system_attributes};
 use crate::outcome::{Context, Outcome, VisibilityAdvice};
@@ -67,6 +68,7 @@ fn text<'a>(value: impl Into<Cow<'a, str>>) -> Node<'a> {
 fn result<'a>(
     action: &'static str,
     outcome: &'a Outcome,
+    shape: &Shape,
     ctx: &Context,
 ) -> Option<Vec<(&'static str, Node<'a>)>> {
     let url_list = |names: &[std::sync::Arc<str>]| Node::List {
@@ -95,8 +97,8 @@ fn result<'a>(
                 members.push(("NextToken", text(token)));
             }
         }
-        Outcome::QueueAttributes { info, names } => {
-            let attributes = crate::attributes::render(info, names, ctx);
+        Outcome::QueueAttributes { info } => {
+            let attributes = crate::attributes::render(info, shape.queue_attribute_names(), ctx);
             if !attributes.is_empty() {
                 members.push((
                     "Attributes",
@@ -172,11 +174,10 @@ fn result<'a>(
         }
         Outcome::Received {
             deliveries,
-            attribute_names,
-            message_attribute_names,
             queue_name: _,
         } => {
             if !deliveries.is_empty() {
+                let (attribute_names, message_attribute_names) = shape.message_attribute_names();
                 let items = deliveries
                     .iter()
                     .map(|delivery| {
@@ -828,14 +829,15 @@ fn xml_response(status: u16, body: String, ctx: &Context) -> Response {
 
 // ----- entry points -------------------------------------------------------------------------
 
-/// The response to a successful action.
+/// The response to a successful action, shaped as its request asked (`shape`, from `decode`).
 pub fn encode(
     protocol: crate::Protocol,
     action: &'static str,
     outcome: &Outcome,
+    shape: &Shape,
     ctx: &Context,
 ) -> Response {
-    let members = result(action, outcome, ctx);
+    let members = result(action, outcome, shape, ctx);
     match protocol {
         crate::Protocol::Json => {
             let body = json_document(Node::Struct(members.unwrap_or_default()));

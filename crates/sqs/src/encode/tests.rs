@@ -19,6 +19,45 @@ use crate::Protocol;
 mod json;
 mod xml;
 
+/// An outcome as the tests hand it to `encode`: alone (its request selected nothing), or with
+/// the [`Shape`] its request decoded to.
+trait Shaped {
+    fn outcome(&self) -> &Outcome;
+    fn shape(&self) -> &Shape;
+}
+
+impl Shaped for Outcome {
+    fn outcome(&self) -> &Outcome {
+        self
+    }
+    fn shape(&self) -> &Shape {
+        &Shape::Whole
+    }
+}
+
+impl Shaped for (Outcome, Shape) {
+    fn outcome(&self) -> &Outcome {
+        &self.0
+    }
+    fn shape(&self) -> &Shape {
+        &self.1
+    }
+}
+
+/// [`super::encode`] of an outcome and its shape.
+fn encode(
+    protocol: Protocol,
+    action: &'static str,
+    shaped: &impl Shaped,
+    ctx: &Context,
+) -> Response {
+    super::encode(protocol, action, shaped.outcome(), shaped.shape(), ctx)
+}
+
+fn strings(names: &[&str]) -> Vec<String> {
+    names.iter().map(|s| s.to_string()).collect()
+}
+
 fn ctx() -> Context {
     Context {
         base_url: "http://localhost:9324".into(),
@@ -130,16 +169,20 @@ fn delivery(body: &str) -> Delivery {
     }
 }
 
-fn received(body: &str, attribute_names: &[&str], message_attribute_names: &[&str]) -> Outcome {
-    Outcome::Received {
+fn received(
+    body: &str,
+    attribute_names: &[&str],
+    message_attribute_names: &[&str],
+) -> (Outcome, Shape) {
+    let outcome = Outcome::Received {
         deliveries: vec![delivery(body)],
-        attribute_names: attribute_names.iter().map(|s| s.to_string()).collect(),
-        message_attribute_names: message_attribute_names
-            .iter()
-            .map(|s| s.to_string())
-            .collect(),
         queue_name: Arc::from("jobs"),
-    }
+    };
+    let shape = Shape::Received {
+        attribute_names: strings(attribute_names),
+        message_attribute_names: strings(message_attribute_names),
+    };
+    (outcome, shape)
 }
 
 const AWKWARD_BODY: &str = "a<b>&c \"q\" 'x'\r\nline\rend\ttab ü 😀";
@@ -245,11 +288,16 @@ fn fifo_deliveries_carry_group_deduplication_id_and_sequence_number() {
         deduplication_id: Arc::from("d-1"),
     }));
     fifo.sequence_number = Some("18000000000000000009".into());
-    let outcome = |names: &[&str], delivery: Delivery| Outcome::Received {
-        deliveries: vec![delivery],
-        attribute_names: names.iter().map(|s| s.to_string()).collect(),
-        message_attribute_names: Vec::new(),
-        queue_name: Arc::from("jobs.fifo"),
+    let outcome = |names: &[&str], delivery: Delivery| {
+        let outcome = Outcome::Received {
+            deliveries: vec![delivery],
+            queue_name: Arc::from("jobs.fifo"),
+        };
+        let shape = Shape::Received {
+            attribute_names: strings(names),
+            message_attribute_names: Vec::new(),
+        };
+        (outcome, shape)
     };
     let body = json_body(&encode(
         Protocol::Json,
@@ -402,8 +450,6 @@ fn received_json_filters_attributes() {
 
     let empty = Outcome::Received {
         deliveries: vec![],
-        attribute_names: vec![],
-        message_attribute_names: vec![],
         queue_name: Arc::from("jobs"),
     };
     assert_eq!(
@@ -458,10 +504,14 @@ fn info() -> QueueInfo {
 
 #[test]
 fn queue_attributes() {
-    let all = Outcome::QueueAttributes {
-        info: Box::new(info()),
-        names: vec!["All".into()],
-    };
+    let all = (
+        Outcome::QueueAttributes {
+            info: Box::new(info()),
+        },
+        Shape::QueueAttributes {
+            names: vec!["All".into()],
+        },
+    );
     let body = json_body(&encode(Protocol::Json, "GetQueueAttributes", &all, &ctx()));
     let attributes = &body["Attributes"];
     assert_eq!(attributes["ApproximateNumberOfMessages"], "3");
@@ -498,10 +548,14 @@ fn queue_attributes() {
     assert!(attributes.get("KmsMasterKeyId").is_none());
     assert!(attributes.get("All").is_none());
 
-    let some = Outcome::QueueAttributes {
-        info: Box::new(info()),
-        names: vec!["QueueArn".into(), "Policy".into()],
-    };
+    let some = (
+        Outcome::QueueAttributes {
+            info: Box::new(info()),
+        },
+        Shape::QueueAttributes {
+            names: vec!["QueueArn".into(), "Policy".into()],
+        },
+    );
     let texts = xml_texts(&encode(
         Protocol::Query,
         "GetQueueAttributes",
@@ -516,10 +570,12 @@ fn queue_attributes() {
         xml_text(&texts, "GetQueueAttributesResult/Attribute/Value"),
         ["arn:aws:sqs:us-east-1:000000000000:jobs"]
     );
-    let none = Outcome::QueueAttributes {
-        info: Box::new(info()),
-        names: vec![],
-    };
+    let none = (
+        Outcome::QueueAttributes {
+            info: Box::new(info()),
+        },
+        Shape::QueueAttributes { names: vec![] },
+    );
     assert_eq!(
         json_body(&encode(Protocol::Json, "GetQueueAttributes", &none, &ctx())),
         json!({})

@@ -1,0 +1,57 @@
+//! The request headers SQS gives a meaning to, read from their values so that the server's HTTP
+//! layer only hands them over.
+//!
+//! `X-Amz-Target` chooses the protocol (AWS JSON 1.0 names its operation there, Query has no such
+//! header), and a SigV4 `Authorization` header names the caller's access key id, which SQS
+//! reports as a message's `SenderId`. These run on every request, so they borrow from the header
+//! value and allocate nothing.
+
+use crate::action::Protocol;
+
+/// The header that names an AWS JSON 1.0 operation (`AmazonSQS.SendMessage`), lowercase as HTTP/2
+/// and `http::HeaderMap` spell it.
+pub const TARGET: &str = "x-amz-target";
+
+/// The longest access key id taken as a sender id; anything longer is not a key id.
+pub const ACCESS_KEY_ID_LENGTH_MAX: usize = 128;
+
+/// The protocol of a request with this `X-Amz-Target` header value (or none): JSON when the
+/// header is present, Query otherwise. The response, errors included, uses the same protocol.
+pub fn protocol(target: Option<&str>) -> Protocol {
+    match target {
+        Some(_) => Protocol::Json,
+        None => Protocol::Query,
+    }
+}
+
+/// The access key id of a SigV4 `Authorization` header value
+/// (`AWS4-HMAC-SHA256 Credential=AKID/20240101/us-east-1/sqs/aws4_request, …`), if it names
+/// one of at most [`ACCESS_KEY_ID_LENGTH_MAX`] characters. Signatures are not checked.
+pub fn access_key_id(authorization: &str) -> Option<&str> {
+    let (_, credential) = authorization.split_once("Credential=")?;
+    let key = credential.split('/').next()?;
+    (!key.is_empty() && key.len() <= ACCESS_KEY_ID_LENGTH_MAX).then_some(key)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_target_header_chooses_json() {
+        assert_eq!(protocol(Some("AmazonSQS.SendMessage")), Protocol::Json);
+        assert_eq!(protocol(Some("")), Protocol::Json);
+        assert_eq!(protocol(None), Protocol::Query);
+    }
+
+    #[test]
+    fn the_access_key_id_is_the_credential_scope_head() {
+        let header = "AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/20150830/us-east-1/sqs/aws4_request, SignedHeaders=host;x-amz-date, Signature=abc";
+        assert_eq!(access_key_id(header), Some("AKIDEXAMPLE"));
+        assert_eq!(access_key_id("Credential=solo"), Some("solo"));
+        assert_eq!(access_key_id("AWS4-HMAC-SHA256 Credential=/2015"), None);
+        assert_eq!(access_key_id("Basic dXNlcjpwYXNz"), None);
+        let long = format!("Credential={}/x", "k".repeat(ACCESS_KEY_ID_LENGTH_MAX + 1));
+        assert_eq!(access_key_id(&long), None);
+    }
+}
