@@ -17,11 +17,13 @@ use serde_json::{json, Value};
 use crate::service::{Api, Caller};
 use crate::Service;
 
-/// An answer other than success: a status and `{"error": {"code", "message"}}`.
+/// An answer other than success: a status and `{"error": {"code", "message"}}`, whose code is
+/// an SQS error code (as the JSON protocol's `__type` names it), so a dashboard client reads the
+/// same codes an SDK does.
 #[derive(Debug)]
 pub(super) struct ApiError {
     status: StatusCode,
-    code: &'static str,
+    code: ErrorCode,
     message: String,
 }
 
@@ -29,27 +31,34 @@ impl ApiError {
     pub(super) fn bad_request(message: impl Into<String>) -> ApiError {
         ApiError {
             status: StatusCode::BAD_REQUEST,
-            code: "InvalidParameterValue",
+            code: ErrorCode::InvalidParameterValue,
             message: message.into(),
         }
     }
 
+    /// A missing message or move task (the route's path names it).
     pub(super) fn not_found(message: impl Into<String>) -> ApiError {
         ApiError {
             status: StatusCode::NOT_FOUND,
-            code: "NotFound",
+            code: ErrorCode::ResourceNotFound,
             message: message.into(),
         }
     }
 
+    /// A missing queue: 404, since the path names it, with SQS's code.
     pub(super) fn no_queue(name: &str) -> ApiError {
-        ApiError::not_found(format!("There is no queue named {name}."))
+        ApiError {
+            status: StatusCode::NOT_FOUND,
+            code: ErrorCode::QueueDoesNotExist,
+            message: format!("There is no queue named {name}."),
+        }
     }
 
+    /// A POST whose body is not JSON (which a cross-site form could send).
     pub(super) fn unsupported_media_type(message: impl Into<String>) -> ApiError {
         ApiError {
             status: StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            code: "UnsupportedMediaType",
+            code: ErrorCode::UnsupportedOperation,
             message: message.into(),
         }
     }
@@ -66,8 +75,7 @@ impl ApiError {
             code => ApiError {
                 status: StatusCode::from_u16(code.status())
                     .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
-                // The shape name of the JSON `__type` (`com.amazonaws.sqs#OverLimit`).
-                code: code.json_type().rsplit('#').next().unwrap_or("Error"),
+                code,
                 message: error.message,
             },
         }
@@ -76,7 +84,9 @@ impl ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let body = json!({ "error": { "code": self.code, "message": self.message } });
+        // The shape name of the JSON `__type` (`com.amazonaws.sqs#OverLimit`).
+        let code = self.code.json_type().rsplit('#').next().unwrap_or("Error");
+        let body = json!({ "error": { "code": code, "message": self.message } });
         (self.status, reply(body)).into_response()
     }
 }
