@@ -25,8 +25,9 @@ use tokio::task::JoinHandle;
 
 use crate::clock::ScriptClock;
 use crate::render::{self, Names, Spec, BASE_URL, START_MS};
-use crate::script::{self, format_time_ms, parse_time_ms, Args, Problem};
+use crate::script::{self, format_time_ms, Args, Problem};
 use crate::{request, stores, Node, Service, Store, ACCOUNT_ID, REGION};
+use leaseq_testkit::golden::{diff, parse_time as parse_time_ms};
 
 /// How long a command may take to answer, in real time, before the script fails.
 const ANSWER_TIMEOUT: Duration = Duration::from_secs(5);
@@ -67,7 +68,7 @@ pub fn run_scripts(stores: &[&dyn Store]) {
             Ok(actual) if update => write_atomically(&path, &actual),
             Ok(actual) => failures.push(format!(
                 "--- {name} on {label}\n{}",
-                script::diff(&expected, &actual)
+                diff(&expected, &actual)
             )),
         }
     }

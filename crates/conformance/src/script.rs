@@ -1,37 +1,10 @@
-//! The text of scripts: lines, words, `key=value` arguments, times, the output column, and a
-//! line diff for failures.
-
-use std::fmt::Write as _;
-
-/// Column (0-based) at which `->` starts.
-const OUTPUT_COLUMN: usize = 40;
+//! The text of scripts: words, `key=value` arguments and relative times (the output column,
+//! script times and the diff are the test kit's `golden`, shared with the engine's scripts).
 
 /// A script that does not parse, or a harness problem (not a service answer: those are output).
 pub type Problem = String;
 
-/// The command of a line: everything before an unquoted `->`, trimmed.
-pub fn command_part(line: &str) -> &str {
-    let mut quoted = false;
-    let mut escaped = false;
-    for (i, c) in line.char_indices() {
-        match c {
-            _ if escaped => escaped = false,
-            '\\' if quoted => escaped = true,
-            '"' => quoted = !quoted,
-            '-' if !quoted && line[i..].starts_with("->") => return line[..i].trim(),
-            _ => {}
-        }
-    }
-    line.trim()
-}
-
-/// Appends a command and its output lines, the output at [`OUTPUT_COLUMN`].
-pub fn render(out: &mut String, command: &str, output: &[String]) {
-    for (i, line) in output.iter().enumerate() {
-        let head = if i == 0 { command } else { "" };
-        writeln!(out, "{head:<width$} -> {line}", width = OUTPUT_COLUMN).unwrap();
-    }
-}
+pub use leaseq_testkit::golden::{command_part, render};
 
 /// Splits a command into words: whitespace separates, double quotes group (and are removed),
 /// and inside quotes `\n`, `\t`, `\"`, `\\` and `\{c*N}` (N times `c`) are expanded.
@@ -154,35 +127,6 @@ impl Args {
     }
 }
 
-/// A time written as `30s`, `500ms`, `2m`, `1h`, `1m30s`.
-pub fn parse_time_ms(text: &str) -> Result<u64, Problem> {
-    let mut total: u64 = 0;
-    let mut rest = text;
-    while !rest.is_empty() {
-        let digits = rest
-            .find(|c: char| !c.is_ascii_digit())
-            .unwrap_or(rest.len());
-        let number: u64 = rest[..digits]
-            .parse()
-            .map_err(|_| format!("bad time {text:?}"))?;
-        rest = &rest[digits..];
-        let unit_len = rest
-            .find(|c: char| c.is_ascii_digit())
-            .unwrap_or(rest.len());
-        let factor = match &rest[..unit_len] {
-            "ms" => 1,
-            "s" => 1_000,
-            "m" => 60_000,
-            "h" => 3_600_000,
-            "d" => 86_400_000,
-            _ => return Err(format!("bad time {text:?} (units: ms, s, m, h, d)")),
-        };
-        total += number * factor;
-        rest = &rest[unit_len..];
-    }
-    Ok(total)
-}
-
 /// A relative time as scripts write it: whole seconds as `30s`, others as `1500ms`.
 pub fn format_time_ms(ms: i128) -> String {
     if ms % 1_000 == 0 {
@@ -190,54 +134,6 @@ pub fn format_time_ms(ms: i128) -> String {
     } else {
         format!("{ms}ms")
     }
-}
-
-/// A line diff of two texts (longest common subsequence; scripts are small), each change with
-/// three lines of context.
-pub fn diff(expected: &str, actual: &str) -> String {
-    let a: Vec<&str> = expected.lines().collect();
-    let b: Vec<&str> = actual.lines().collect();
-    let mut common = vec![vec![0usize; b.len() + 1]; a.len() + 1];
-    for i in (0..a.len()).rev() {
-        for j in (0..b.len()).rev() {
-            common[i][j] = if a[i] == b[j] {
-                common[i + 1][j + 1] + 1
-            } else {
-                common[i + 1][j].max(common[i][j + 1])
-            };
-        }
-    }
-    let (mut i, mut j) = (0, 0);
-    let mut lines: Vec<(char, &str)> = Vec::new();
-    while i < a.len() || j < b.len() {
-        if i < a.len() && j < b.len() && a[i] == b[j] {
-            lines.push((' ', a[i]));
-            (i, j) = (i + 1, j + 1);
-        } else if j < b.len() && (i == a.len() || common[i][j + 1] >= common[i + 1][j]) {
-            lines.push(('+', b[j]));
-            j += 1;
-        } else {
-            lines.push(('-', a[i]));
-            i += 1;
-        }
-    }
-    let changed: Vec<bool> = lines.iter().map(|(mark, _)| *mark != ' ').collect();
-    let near_change =
-        |k: usize| changed[k.saturating_sub(3)..(k + 4).min(lines.len())].contains(&true);
-    let mut out = String::new();
-    let mut skipped = false;
-    for (k, (mark, line)) in lines.iter().enumerate() {
-        if near_change(k) {
-            if skipped {
-                out.push_str("  ...\n");
-            }
-            writeln!(out, "{mark} {line}").unwrap();
-            skipped = false;
-        } else {
-            skipped = true;
-        }
-    }
-    out
 }
 
 #[cfg(test)]
@@ -256,9 +152,9 @@ mod tests {
 
     #[test]
     fn times_both_ways() {
-        assert_eq!(parse_time_ms("1m30s").unwrap(), 90_000);
-        assert_eq!(parse_time_ms("500ms").unwrap(), 500);
-        assert!(parse_time_ms("5x").is_err());
+        assert_eq!(leaseq_testkit::golden::parse_time("1m30s").unwrap(), 90_000);
+        assert_eq!(leaseq_testkit::golden::parse_time("500ms").unwrap(), 500);
+        assert!(leaseq_testkit::golden::parse_time("5x").is_err());
         assert_eq!(format_time_ms(90_000), "90s");
         assert_eq!(format_time_ms(1_500), "1500ms");
     }

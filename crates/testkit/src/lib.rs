@@ -5,12 +5,15 @@
 //!   failure printed with its seed and the command that replays it). Always there, and free of
 //!   leaseq types, so the core's own tests can use it.
 //! - [`names`]: unique queue names and scratch directories.
+//! - [`golden`]: the diff and the times of golden scripts (the engine's and the conformance
+//!   suite's).
 //! - `launch` (feature `server`): the in-process server on the production accept loop, and the
 //!   `leaseq` binary as a child process.
 //! - `http` (feature `server`): raw HTTP through hyper's client, and raw bytes for what is not
 //!   HTTP, answers parsed by `httparse`.
 //! - `sdk` (feature `sdk`): the `aws-sdk-sqs` client for a test server, and SQS's MD5s.
 
+pub mod golden;
 pub mod names;
 pub mod sim;
 

@@ -81,8 +81,7 @@ use parse::{
     quote, set_limit, Args, Problem,
 };
 
-/// Column (0-based) at which `->` starts.
-const OUTPUT_COLUMN: usize = 40;
+use leaseq_testkit::golden::{command_part, render};
 
 #[test]
 fn golden_scripts() {
@@ -111,7 +110,10 @@ fn golden_scripts() {
         if update {
             std::fs::write(path, &actual).expect("script is writable");
         } else {
-            failures.push(format!("--- {name}\n{}", diff(&expected, &actual)));
+            failures.push(format!(
+                "--- {name}\n{}",
+                leaseq_testkit::golden::diff(&expected, &actual)
+            ));
         }
     }
     assert!(
@@ -148,79 +150,6 @@ fn run_script(name: &str, text: &str) -> String {
     }
     harness.check_replay(name);
     rendered
-}
-
-/// The command of a line: everything before an unquoted `->`, trimmed.
-fn command_part(line: &str) -> &str {
-    let mut quoted = false;
-    let mut escaped = false;
-    for (i, c) in line.char_indices() {
-        match c {
-            _ if escaped => escaped = false,
-            '\\' if quoted => escaped = true,
-            '"' => quoted = !quoted,
-            '-' if !quoted && line[i..].starts_with("->") => return line[..i].trim(),
-            _ => {}
-        }
-    }
-    line.trim()
-}
-
-fn render(out: &mut String, command: &str, output: &[String]) {
-    for (i, line) in output.iter().enumerate() {
-        let head = if i == 0 { command } else { "" };
-        writeln!(out, "{head:<width$} -> {line}", width = OUTPUT_COLUMN).unwrap();
-    }
-}
-
-/// A line diff (longest common subsequence; scripts are small).
-fn diff(expected: &str, actual: &str) -> String {
-    let a: Vec<&str> = expected.lines().collect();
-    let b: Vec<&str> = actual.lines().collect();
-    let mut lcs = vec![vec![0usize; b.len() + 1]; a.len() + 1];
-    for i in (0..a.len()).rev() {
-        for j in (0..b.len()).rev() {
-            lcs[i][j] = if a[i] == b[j] {
-                lcs[i + 1][j + 1] + 1
-            } else {
-                lcs[i + 1][j].max(lcs[i][j + 1])
-            };
-        }
-    }
-    let (mut i, mut j) = (0, 0);
-    let mut lines: Vec<(char, &str)> = Vec::new();
-    while i < a.len() || j < b.len() {
-        if i < a.len() && j < b.len() && a[i] == b[j] {
-            lines.push((' ', a[i]));
-            (i, j) = (i + 1, j + 1);
-        } else if j < b.len() && (i == a.len() || lcs[i][j + 1] >= lcs[i + 1][j]) {
-            lines.push(('+', b[j]));
-            j += 1;
-        } else {
-            lines.push(('-', a[i]));
-            i += 1;
-        }
-    }
-    // Show each change with three lines of context around it.
-    let near_change = |k: usize| {
-        let from = k.saturating_sub(3);
-        let to = (k + 4).min(lines.len());
-        lines[from..to].iter().any(|(mark, _)| *mark != ' ')
-    };
-    let mut out = String::new();
-    let mut skipped = false;
-    for (k, (mark, line)) in lines.iter().enumerate() {
-        if near_change(k) {
-            if skipped {
-                out.push_str("  ...\n");
-            }
-            writeln!(out, "{mark} {line}").unwrap();
-            skipped = false;
-        } else {
-            skipped = true;
-        }
-    }
-    out
 }
 
 // ----- the harness ----------------------------------------------------------------------------

@@ -166,41 +166,7 @@ where
         .map_err(|e| format!("{what}: cannot parse {text:?}: {e}"))
 }
 
-/// `31s`, `500ms`, `12h`, `11h59m30s`, `4d` → milliseconds.
-pub fn parse_time(text: &str) -> Result<u64, Problem> {
-    let mut total_ms = 0u64;
-    let mut rest = text;
-    if rest.is_empty() {
-        return Err("empty time".into());
-    }
-    while !rest.is_empty() {
-        let digits = rest.len() - rest.trim_start_matches(|c: char| c.is_ascii_digit()).len();
-        if digits == 0 {
-            return Err(format!("time {text:?}: expected a number"));
-        }
-        let value: u64 = parse_number("time", &rest[..digits])?;
-        rest = &rest[digits..];
-        let unit_len = rest.len()
-            - rest
-                .trim_start_matches(|c: char| c.is_ascii_alphabetic())
-                .len();
-        let unit_ms = match &rest[..unit_len] {
-            "ms" => 1,
-            "s" => 1_000,
-            "m" => 60_000,
-            "h" => 3_600_000,
-            "d" => 86_400_000,
-            unit => {
-                return Err(format!(
-                    "time {text:?}: unknown unit {unit:?} (ms, s, m, h, d)"
-                ))
-            }
-        };
-        rest = &rest[unit_len..];
-        total_ms += value * unit_ms;
-    }
-    Ok(total_ms)
-}
+pub use leaseq_testkit::golden::parse_time;
 
 pub fn parse_at(text: &str, now_ms: u64) -> Result<u64, Problem> {
     match text.strip_prefix('+') {
