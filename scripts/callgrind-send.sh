@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Instructions per durable JSON SendMessage (user space, callgrind), A/B: instruction counts are
+# stable on a busy machine where wall-clock figures are not (BENCHMARKS.md).
+#
+# For each binary: a server under callgrind (`--fsync always`, one thread answering requests)
+# gets a warm-up, then N1 and, in a second run, N2 single-message sends from `leaseq bench` at
+# concurrency 1; (instructions(N2) - instructions(N1)) / (N2 - N1) is the cost of one send with
+# start-up, warm-up and shutdown cancelled out.
+#
+# Usage: scripts/callgrind-send.sh BINARY... (default: build and use target/release/leaseq)
+#   N1, N2   messages of the two runs (default 1000 and 3000)
+set -euo pipefail
+repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$repo_root"
+command -v valgrind >/dev/null || { echo "valgrind is not installed" >&2; exit 1; }
+if [[ $# -eq 0 ]]; then
+    cargo build -q --release -p leaseq
+    set -- "$repo_root/target/release/leaseq"
+fi
+n1="${N1:-1000}" n2="${N2:-3000}"
+scratch="$(mktemp -d -p "$repo_root/target" callgrind.XXXXXX)"
+server_pid=""
+trap '[[ -n "$server_pid" ]] && kill "$server_pid" 2>/dev/null; rm -rf "$scratch"' EXIT
+
+instructions() { # binary messages -> total Ir of the server's run
+    local port data out
+    port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    data="$(mktemp -d -p "$scratch")" out="$data/callgrind.out"
+    valgrind --tool=callgrind --callgrind-out-file="$out" "$1" serve --data-dir "$data/d" \
+        --listen "127.0.0.1:$port" --log warn --threads 1 >/dev/null 2>&1 &
+    server_pid=$!
+    for _ in $(seq 1 600); do
+        curl -sf "http://127.0.0.1:$port/health" >/dev/null 2>&1 && break
+        sleep 0.1
+    done
+    "$1" bench --endpoint "http://127.0.0.1:$port" --workload w1 -c 1 --messages 200 \
+        --queue warm --keep >/dev/null 2>&1
+    "$1" bench --endpoint "http://127.0.0.1:$port" --workload w1 -c 1 --messages "$2" \
+        --queue measured --duration 600 >/dev/null 2>&1
+    kill -INT "$server_pid"
+    wait "$server_pid" 2>/dev/null || true
+    server_pid=""
+    awk '/^summary:/ { print $2 }' "$out"
+}
+
+for bin in "$@"; do
+    a=$(instructions "$bin" "$n1")
+    b=$(instructions "$bin" "$n2")
+    printf '%-40s %8d instructions per durable SendMessage\n' "$bin" $(((b - a) / (n2 - n1)))
+done
