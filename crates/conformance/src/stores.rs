@@ -49,35 +49,35 @@ fn config() -> ServiceConfig {
 }
 
 /// The server's service: an `Api`, shared with the tasks that run its requests.
-struct Backed(Arc<ServerService>);
+struct Shared(Arc<ServerService>);
 
-impl Service for Backed {
+impl Service for Shared {
     fn execute(
         &self,
         action: Action,
         caller: Caller,
     ) -> Pin<Box<dyn Future<Output = Result<Outcome, SqsError>> + Send>> {
-        let backend = self.0.clone();
-        Box::pin(async move { backend.execute(action, &caller).await })
+        let service = self.0.clone();
+        Box::pin(async move { service.execute(action, &caller).await })
     }
 }
 
 /// A running service and its move driver (the one background task that paces move tasks on
 /// the clock, as `leaseq serve` starts it after recovery).
 struct Running {
-    backend: Arc<ServerService>,
+    service: Arc<ServerService>,
     driver: JoinHandle<()>,
 }
 
 impl Running {
-    fn start(backend: ServerService, clock: &SharedClock) -> Running {
-        let backend = Arc::new(backend.with_clock(clock.clone()));
-        let driver = tokio::spawn(backend.clone().drive_moves());
-        Running { backend, driver }
+    fn start(service: ServerService, clock: &SharedClock) -> Running {
+        let service = Arc::new(service.with_clock(clock.clone()));
+        let driver = tokio::spawn(service.clone().drive_moves());
+        Running { service, driver }
     }
 
     fn service(&self) -> Arc<dyn Service> {
-        Arc::new(Backed(self.backend.clone()))
+        Arc::new(Shared(self.service.clone()))
     }
 
     fn background_sleepers(&self) -> usize {
@@ -99,8 +99,8 @@ impl Store for MemoryStore {
     }
 
     fn open(&self, clock: SharedClock) -> Result<Box<dyn Node>, String> {
-        let backend = ServerService::in_memory(config(), ReceiptKey::new(RECEIPT_KEY));
-        Ok(Box::new(MemoryNode(Running::start(backend, &clock))))
+        let service = ServerService::in_memory(config(), ReceiptKey::new(RECEIPT_KEY));
+        Ok(Box::new(MemoryNode(Running::start(service, &clock))))
     }
 }
 
@@ -112,7 +112,7 @@ impl Node for MemoryNode {
     }
 
     fn shut_down(&self) {
-        self.0.backend.shut_down();
+        self.0.service.shut_down();
     }
 
     fn reboot(&mut self) -> Result<(), String> {
@@ -161,7 +161,7 @@ impl FileStore {
     }
 
     fn recover(&self, storage: &FaultStorage, clock: &SharedClock) -> Result<Running, String> {
-        let (backend, _recovery) = recover_with(
+        let (service, _recovery) = recover_with(
             Arc::new(storage.clone()),
             config(),
             ReceiptKey::new(RECEIPT_KEY),
@@ -169,7 +169,7 @@ impl FileStore {
             self.checkpoint_log_bytes_min,
         )
         .map_err(|error| format!("recovery failed: {error}"))?;
-        Ok(Running::start(backend, clock))
+        Ok(Running::start(service, clock))
     }
 }
 
@@ -213,13 +213,13 @@ impl Node for FileNode {
     }
 
     fn shut_down(&self) {
-        self.running.backend.shut_down();
+        self.running.service.shut_down();
     }
 
     /// A power loss: the old process stops (its handles to the storage fail from now on), only
     /// synced bytes survive, and a new process recovers from them.
     fn reboot(&mut self) -> Result<(), String> {
-        self.running.backend.shut_down();
+        self.running.service.shut_down();
         self.running.driver.abort();
         self.storage = self.storage.crash(CrashMode::DropUnsynced);
         self.running = self.store.recover(&self.storage, &self.clock)?;
