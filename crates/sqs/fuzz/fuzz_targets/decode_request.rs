@@ -100,7 +100,7 @@ fuzz_target!(|data: &[u8]| {
         None => Protocol::Query,
     };
     match decode(&request) {
-        Ok((protocol, _action)) => assert_eq!(protocol, expected),
+        Ok((protocol, _action, _shape)) => assert_eq!(protocol, expected),
         Err((protocol, error)) => {
             assert_eq!(protocol, expected);
             check_error_response(protocol, &error);
