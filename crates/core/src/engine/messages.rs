@@ -26,7 +26,12 @@ impl Engine {
         let (now_ms, queue_id) = self.advanced(now_ms, name)?;
         let queue = &self.queues[&queue_id];
         let fifo = super::fifo::fifo_fields(queue, &input)?;
-        let delay_seconds = input.delay_seconds.unwrap_or(queue.config.delay_seconds);
+        // A FIFO send may only say 0 (anything else was refused above), and the queue's delay
+        // applies to it all the same: SQS sets FIFO delays per queue only.
+        let delay_seconds = match (&fifo, input.delay_seconds) {
+            (None, Some(delay_seconds)) => delay_seconds,
+            _ => queue.config.delay_seconds,
+        };
         let payload = validate_send(
             input,
             queue.config.maximum_message_size_bytes,
