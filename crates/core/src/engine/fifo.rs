@@ -52,6 +52,27 @@ pub(super) fn fifo_fields(queue: &Queue, input: &SendInput) -> Result<Option<Box
     })))
 }
 
+/// The checks of a batch send to `queue` that fail the whole request rather than one entry, as
+/// SQS makes them: on a FIFO queue, an entry without a group id, or without a deduplication id
+/// when the queue does not derive one from the body. Everything else fails its entry alone.
+pub(super) fn check_batch<'a>(
+    queue: &Queue,
+    inputs: impl IntoIterator<Item = &'a SendInput>,
+) -> Result<()> {
+    let Some(config) = &queue.config.fifo else {
+        return Ok(());
+    };
+    for input in inputs {
+        if input.group_id.is_none() {
+            return Err(Error::Missing(Field::MessageGroupId));
+        }
+        if input.deduplication_id.is_none() && !config.content_based_deduplication {
+            return Err(Error::Missing(Field::MessageDeduplicationId));
+        }
+    }
+    Ok(())
+}
+
 /// The message a FIFO send duplicates, if its deduplication id is in the window.
 pub(super) fn duplicate_of(queue: &Queue, fifo: &FifoMessage) -> Option<Deduplicated> {
     let config = queue.config.fifo.as_ref()?;

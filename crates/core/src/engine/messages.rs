@@ -14,6 +14,18 @@ use super::{
 };
 
 impl Engine {
+    /// The checks of a batch send that fail the whole request, before any entry is sent: on a
+    /// FIFO queue every entry needs a group id, and a deduplication id unless the queue has
+    /// content-based deduplication (SQS answers such a batch with the error, not per entry).
+    pub fn check_send_batch<'a>(
+        &self,
+        name: &str,
+        inputs: impl IntoIterator<Item = &'a SendInput>,
+    ) -> Result<()> {
+        let queue = self.queue(name).ok_or(Error::QueueDoesNotExist)?;
+        super::fifo::check_batch(queue, inputs)
+    }
+
     /// Enqueues a message with the id the caller drew.
     pub fn send(
         &mut self,
