@@ -130,7 +130,10 @@ impl Engine {
         let (now_ms, queue_id) = self.advanced(now_ms, name)?;
         // Whether a queue is FIFO is decided when it is created. SQS knows `FifoQueue` on FIFO
         // queues only, where `true` changes nothing and `false` is refused.
-        match (patch.fifo_queue, self.queues[&queue_id].config.fifo.is_some()) {
+        match (
+            patch.fifo_queue,
+            self.queues[&queue_id].config.fifo.is_some(),
+        ) {
             (None, _) | (Some(true), true) => {}
             (Some(false), true) => return Err(Error::QueueTypeChange),
             (Some(_), false) => return Err(Error::UnknownSetting("FifoQueue".into())),
