@@ -22,10 +22,15 @@ impl Engine {
     ) -> Result<Created> {
         let now_ms = self.tick(now_ms);
         validate_queue_name(name, &self.config.limits)?;
-        if patch.fifo_queue == Some(false) && !name.ends_with(".fifo") {
-            // SQS knows `FifoQueue` on FIFO queues only: a standard queue may not name it,
-            // not even as `false`.
-            return Err(Error::UnknownSetting("FifoQueue".into()));
+        if !name.ends_with(".fifo") {
+            // SQS knows the FIFO settings on FIFO queues only: a standard queue's create may not
+            // name them, `FifoQueue=false` included, whether the queue exists or not.
+            if patch.fifo_queue == Some(false) {
+                return Err(Error::UnknownSetting("FifoQueue".into()));
+            }
+            if let Some(setting) = patch.fifo_setting() {
+                return Err(Error::UnknownSetting(setting.into()));
+            }
         }
         if let Ok(id) = self.id_of(name) {
             let queue = &self.queues[&id];
