@@ -42,7 +42,10 @@ fn counter_fields(c: &QueueCounters) -> [u64; COUNTER_FIELDS] {
 ///
 /// Version 4 added the client to `Lease` and a message's attempt history to `RestoreMessage`;
 /// older records decode with no client and a history without attempts.
-pub const FORMAT_VERSION: u8 = 4;
+///
+/// Version 5 added `RestoreGroupRelease` (snapshots of FIFO groups released while messages of
+/// theirs are in flight); no older record changed.
+pub const FORMAT_VERSION: u8 = 5;
 
 /// The oldest version this build still decodes.
 const FORMAT_VERSION_MIN: u8 = 1;
@@ -99,6 +102,8 @@ const TAG_RESTORE_FIFO_QUEUE: u8 = 35;
 const TAG_RESTORE_FIFO_MESSAGE: u8 = 36;
 const TAG_RECEIVE_ATTEMPT: u8 = 37;
 const TAG_RESTORE_DEDUPLICATION: u8 = 38;
+// Format version 5.
+const TAG_RESTORE_GROUP_RELEASE: u8 = 39;
 // Move tasks (redrive), format version 3.
 const TAG_SET_MOVE_TASK: u8 = 48;
 const TAG_MOVE_MESSAGES: u8 = 49;
@@ -306,6 +311,14 @@ pub fn encode(record: &Record, out: &mut Vec<u8>) {
             w.0.extend_from_slice(&message_id.0);
             w.u64(*seq);
             w.u64(*expires_at_ms);
+        }
+        Record::RestoreGroupRelease {
+            now_ms,
+            queue_id,
+            group_id,
+        } => {
+            w.head(TAG_RESTORE_GROUP_RELEASE, *now_ms, *queue_id);
+            w.str(group_id);
         }
         Record::SetMoveTask { now_ms, task } => {
             w.head(TAG_SET_MOVE_TASK, *now_ms, task.source_queue_id);
@@ -532,6 +545,11 @@ fn decode_with(bytes: &[u8], shared: &mut Decoder) -> Result<Record, DecodeError
                 leases,
             }
         }
+        TAG_RESTORE_GROUP_RELEASE if version >= 5 => Record::RestoreGroupRelease {
+            now_ms,
+            queue_id,
+            group_id: r.string()?,
+        },
         TAG_RELOCATE if version >= 2 => Record::Relocate {
             now_ms,
             queue_id,
@@ -1544,7 +1562,26 @@ mod tests {
                 seq: 1,
                 expires_at_ms: 300_003,
             },
+            Record::RestoreGroupRelease {
+                now_ms: 5,
+                queue_id: 5,
+                group_id: "g".into(),
+            },
         ]
+    }
+
+    #[test]
+    fn group_releases_need_version_5() {
+        let record = Record::RestoreGroupRelease {
+            now_ms: 5,
+            queue_id: 5,
+            group_id: "g".into(),
+        };
+        let mut bytes = Vec::new();
+        encode(&record, &mut bytes);
+        assert_eq!(decode(&bytes), Ok(record.clone()));
+        bytes[0] = 4;
+        assert!(decode(&bytes).is_err(), "{record:?} as version 4");
     }
 
     #[test]

@@ -119,7 +119,7 @@ pub struct QueueConfigPatch {
 
 impl QueueConfigPatch {
     /// Whether the patch names a setting that only FIFO queues have (besides `FifoQueue`).
-    fn fifo_setting(&self) -> Option<&'static str> {
+    pub(crate) fn fifo_setting(&self) -> Option<&'static str> {
         if self.content_based_deduplication.is_some() {
             Some("ContentBasedDeduplication")
         } else if self.deduplication_scope.is_some() {

@@ -245,10 +245,14 @@ pub enum Error {
         /// The maximum total lease.
         max_seconds: u32,
     },
-    /// A queue setting (its wire name) that does not exist for this kind of queue (a FIFO
-    /// setting on a standard queue), or that cannot change after creation (`FifoQueue`).
+    /// A queue setting (its wire name) that does not exist for this kind of queue: a FIFO
+    /// setting on a standard queue, `FifoQueue` (whatever its value) included.
     #[error("setting {0} does not apply")]
     UnknownSetting(String),
+    /// A change of a FIFO queue's `FifoQueue` setting to `false`: whether a queue is FIFO is
+    /// decided when it is created.
+    #[error("a queue's type cannot change")]
+    QueueTypeChange,
     /// A move task's source queue is no queue's dead-letter queue.
     #[error("the source is not a dead-letter queue")]
     NotADeadLetterQueue,
@@ -299,6 +303,7 @@ impl Error {
             | Error::MessageNotInFlight
             | Error::LeaseTooLong { .. }
             | Error::UnknownSetting(_)
+            | Error::QueueTypeChange
             | Error::NotADeadLetterQueue
             | Error::MoveTaskActive
             | Error::MoveTaskFinished { .. }

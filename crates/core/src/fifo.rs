@@ -4,13 +4,19 @@
 //! timers work as for any queue) plus a [`FifoState`]:
 //!
 //! - **Groups.** Every message of a FIFO queue belongs to one group (`MessageGroupId`). A group
-//!   is the set of its messages' sequence numbers, in send order, and the number of them in
-//!   flight. Invariant: a group may deliver only while none of its messages is in flight, and
-//!   only from its head (its oldest message), and only when that head is ready.
-//! - **Available groups.** The groups that may deliver now, keyed by their head's sequence
-//!   number: a receive serves the group whose head is oldest first, so a busy group cannot
-//!   starve the others (every group's head gets its turn in send order). Kept up to date on
-//!   every state change of a message in O(log n), never by scanning the backlog.
+//!   is the sequence numbers of its messages, in send order, split into those in flight and
+//!   those waiting (ready or delayed), and whether it is **held**: a receive leased one of its
+//!   messages and none of its in-flight messages has become visible since. Invariant: a group
+//!   delivers only while it is not held, and only from its oldest waiting message (the one
+//!   delivery resumes from), and only when that message is ready. A lease that runs out or is
+//!   released ends the hold at once, even while other messages of the group are in flight (SQS
+//!   does the same: each message of a batch keeps its own lease).
+//! - **Available groups.** The groups that may deliver now, keyed by the sequence number of the
+//!   message they resume from: a receive serves the oldest first, so a busy group cannot starve
+//!   the others (every group gets its turn in send order). Kept up to date on every state
+//!   change of a message in O(log n), never by scanning the backlog. Whether a group is held
+//!   is history, not a function of its messages' states, so snapshots carry the groups that
+//!   are not held although they have messages in flight (`RestoreGroupRelease`).
 //! - **The deduplication window.** (scope, deduplication id) → the message the id first
 //!   enqueued, for five minutes from its send, whatever happens to the message after (SQS keeps
 //!   tracking the id after a delete; only a purge forgets it). Derived from `Send` records;
@@ -140,22 +146,32 @@ pub struct ReceiveAttempt {
     pub leases: Vec<AttemptLease>,
 }
 
-/// One message group.
+/// One message group. Its messages are `waiting` and `in_flight` together (disjoint).
 #[derive(Clone, Debug, Default)]
 struct Group {
-    /// Its messages' sequence numbers, in send order.
-    messages: BTreeSet<u64>,
-    /// How many of them are in flight.
-    in_flight: usize,
+    /// Sequence numbers of its messages not in flight (ready or delayed), in send order.
+    waiting: BTreeSet<u64>,
+    /// Sequence numbers of its messages in flight.
+    in_flight: BTreeSet<u64>,
+    /// A receive leased one of its messages, and none of its in-flight messages became visible
+    /// since. Never true without a message in flight.
+    held: bool,
     /// The key under which it is in `available`, if it is.
     available_at: Option<u64>,
+}
+
+impl Group {
+    /// Whether it has no message.
+    fn is_empty(&self) -> bool {
+        self.waiting.is_empty() && self.in_flight.is_empty()
+    }
 }
 
 /// The FIFO state of one queue (see the module documentation).
 #[derive(Clone, Debug, Default)]
 pub struct FifoState {
     groups: FxHashMap<Arc<str>, Group>,
-    /// Head sequence numbers of the groups that may deliver now.
+    /// The oldest waiting message of each group that may deliver now (see [`Group`]).
     available: BTreeSet<u64>,
     /// scope → deduplication id → entry; the scope is the group id or "" for the whole queue.
     /// (Nested so a lookup borrows the request's strings instead of building a key.)
@@ -165,6 +181,9 @@ pub struct FifoState {
     /// needs no lookup in `window`.
     window_expiry: BTreeMap<(u64, u64), Expiring>,
     attempts: FxHashMap<Arc<str>, ReceiveAttempt>,
+    /// The groups with messages in flight that are not held (see [`FifoState::released_groups`]),
+    /// kept as they change so a checkpoint's freeze need not visit every group.
+    released: BTreeSet<Arc<str>>,
     /// (expires_at_ms, attempt id).
     attempt_expiry: BTreeSet<(u64, Arc<str>)>,
 }
@@ -310,9 +329,11 @@ impl FifoState {
     pub(crate) fn clear_groups(&mut self) {
         self.groups.clear();
         self.available.clear();
+        self.released.clear();
     }
 
-    /// The head sequence number of the first available group after `after` (head order).
+    /// The first available group after `after`, as the sequence number of the message it
+    /// resumes from (the available groups are ordered by it).
     pub fn next_available(&self, after: Option<u64>) -> Option<u64> {
         match after {
             None => self.available.first().copied(),
@@ -320,14 +341,15 @@ impl FifoState {
         }
     }
 
-    /// The message after `seq` in its group, if any.
+    /// The message after `seq` in its group, in flight or not, if any.
     pub fn next_in_group(&self, group_id: &str, seq: u64) -> Option<u64> {
-        self.groups
-            .get(group_id)?
-            .messages
-            .range(seq + 1..)
-            .next()
-            .copied()
+        let group = self.groups.get(group_id)?;
+        let waiting = group.waiting.range(seq + 1..).next();
+        let in_flight = group.in_flight.range(seq + 1..).next();
+        match (waiting, in_flight) {
+            (Some(a), Some(b)) => Some(*a.min(b)),
+            (a, b) => a.or(b).copied(),
+        }
     }
 
     /// Groups with at least one message.
@@ -337,11 +359,40 @@ impl FifoState {
 
     /// Messages in flight in a group.
     pub fn group_in_flight(&self, group_id: &str) -> usize {
-        self.groups.get(group_id).map_or(0, |group| group.in_flight)
+        self.groups
+            .get(group_id)
+            .map_or(0, |group| group.in_flight.len())
     }
 
-    /// Records that message `seq` of `group_id` entered (`Some`) or left the queue or changed
-    /// state, then re-decides whether the group is available. `head_ready` answers whether a
+    /// Whether a group is held: a receive leased one of its messages and none of its in-flight
+    /// messages became visible since.
+    pub fn group_held(&self, group_id: &str) -> bool {
+        self.groups.get(group_id).is_some_and(|group| group.held)
+    }
+
+    /// The groups that have messages in flight but are not held (one of those messages became
+    /// visible after the group's latest lease): what a snapshot must say, since a group rebuilt
+    /// from its messages is held whenever one is in flight.
+    pub fn released_groups(&self) -> impl Iterator<Item = &Arc<str>> + '_ {
+        self.released.iter()
+    }
+
+    /// Ends the hold on a group (a snapshot's `RestoreGroupRelease`), then re-decides whether it
+    /// is available. `is_ready` answers whether a message is ready.
+    pub(crate) fn release(&mut self, group_id: &str, is_ready: impl Fn(u64) -> bool) {
+        let group = self
+            .groups
+            .get_mut(group_id)
+            .expect("a released group has messages");
+        group.held = false;
+        if !group.in_flight.is_empty() {
+            self.released.insert(Arc::from(group_id));
+        }
+        Self::decide(&mut self.available, group, is_ready);
+    }
+
+    /// Records that message `seq` of `group_id` entered (`present`) or left the queue or changed
+    /// state, then re-decides whether the group is available. `is_ready` answers whether a
     /// message is ready (the queue owns the messages).
     pub(crate) fn update(
         &mut self,
@@ -349,30 +400,57 @@ impl FifoState {
         seq: u64,
         present: bool,
         transition: Transition,
-        head_ready: impl Fn(u64) -> bool,
+        is_ready: impl Fn(u64) -> bool,
     ) {
         let group = self.groups.entry(group_id.clone()).or_default();
-        if present {
-            group.messages.insert(seq);
-        } else {
-            group.messages.remove(&seq);
+        let was_released = !group.held && !group.in_flight.is_empty();
+        group.waiting.remove(&seq);
+        group.in_flight.remove(&seq);
+        if present && transition.is_in_flight {
+            group.in_flight.insert(seq);
+        } else if present {
+            group.waiting.insert(seq);
         }
         match (transition.was_in_flight, transition.is_in_flight) {
-            (false, true) => group.in_flight += 1,
-            (true, false) => group.in_flight -= 1,
+            // A lease: its receive holds the group.
+            (false, true) => group.held = true,
+            // A message in flight became visible (its lease ran out or was released): the
+            // group may deliver again, from that message if it is the oldest waiting one. A
+            // delete of an in-flight message (not present) ends no hold.
+            (true, false) if present => group.held = false,
             _ => {}
         }
-        if let Some(at) = group.available_at.take() {
-            self.available.remove(&at);
+        if group.in_flight.is_empty() {
+            group.held = false;
         }
-        let Some(&head) = group.messages.first() else {
-            assert_eq!(group.in_flight, 0, "empty group {group_id} in flight");
+        let is_released = !group.held && !group.in_flight.is_empty();
+        if is_released != was_released {
+            if is_released {
+                self.released.insert(group_id.clone());
+            } else {
+                self.released.remove(group_id);
+            }
+        }
+        if group.is_empty() {
+            if let Some(at) = group.available_at.take() {
+                self.available.remove(&at);
+            }
             self.groups.remove(group_id);
             return;
-        };
-        if group.in_flight == 0 && head_ready(head) {
-            group.available_at = Some(head);
-            self.available.insert(head);
+        }
+        Self::decide(&mut self.available, group, is_ready);
+    }
+
+    /// Puts `group` into `available` (keyed by its oldest waiting message) exactly when it is
+    /// not held and that message is ready.
+    fn decide(available: &mut BTreeSet<u64>, group: &mut Group, is_ready: impl Fn(u64) -> bool) {
+        if let Some(at) = group.available_at.take() {
+            available.remove(&at);
+        }
+        let resume = group.waiting.first().copied();
+        if let Some(next) = resume.filter(|&next| !group.held && is_ready(next)) {
+            group.available_at = Some(next);
+            available.insert(next);
         }
     }
 
@@ -382,12 +460,15 @@ impl FifoState {
         &self,
         messages: impl Iterator<Item = (u64, &'a str, bool, bool)>,
     ) {
-        let mut expected: FxHashMap<&str, (BTreeSet<u64>, usize, BTreeSet<u64>)> =
-            FxHashMap::default();
+        // Per group: every message, those in flight, those ready.
+        type Expected = (BTreeSet<u64>, BTreeSet<u64>, BTreeSet<u64>);
+        let mut expected: FxHashMap<&str, Expected> = FxHashMap::default();
         for (seq, group_id, ready, in_flight) in messages {
             let entry = expected.entry(group_id).or_default();
             entry.0.insert(seq);
-            entry.1 += usize::from(in_flight);
+            if in_flight {
+                entry.1.insert(seq);
+            }
             if ready {
                 entry.2.insert(seq);
             }
@@ -396,10 +477,15 @@ impl FifoState {
         let mut available = BTreeSet::new();
         for (group_id, (seqs, in_flight, ready)) in &expected {
             let group = &self.groups[*group_id];
-            assert_eq!(&group.messages, seqs, "messages of group {group_id}");
-            assert_eq!(group.in_flight, *in_flight, "in flight in group {group_id}");
-            let head = *seqs.first().expect("a group has a message");
-            let should = (*in_flight == 0 && ready.contains(&head)).then_some(head);
+            assert_eq!(&group.in_flight, in_flight, "in flight in group {group_id}");
+            let waiting: BTreeSet<u64> = seqs.difference(in_flight).copied().collect();
+            assert_eq!(group.waiting, waiting, "waiting in group {group_id}");
+            assert!(
+                !group.held || !in_flight.is_empty(),
+                "group {group_id} held with nothing in flight"
+            );
+            let resume = waiting.first().copied();
+            let should = resume.filter(|next| !group.held && ready.contains(next));
             assert_eq!(
                 group.available_at, should,
                 "availability of group {group_id}"
@@ -407,6 +493,14 @@ impl FifoState {
             available.extend(should);
         }
         assert_eq!(available, self.available, "available groups");
+        let released: BTreeSet<&str> = self
+            .groups
+            .iter()
+            .filter(|(_, group)| !group.held && !group.in_flight.is_empty())
+            .map(|(group_id, _)| &**group_id)
+            .collect();
+        let kept: BTreeSet<&str> = self.released.iter().map(|id| &**id).collect();
+        assert_eq!(released, kept, "released groups");
         let entries: usize = self.window.values().map(|ids| ids.len()).sum();
         assert_eq!(entries, self.window_expiry.len());
         assert!(self.window.values().all(|ids| !ids.is_empty()));

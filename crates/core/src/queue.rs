@@ -241,6 +241,20 @@ impl Queue {
         });
     }
 
+    /// Ends the hold on a FIFO group whose messages are in flight (a snapshot's
+    /// `RestoreGroupRelease`, applied after the group's messages).
+    pub(crate) fn release_group(&mut self, group_id: &str) {
+        let messages = &self.messages;
+        self.fifo
+            .as_deref_mut()
+            .expect("group release on a FIFO queue")
+            .release(group_id, |seq| {
+                messages
+                    .get(seq)
+                    .is_some_and(|message| message.state == MessageState::Ready)
+            });
+    }
+
     fn group_of(&self, seq: u64) -> Option<Arc<str>> {
         self.fifo.as_ref()?;
         let message = self.messages.get(seq)?;

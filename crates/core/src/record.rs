@@ -194,6 +194,17 @@ pub enum Record {
         /// When the entry leaves the window.
         expires_at_ms: u64,
     },
+    /// Snapshot: a FIFO group that has messages in flight but is not held, because one of its
+    /// in-flight messages became visible after the group's latest lease (a group rebuilt from
+    /// its messages is held while any of them is in flight). Format version 5.
+    RestoreGroupRelease {
+        /// The engine's clock when the snapshot was taken.
+        now_ms: u64,
+        /// Which queue.
+        queue_id: u64,
+        /// The group id.
+        group_id: String,
+    },
     /// A message's payload was written again, at the log's tail, so that the log segment that
     /// held it can go (compaction). Nothing else about the message changes.
     Relocate {
@@ -309,6 +320,7 @@ impl Record {
             | Record::RestoreFailureReason { now_ms, .. }
             | Record::ReceiveAttempt { now_ms, .. }
             | Record::RestoreDeduplication { now_ms, .. }
+            | Record::RestoreGroupRelease { now_ms, .. }
             | Record::Relocate { now_ms, .. }
             | Record::SetMoveTask { now_ms, .. }
             | Record::MoveMessages { now_ms, .. }

@@ -8,11 +8,14 @@
 //! engine rebuilt from a snapshot through the byte codec, or from the whole journal). After every
 //! step it checks the engine's invariants and these properties, against a small model:
 //!
-//! - **never two holders of a group:** at any time, the in-flight messages of a group were all
-//!   delivered by one receive (a batch may take several messages from the head of a group; no
-//!   other receive gets any message of that group until all of them are gone or released);
+//! - **one holder per group:** a group is held from a receive that leases any of its messages
+//!   until one of its in-flight messages becomes visible again (its lease runs out or is
+//!   released with 0) or none is in flight; no receive delivers anything of a held group. The
+//!   model keeps its own hold per group and checks the engine's against it after every step,
+//!   and that every group a receive delivered from was not held just before;
 //! - **order:** per group, first deliveries happen in send order, and a delivered message has no
-//!   older message of its group left in the queue other than ones delivered in the same receive;
+//!   older message of its group waiting (ready or delayed) in the queue other than ones
+//!   delivered in the same receive: older ones are gone or in flight;
 //! - **deduplication** (scope `queue` on even seeds, `messageGroup` on odd ones): a send whose id
 //!   was sent in the scope in the last 5 minutes (and not purged since) is a duplicate of exactly
 //!   that message and is not enqueued; any other send is enqueued;
@@ -91,6 +94,10 @@ fn fifo_simulation() {
         "nothing was dead-lettered: {totals:?}"
     );
     assert!(totals.restarts > 0, "no restart: {totals:?}");
+    assert!(
+        totals.resumed > 0,
+        "no group delivered again while a message of it was in flight: {totals:?}"
+    );
 }
 
 #[derive(Debug, Default)]
@@ -102,6 +109,9 @@ struct Totals {
     expired_deletes: u64,
     dead_lettered: u64,
     restarts: u64,
+    /// Receives that delivered from a group while another of its messages was in flight (the
+    /// group was released by a message that became visible).
+    resumed: u64,
 }
 
 impl Totals {
@@ -113,6 +123,7 @@ impl Totals {
         self.expired_deletes += other.expired_deletes;
         self.dead_lettered += other.dead_lettered;
         self.restarts += other.restarts;
+        self.resumed += other.resumed;
     }
 }
 
@@ -123,8 +134,8 @@ struct Held {
     message_id: MessageId,
     group: String,
     visible_at_ms: u64,
-    /// Which receive delivered it.
-    receive: u64,
+    /// Its lease ran out (the model saw the time pass `visible_at_ms`).
+    ended: bool,
 }
 
 struct Sim {
@@ -138,6 +149,9 @@ struct Sim {
     trace: Vec<String>,
     totals: Totals,
     held: Vec<Held>,
+    /// The model of the groups' holds: a group is held from a receive that leased any of its
+    /// messages until one of its leases ends by becoming visible, or none is in flight.
+    holds: HashSet<String>,
     receives: u64,
     /// `DeduplicationScope=messageGroup` (odd seeds) rather than `queue`.
     group_scope: bool,
@@ -170,6 +184,7 @@ impl Sim {
             trace: Vec::new(),
             totals: Totals::default(),
             held: Vec::new(),
+            holds: HashSet::new(),
             receives: 0,
             group_scope: seed % 2 == 1,
             window: HashMap::new(),
@@ -236,7 +251,7 @@ impl Sim {
                 _ => self.restart(),
             }
             self.engine.check_invariants();
-            self.check_one_holder_per_group();
+            self.check_holds();
         }
         self.restart();
     }
@@ -335,7 +350,6 @@ impl Sim {
             )
             .expect("a valid receive succeeds");
         self.receives += 1;
-        let receive = self.receives;
         self.note(format!(
             "receive max={max_messages} vis={visibility} attempt={attempt_id:?} -> {:?}",
             deliveries
@@ -361,6 +375,28 @@ impl Sim {
                 }
             }
         }
+        // Batches fill one group at a time (its messages are consecutive in the batch), and
+        // only from groups that were not held.
+        let groups: Vec<String> = deliveries
+            .iter()
+            .map(|d| d.fifo.as_ref().expect("FIFO delivery").group_id.to_string())
+            .collect();
+        for (index, group) in groups.iter().enumerate() {
+            assert!(!self.holds.contains(group), "{group} delivered while held");
+            let in_flight_before = self.held.iter().any(|held| {
+                !held.ended
+                    && held.group == *group
+                    && deliveries.iter().all(|d| d.message_id != held.message_id)
+            });
+            if index == 0 || groups[index - 1] != *group {
+                self.totals.resumed += u64::from(in_flight_before);
+            }
+            let seen_before = groups[..index].contains(group);
+            assert!(
+                !seen_before || groups[index - 1] == *group,
+                "{group} split in the batch: {groups:?}"
+            );
+        }
         let mut per_group: HashMap<&str, usize> = HashMap::new();
         for delivery in &deliveries {
             let fifo = delivery.fifo.as_ref().expect("FIFO delivery");
@@ -382,15 +418,17 @@ impl Sim {
                     "first deliveries of {group} out of send order"
                 );
             }
-            // Nothing older of the group is left, except what this receive delivered.
+            // Nothing older of the group is waiting, except what this receive delivered: the
+            // older ones left are in flight (delivery resumed after them).
             let queue = self.engine.queue(QUEUE).unwrap();
             for (_, message) in queue.messages() {
                 let same_group = message.fifo.as_ref().unwrap().group_id.as_ref() == group;
                 let older = self.sent[&message.id].1 < index;
                 let in_batch = deliveries.iter().any(|d| d.message_id == message.id);
+                let waiting = message.state != MessageState::InFlight;
                 assert!(
-                    !(same_group && older && !in_batch),
-                    "{group}: delivered past an older message"
+                    !(same_group && older && !in_batch && waiting),
+                    "{group}: delivered past an older waiting message"
                 );
             }
             if visibility > 0 {
@@ -399,10 +437,11 @@ impl Sim {
                 self.held.push(Held {
                     receipt: delivery.receipt.clone(),
                     message_id: delivery.message_id,
-                    group,
+                    group: group.clone(),
                     visible_at_ms: delivery.visible_at_ms,
-                    receive,
+                    ended: false,
                 });
+                self.holds.insert(group);
             }
         }
         if per_group.values().any(|&n| n > 1) {
@@ -501,7 +540,9 @@ impl Sim {
             Ok(visible_at_ms) => {
                 assert!(self.now_ms < held.visible_at_ms, "changed an ended lease");
                 if seconds == 0 {
+                    // A release ends the group's hold at once.
                     self.held.remove(index);
+                    self.holds.remove(&held.group);
                 } else {
                     self.held[index].visible_at_ms = visible_at_ms;
                 }
@@ -521,6 +562,7 @@ impl Sim {
             }
             self.gone.extend(self.sent.keys().copied());
             self.held.clear();
+            self.holds.clear();
             self.attempts.clear();
         }
     }
@@ -560,10 +602,23 @@ impl Sim {
         self.totals.restarts += 1;
     }
 
-    /// Never two holders of a group: the in-flight messages of a group come from one receive.
-    fn check_one_holder_per_group(&self) {
+    /// One holder per group: brings the engine and the model to now (leases that ran out end
+    /// their group's hold), then checks that every in-flight message is held by a consumer and
+    /// that the engine holds exactly the groups the model holds.
+    fn check_holds(&mut self) {
+        self.engine
+            .queue_info(self.now_ms, QUEUE)
+            .expect("queue exists");
+        for held in &mut self.held {
+            if !held.ended && held.visible_at_ms <= self.now_ms {
+                held.ended = true;
+                self.holds.remove(&held.group);
+            }
+        }
+        let held = &self.held;
+        self.holds
+            .retain(|group| held.iter().any(|h| !h.ended && h.group == *group));
         let queue = self.engine.queue(QUEUE).unwrap();
-        let mut holders: HashMap<String, HashSet<u64>> = HashMap::new();
         for (_, message) in queue.messages() {
             if message.state != MessageState::InFlight {
                 continue;
@@ -573,16 +628,16 @@ impl Sim {
             let held = self
                 .held
                 .iter()
-                .find(|held| held.message_id == message.id)
+                .find(|held| held.message_id == message.id && !held.ended)
                 .expect("an in-flight message is held by a consumer");
             assert_eq!(held.group, group);
-            holders.entry(group).or_default().insert(held.receive);
         }
-        for (group, receives) in holders {
+        let fifo = queue.fifo().expect("FIFO queue");
+        for group in GROUPS {
             assert_eq!(
-                receives.len(),
-                1,
-                "{group} is held by receives {receives:?}"
+                fifo.group_held(group),
+                self.holds.contains(group),
+                "{group}: the engine's hold differs from the model's"
             );
         }
     }
@@ -611,6 +666,15 @@ fn describe(engine: &mut Engine, now_ms: u64, name: &str) -> String {
         .map(|(id, attempt)| format!("{id}: {attempt:?}"))
         .collect();
     attempts.sort();
+    let holds: Vec<(&str, bool, usize)> = GROUPS
+        .iter()
+        .map(|group| (*group, fifo.group_held(group), fifo.group_in_flight(group)))
+        .collect();
+    let mut available = Vec::new();
+    while let Some(next) = fifo.next_available(available.last().copied()) {
+        available.push(next);
+    }
     text += &format!("window={window:?}\nattempts={attempts:?}\n");
+    text += &format!("holds={holds:?}\navailable={available:?}\n");
     text
 }

@@ -750,6 +750,10 @@ impl From<leaseq_core::Error> for SqsError {
                 ErrorCode::InvalidAttributeName,
                 format!("Unknown Attribute {name}."),
             ),
+            Error::QueueTypeChange => SqsError::new(
+                ErrorCode::InvalidAttributeValue,
+                "Invalid value for the parameter FifoQueue. Reason: Modifying queue type is not supported.",
+            ),
             Error::NotADeadLetterQueue
             | Error::MoveTaskActive
             | Error::MoveTaskFinished { .. }
@@ -950,6 +954,10 @@ mod tests {
             (Error::LeaseTooLong { max_seconds: 43_200 }, InvalidParameterValue,
              "Value for parameter VisibilityTimeout is invalid. Reason: Total VisibilityTimeout for the message is beyond the limit [43200 seconds]."),
             (Error::UnknownSetting("FifoQueue".into()), InvalidAttributeName, "Unknown Attribute FifoQueue."),
+            // Not in AWS's documentation; as LocalStack (localstack/services/sqs/models.py) and
+            // YDB's SQS answer SetQueueAttributes FifoQueue=false on a FIFO queue.
+            (Error::QueueTypeChange, InvalidAttributeValue,
+             "Invalid value for the parameter FifoQueue. Reason: Modifying queue type is not supported."),
             (Error::NotADeadLetterQueue, UnsupportedOperation, "Source queue must be configured as a Dead Letter Queue."),
             (Error::MoveTaskActive, UnsupportedOperation,
              "There is already a task running. Only one active task is allowed for a source queue arn at a given time."),

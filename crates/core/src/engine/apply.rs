@@ -233,6 +233,9 @@ impl Engine {
                         entry,
                     );
             }
+            Record::RestoreGroupRelease {
+                queue_id, group_id, ..
+            } => self.queue_mut(*queue_id).release_group(group_id),
             Record::Relocate {
                 queue_id,
                 seq,
@@ -475,20 +478,30 @@ fn remember_send(
         .remember(scope, fifo.deduplication_id.clone(), entry);
 }
 
-/// The records that rebuild a FIFO queue's window and attempts (none for a standard queue).
+/// The records that rebuild a FIFO queue's attempts and released groups (none for a standard
+/// queue).
 fn fifo_records(queue: &Queue, now_ms: u64) -> Vec<Record> {
     let Some(fifo) = queue.fifo() else {
         return Vec::new();
     };
-    fifo.attempts()
+    let attempts = fifo
+        .attempts()
         .map(|(attempt_id, attempt)| Record::ReceiveAttempt {
             now_ms,
             queue_id: queue.id,
             attempt_id: attempt_id.to_string(),
             received_at_ms: attempt.received_at_ms,
             leases: attempt.leases.clone(),
-        })
-        .collect()
+        });
+    // After the messages: a group rebuilt from them is held while one is in flight.
+    let releases = fifo
+        .released_groups()
+        .map(|group_id| Record::RestoreGroupRelease {
+            now_ms,
+            queue_id: queue.id,
+            group_id: group_id.to_string(),
+        });
+    attempts.chain(releases).collect()
 }
 
 impl FrozenEngine {

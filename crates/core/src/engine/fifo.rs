@@ -52,6 +52,27 @@ pub(super) fn fifo_fields(queue: &Queue, input: &SendInput) -> Result<Option<Box
     })))
 }
 
+/// The checks of a batch send to `queue` that fail the whole request rather than one entry, as
+/// SQS makes them: on a FIFO queue, an entry without a group id, or without a deduplication id
+/// when the queue does not derive one from the body. Everything else fails its entry alone.
+pub(super) fn check_batch<'a>(
+    queue: &Queue,
+    inputs: impl IntoIterator<Item = &'a SendInput>,
+) -> Result<()> {
+    let Some(config) = &queue.config.fifo else {
+        return Ok(());
+    };
+    for input in inputs {
+        if input.group_id.is_none() {
+            return Err(Error::Missing(Field::MessageGroupId));
+        }
+        if input.deduplication_id.is_none() && !config.content_based_deduplication {
+            return Err(Error::Missing(Field::MessageDeduplicationId));
+        }
+    }
+    Ok(())
+}
+
 /// The message a FIFO send duplicates, if its deduplication id is in the window.
 pub(super) fn duplicate_of(queue: &Queue, fifo: &FifoMessage) -> Option<Deduplicated> {
     let config = queue.config.fifo.as_ref()?;
@@ -73,10 +94,10 @@ pub(super) struct FifoReceive {
 }
 
 impl Engine {
-    /// Serves the available groups oldest head first; from each, the ready messages at its
-    /// head, in order, until the batch is full or the group has no ready message next. Every
-    /// message taken is in flight afterwards, so the group is blocked until all of them are
-    /// deleted or their leases end.
+    /// Fills the batch one group at a time: the available group that resumes from the oldest
+    /// message first, its ready messages in order from there until the batch is full or the
+    /// group's next message is not ready, then the next group. Every message taken keeps its own
+    /// lease; the group is held until any of them becomes visible again or all are deleted.
     pub(super) fn receive_fifo(
         &mut self,
         receive: FifoReceive,
@@ -97,10 +118,11 @@ impl Engine {
         }
         let mut deliveries = Vec::with_capacity(wanted);
         let mut leases = Vec::new();
-        // Groups are visited in head order, each at most once per receive: a group served with
-        // a lease of 0 seconds stays available at the same head, and the cursor moves past it;
-        // a group whose head was dead-lettered may be available again at a later head, and
-        // `served` skips it there (it holds at most one group per delivery, so at most 10).
+        // Groups are visited in the order of the message they resume from, each at most once per
+        // receive: a group served with a lease of 0 seconds stays available at the same message,
+        // and the cursor moves past it; a group whose first message was dead-lettered may be
+        // available again at a later one, and `served` skips it there (it holds at most one
+        // group per delivery, so at most 10).
         let mut cursor = None;
         let mut served: Vec<Arc<str>> = Vec::new();
         while deliveries.len() < wanted {
@@ -132,9 +154,10 @@ impl Engine {
         Ok(deliveries)
     }
 
-    /// Leases the ready messages at the head of the group whose head is `head`, in order, until
-    /// `deliveries` holds `receive.wanted` or the group has no ready message next; heads that
-    /// used up their receives move to the dead-letter queue on the way. Returns the leases.
+    /// Leases the ready messages of the group that resumes from `head`, in order from there,
+    /// until `deliveries` holds `receive.wanted` or the group's next message is not ready (in
+    /// flight with another lease, or delayed); messages that used up their receives move to the
+    /// dead-letter queue on the way. Returns the leases.
     fn serve_group(
         &mut self,
         receive: &FifoReceive,
@@ -186,9 +209,9 @@ impl Engine {
                 attempt,
                 visible_at_ms,
             });
-            // Released at once (visibility 0), the message is the group's head again: taking
-            // the next one would deliver the group out of order.
-            if deliveries.len() == wanted || visibility_ms == 0 {
+            // With visibility 0 the message is visible again at once and the next receive
+            // resumes from it; this one still fills its batch in order, as with any lease.
+            if deliveries.len() == wanted {
                 break;
             }
         }

@@ -14,6 +14,18 @@ use super::{
 };
 
 impl Engine {
+    /// The checks of a batch send that fail the whole request, before any entry is sent: on a
+    /// FIFO queue every entry needs a group id, and a deduplication id unless the queue has
+    /// content-based deduplication (SQS answers such a batch with the error, not per entry).
+    pub fn check_send_batch<'a>(
+        &self,
+        name: &str,
+        inputs: impl IntoIterator<Item = &'a SendInput>,
+    ) -> Result<()> {
+        let queue = self.queue(name).ok_or(Error::QueueDoesNotExist)?;
+        super::fifo::check_batch(queue, inputs)
+    }
+
     /// Enqueues a message with the id the caller drew.
     pub fn send(
         &mut self,
@@ -26,7 +38,12 @@ impl Engine {
         let (now_ms, queue_id) = self.advanced(now_ms, name)?;
         let queue = &self.queues[&queue_id];
         let fifo = super::fifo::fifo_fields(queue, &input)?;
-        let delay_seconds = input.delay_seconds.unwrap_or(queue.config.delay_seconds);
+        // A FIFO send may only say 0 (anything else was refused above), and the queue's delay
+        // applies to it all the same: SQS sets FIFO delays per queue only.
+        let delay_seconds = match (&fifo, input.delay_seconds) {
+            (None, Some(delay_seconds)) => delay_seconds,
+            _ => queue.config.delay_seconds,
+        };
         let payload = validate_send(
             input,
             queue.config.maximum_message_size_bytes,

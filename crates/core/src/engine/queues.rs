@@ -22,6 +22,16 @@ impl Engine {
     ) -> Result<Created> {
         let now_ms = self.tick(now_ms);
         validate_queue_name(name, &self.config.limits)?;
+        if !name.ends_with(".fifo") {
+            // SQS knows the FIFO settings on FIFO queues only: a standard queue's create may not
+            // name them, `FifoQueue=false` included, whether the queue exists or not.
+            if patch.fifo_queue == Some(false) {
+                return Err(Error::UnknownSetting("FifoQueue".into()));
+            }
+            if let Some(setting) = patch.fifo_setting() {
+                return Err(Error::UnknownSetting(setting.into()));
+            }
+        }
         if let Ok(id) = self.id_of(name) {
             let queue = &self.queues[&id];
             return match queue.config.conflicting_setting(patch) {
@@ -123,9 +133,15 @@ impl Engine {
         journal: &mut Journal,
     ) -> Result<()> {
         let (now_ms, queue_id) = self.advanced(now_ms, name)?;
-        if patch.fifo_queue.is_some() {
-            // Whether a queue is FIFO is decided when it is created.
-            return Err(Error::UnknownSetting("FifoQueue".into()));
+        // Whether a queue is FIFO is decided when it is created. SQS knows `FifoQueue` on FIFO
+        // queues only, where `true` changes nothing and `false` is refused.
+        match (
+            patch.fifo_queue,
+            self.queues[&queue_id].config.fifo.is_some(),
+        ) {
+            (None, _) | (Some(true), true) => {}
+            (Some(false), true) => return Err(Error::QueueTypeChange),
+            (Some(_), false) => return Err(Error::UnknownSetting("FifoQueue".into())),
         }
         let config = self.queues[&queue_id]
             .config

@@ -864,6 +864,13 @@ fn snapshot(engine: &mut Engine, now_ms: u64, name: &str) -> String {
         for (id, attempt) in fifo.attempts() {
             writeln!(text, "attempt {id}: {attempt:?}").unwrap();
         }
+        // Whether a group is held is history, not a function of its messages' states.
+        let released: Vec<&str> = fifo.released_groups().map(|id| &**id).collect();
+        let mut available = Vec::new();
+        while let Some(next) = fifo.next_available(available.last().copied()) {
+            available.push(next);
+        }
+        writeln!(text, "released: {released:?} available: {available:?}").unwrap();
     }
     for (seq, reason) in queue.failure_reasons() {
         writeln!(text, "failure {seq}: {reason}").unwrap();

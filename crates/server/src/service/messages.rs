@@ -1,6 +1,7 @@
 //! Message actions: send (one or a batch), delete, change visibility (one or a batch) and
 //! leaseq's fail-now. A batch runs as one engine operation; a missing queue fails the whole
-//! request, anything else only its entry.
+//! request (and so does a FIFO send batch with an entry that lacks a group or deduplication id,
+//! as in SQS), anything else only its entry.
 
 use leaseq_core::{Engine, Error, Journal, MessageId, SendInput};
 use leaseq_sqs::error::SqsError;
@@ -29,8 +30,11 @@ impl Service {
         entries: Vec<BatchEntry<SendInput>>,
         caller: &Caller,
     ) -> Result<Outcome, SqsError> {
+        let check = |engine: &Engine, entries: &[BatchEntry<SendInput>]| {
+            engine.check_send_batch(name, entries.iter().map(|entry| &entry.value))
+        };
         let results = self
-            .per_entry(name, entries, |engine, now, message, journal| {
+            .per_entry(name, entries, check, |engine, now, message, journal| {
                 let message = send_input(message, caller);
                 let id = MessageId::from_random(rand::random());
                 Ok(engine.send(now, name, message, id, journal)?)
@@ -101,17 +105,19 @@ impl Service {
         Ok(Outcome::Empty)
     }
 
-    /// Runs `each` for every entry of a batch in one engine operation; a missing queue fails the
-    /// whole request, anything else only its entry.
+    /// Runs `each` for every entry of a batch in one engine operation; a missing queue, or a
+    /// failed `check` of all the entries, fails the whole request, anything else only its entry.
     async fn per_entry<T, R>(
         &self,
         name: &str,
         entries: Vec<BatchEntry<T>>,
+        check: impl FnOnce(&Engine, &[BatchEntry<T>]) -> Result<(), Error>,
         mut each: impl FnMut(&mut Engine, u64, T, &mut Journal) -> Result<R, SqsError>,
     ) -> Result<Vec<(String, Result<R, SqsError>)>, SqsError> {
         self.run(|engine, journal| {
             let now = self.now_ms();
             engine.queue(name).ok_or(Error::QueueDoesNotExist)?;
+            check(engine, &entries)?;
             Ok::<_, Error>(
                 entries
                     .into_iter()
@@ -128,7 +134,10 @@ impl Service {
         entries: Vec<BatchEntry<T>>,
         each: impl FnMut(&mut Engine, u64, T, &mut Journal) -> Result<(), SqsError>,
     ) -> Result<Outcome, SqsError> {
-        Ok(Outcome::Batch(self.per_entry(name, entries, each).await?))
+        let check = |_: &Engine, _: &[BatchEntry<T>]| Ok(());
+        Ok(Outcome::Batch(
+            self.per_entry(name, entries, check, each).await?,
+        ))
     }
 }
 
