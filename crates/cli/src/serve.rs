@@ -243,39 +243,7 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
         region: settings.region.clone(),
         account_id: settings.account_id.clone(),
     };
-    let (_data_dir, service) = if let Some(connection) = &settings.postgres {
-        // Opening blocks (connect, migrate, recover) on the store's own runtime.
-        let config = leaseq_postgres::PgConfig {
-            schema: settings.postgres_schema.clone(),
-            ..leaseq_postgres::PgConfig::new(connection.clone())
-        };
-        let checkpoint_bytes = settings.checkpoint_bytes;
-        let service = tokio::task::block_in_place(|| {
-            leaseq_postgres::open_service(&config, service_config, checkpoint_bytes)
-        })
-        .context("opening the PostgreSQL log")?;
-        (None, service)
-    } else if settings.in_memory {
-        tracing::warn!("--in-memory: nothing is kept on disk; a restart loses every message");
-        (
-            None,
-            Service::in_memory(service_config, ReceiptKey::new(rand::random())),
-        )
-    } else {
-        let options = leaseq_wal::Options {
-            fsync: settings.fsync,
-            salvage: settings.salvage,
-            ..leaseq_wal::Options::default()
-        };
-        let (dir, service) = DataDir::open(
-            &settings.data_dir,
-            service_config,
-            options,
-            settings.checkpoint_bytes,
-        )
-        .with_context(|| format!("opening data directory {}", settings.data_dir.display()))?;
-        (Some(dir), service)
-    };
+    let (_data_dir, service) = open_service(&settings, service_config)?;
     let metrics = settings.metrics.then(|| Arc::new(Metrics::default()));
     let service = Arc::new(match &metrics {
         Some(metrics) => service.with_metrics(metrics.clone()),
@@ -333,6 +301,47 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
     }
     tracing::info!("stopped");
     Ok(())
+}
+
+/// Opens the service where the settings keep the log: PostgreSQL, nowhere (`--in-memory`) or the
+/// data directory (whose lock the returned `DataDir` holds).
+fn open_service(
+    settings: &Settings,
+    service_config: ServiceConfig,
+) -> anyhow::Result<(Option<DataDir>, Service)> {
+    Ok(if let Some(connection) = &settings.postgres {
+        // Opening blocks (connect, migrate, recover) on the store's own runtime.
+        let config = leaseq_postgres::PgConfig {
+            schema: settings.postgres_schema.clone(),
+            ..leaseq_postgres::PgConfig::new(connection.clone())
+        };
+        let checkpoint_bytes = settings.checkpoint_bytes;
+        let service = tokio::task::block_in_place(|| {
+            leaseq_postgres::open_service(&config, service_config, checkpoint_bytes)
+        })
+        .context("opening the PostgreSQL log")?;
+        (None, service)
+    } else if settings.in_memory {
+        tracing::warn!("--in-memory: nothing is kept on disk; a restart loses every message");
+        (
+            None,
+            Service::in_memory(service_config, ReceiptKey::new(rand::random())),
+        )
+    } else {
+        let options = leaseq_wal::Options {
+            fsync: settings.fsync,
+            salvage: settings.salvage,
+            ..leaseq_wal::Options::default()
+        };
+        let (dir, service) = DataDir::open(
+            &settings.data_dir,
+            service_config,
+            options,
+            settings.checkpoint_bytes,
+        )
+        .with_context(|| format!("opening data directory {}", settings.data_dir.display()))?;
+        (Some(dir), service)
+    })
 }
 
 /// Creates a configured queue through the same decoder clients go through, so the file's

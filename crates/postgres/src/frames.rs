@@ -40,7 +40,7 @@ impl Frame {
     }
 
     /// The frame's records with their LSNs and locations, or where its body is malformed.
-    pub(crate) fn records(&self) -> Result<Vec<(Lsn, &[u8], Location)>, LogError> {
+    pub(crate) fn records(&self) -> Result<Vec<FrameRecord<'_>>, LogError> {
         let mut records = Vec::new();
         let mut at = 0usize;
         let mut lsn = self.first_lsn;
@@ -82,6 +82,9 @@ impl Frame {
         Ok(records)
     }
 }
+
+/// One record of a frame: its LSN, its bytes, where they are.
+pub(crate) type FrameRecord<'a> = (Lsn, &'a [u8], Location);
 
 /// A segment's extent, for checkpoints.
 #[derive(Clone, Copy, Debug, Default)]

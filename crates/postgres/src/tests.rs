@@ -4,7 +4,8 @@
 
 use std::time::{Duration, Instant};
 
-use leaseq_core::Record;
+use leaseq_core::{Engine, EngineConfig, ReceiptKey, Record};
+use leaseq_server::checkpoint::Checkpoints;
 use leaseq_server::log_store::{LogStore, Recoverable};
 use tokio_postgres::Client;
 
@@ -218,4 +219,71 @@ fn wait_until_waiting_on_a_lock(runtime: &tokio::runtime::Runtime, client: &Clie
         );
         std::thread::sleep(Duration::from_millis(5));
     }
+}
+
+#[test]
+fn checkpoints_keep_two_snapshots_and_remove_whole_old_segments() {
+    let schema = TestSchema::new("checkpoint");
+    let mut config = schema.0.clone();
+    config.sizes.segment_bytes_max = 256;
+    let runtime = runtime();
+    let (log, _) = open(&config);
+    let engine = parking_lot::Mutex::new(Engine::new(
+        EngineConfig::default(),
+        ReceiptKey::new([7; 16]),
+    ));
+    let checkpoints = Checkpoints::new(0, 0);
+    for round in 0..3u64 {
+        for queue_id in 0..50 {
+            append_and_wait(&runtime, &log, round * 50 + queue_id).unwrap();
+        }
+        checkpoints.run(&engine, &log).unwrap();
+    }
+    let client = side_client(&runtime);
+    let name = Schema::new(&config.schema).unwrap();
+    let (snapshots, oldest_lsn): (i64, i64) = runtime.block_on(async {
+        let count = name.sql("SELECT count(*) FROM {schema}.snapshot");
+        let oldest = name.sql("SELECT min(first_lsn) FROM {schema}.frame");
+        let snapshots = client.query_one(&count, &[]).await.unwrap().get(0);
+        (
+            snapshots,
+            client.query_one(&oldest, &[]).await.unwrap().get(0),
+        )
+    });
+    assert_eq!(snapshots, 2, "the two newest snapshots are kept");
+    // The third checkpoint removed the segments wholly before the second snapshot (LSN 100);
+    // the segment holding LSN 100 may stay.
+    assert!(
+        oldest_lsn > 80,
+        "old segments were removed: the oldest frame starts at {oldest_lsn}"
+    );
+    drop(log);
+    let mut opening = PgLogOpening::open(&config).unwrap();
+    let snapshot = opening.latest_snapshot().unwrap().expect("a snapshot");
+    assert_eq!(snapshot.lsn, 150);
+    let mut replayed = 0;
+    let log = opening
+        .replay(snapshot.lsn, &mut |_| {
+            replayed += 1;
+            Ok(())
+        })
+        .unwrap();
+    assert_eq!(
+        (replayed, log.tail_lsn()),
+        (0, 150),
+        "nothing after the snapshot to replay"
+    );
+    append_and_wait(&runtime, &log, 1000).expect("appends continue after the snapshot");
+}
+
+#[test]
+fn an_unreachable_postgres_fails_the_open_promptly() {
+    let config = PgConfig::new("host=127.0.0.1 port=1 user=postgres dbname=test");
+    let started = Instant::now();
+    match PgLogOpening::open(&config) {
+        Err(PostgresError::Connect(_)) => {}
+        Err(other) => panic!("expected a connection error, got {other}"),
+        Ok(_) => panic!("opened a log on a closed port"),
+    }
+    assert!(started.elapsed() <= crate::CONNECT_TIMEOUT + Duration::from_secs(1));
 }
