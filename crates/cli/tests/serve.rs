@@ -196,7 +196,11 @@ async fn a_bad_config_file_is_refused_with_a_clear_message() {
     // Two places for the log: refused. PostgreSQL that cannot be reached: refused promptly.
     let stderr = refused(&["--in-memory", "true", "--postgres", "host=127.0.0.1 port=1"]);
     assert!(stderr.contains("exclude each other"), "{stderr}");
-    std::fs::write(&config, "postgres = \"host=127.0.0.1 port=1 user=postgres\"\n").unwrap();
+    std::fs::write(
+        &config,
+        "postgres = \"host=127.0.0.1 port=1 user=postgres\"\n",
+    )
+    .unwrap();
     let stderr = refused(&["--config", config_arg, "--listen", "127.0.0.1:0"]);
     assert!(stderr.contains("connecting to PostgreSQL"), "{stderr}");
 }

@@ -112,6 +112,10 @@ pub(crate) async fn connect(config: &str) -> Result<Client, PostgresError> {
     if parsed.get_connect_timeout().is_none() {
         parsed.connect_timeout(crate::CONNECT_TIMEOUT);
     }
+    // Operators find the node's sessions in pg_stat_activity by name.
+    if parsed.get_application_name().is_none() {
+        parsed.application_name("leaseq");
+    }
     // Keepalives find a peer that vanished without a word (a pulled cable, a dead host).
     parsed.keepalives(true);
     parsed.keepalives_idle(std::time::Duration::from_secs(10));
