@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 use std::sync::mpsc::{sync_channel, Receiver};
 use std::sync::Arc;
+use std::time::Duration;
 
 use futures_util::{pin_mut, TryStreamExt};
 use leaseq_core::ReceiptKey;
@@ -184,6 +185,9 @@ impl Recoverable for PgLogOpening {
         apply: &mut dyn FnMut(Replayed<'_>) -> Result<(), String>,
     ) -> Result<PgLog, LogError> {
         let from_segment = self.replay_from(snapshot_lsn)?;
+        // The scan of the frames since the snapshot (and of the segments, in `resume`) may take
+        // longer than a flush may: no statement timeout until the store starts.
+        self.statement_timeout(Duration::ZERO)?;
         let mut next_lsn = snapshot_lsn + 1;
         for batch in self.stream_frames(from_segment) {
             for frame in batch? {
@@ -214,6 +218,15 @@ impl Recoverable for PgLogOpening {
 }
 
 impl PgLogOpening {
+    /// Sets the readers' connection's `statement_timeout` (zero: none).
+    fn statement_timeout(&self, timeout: Duration) -> Result<(), LogError> {
+        let client = self.other_client.clone();
+        self.runtime.block(async move {
+            let sql = format!("SET statement_timeout = {}", timeout.as_millis());
+            client.batch_execute(&sql).await.map_err(database)
+        })
+    }
+
     /// The segment replay starts from: the one the newest snapshot names, or the first.
     fn replay_from(&self, snapshot_lsn: Lsn) -> Result<u64, LogError> {
         if snapshot_lsn == 0 {
@@ -231,6 +244,7 @@ impl PgLogOpening {
     /// an earlier owner wrote, so its frames' keys cannot collide with anything left behind.
     fn resume(self, tail_lsn: Lsn) -> Result<PgLog, LogError> {
         let segments = self.segment_extents()?;
+        self.statement_timeout(crate::STATEMENT_TIMEOUT)?;
         let stored_tail = segments.values().map(|e| e.end_lsn - 1).max().unwrap_or(0);
         if stored_tail > tail_lsn {
             return Err(LogError::other(format!(
