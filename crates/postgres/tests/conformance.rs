@@ -1,6 +1,7 @@
 //! The conformance suite on the PostgreSQL log (every script, reboots included), with tiny
 //! segments and frequent checkpoints (snapshots, segment removal and relocation under every
-//! step), and a mirror of the file log and the PostgreSQL log that must answer alike. Each
+//! step), and mirrors (file log and PostgreSQL log, each plain and checkpointing) that must
+//! answer alike. Each
 //! script runs in a schema of its own on the machine's PostgreSQL (`LEASEQ_TEST_POSTGRES`,
 //! default `host=127.0.0.1 user=postgres dbname=test`), dropped when the script ends.
 
@@ -199,4 +200,9 @@ fn mirror_file_and_postgres() {
 #[test]
 fn mirror_postgres_and_postgres_checkpointing() {
     run_mirror(&PostgresStore::new(), &PostgresStore::checkpointing());
+}
+
+#[test]
+fn mirror_file_checkpointing_and_postgres_checkpointing() {
+    run_mirror(&FileStore::checkpointing(), &PostgresStore::checkpointing());
 }
