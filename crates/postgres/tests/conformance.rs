@@ -1,9 +1,9 @@
 //! The conformance suite on the PostgreSQL log (every script, reboots included), with tiny
 //! segments and frequent checkpoints (snapshots, segment removal and relocation under every
 //! step), and mirrors (file log and PostgreSQL log, each plain and checkpointing) that must
-//! answer alike. Each
-//! script runs in a schema of its own on the machine's PostgreSQL (`LEASEQ_TEST_POSTGRES`,
-//! default `host=127.0.0.1 user=postgres dbname=test`), dropped when the script ends.
+//! answer alike. Each script runs in a schema of its own on the machine's PostgreSQL
+//! (`LEASEQ_TEST_POSTGRES`, default `host=127.0.0.1 user=postgres dbname=test`), dropped when
+//! the script ends.
 
 use std::future::Future;
 use std::pin::Pin;
