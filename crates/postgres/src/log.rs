@@ -205,10 +205,12 @@ impl Shared {
     /// Poisons the store: pending frames are dropped and every waiter learns why.
     pub(crate) fn poison(&self, reason: String) {
         tracing::error!(%reason, "the PostgreSQL log is poisoned; the node serves nothing until it is reopened");
-        self.tail.lock().pending.clear();
+        // Published before the pending frames are dropped, and appends look under the tail's
+        // lock: an append either sees the poison or adds frames that are dropped here.
         self.durable.send_modify(|durable| {
             durable.poisoned.get_or_insert_with(|| Arc::from(reason));
         });
+        self.tail.lock().pending.clear();
     }
 
     /// Waits until `lsn` is durable, or the store is poisoned.
@@ -362,11 +364,11 @@ impl LogStore for PgLog {
         journal: &Journal,
         placed: &mut dyn FnMut(&Record, Location),
     ) -> Result<Appended, LogError> {
+        let sizes = self.shared.sizes;
+        let mut tail = self.shared.tail.lock();
         if let Some(reason) = &self.shared.durable.borrow().poisoned {
             return Err(Shared::poisoned_error(reason));
         }
-        let sizes = self.shared.sizes;
-        let mut tail = self.shared.tail.lock();
         let mut encoded = Vec::with_capacity(1024);
         let mut bytes = 0;
         for record in journal {
