@@ -4,64 +4,18 @@
 //! log may not hold), until a new node takes the schema over and serves every acknowledged
 //! message again.
 
-use std::sync::Arc;
+mod common;
+
 use std::time::{Duration, Instant};
 
-use leaseq_core::EngineConfig;
 use leaseq_postgres::{drop_schema, open_service, PgConfig};
-use leaseq_server::{Api, Caller, Service, ServiceConfig};
 use leaseq_sqs::error::ErrorCode;
-use leaseq_sqs::{decode, encode, Context, RawRequest, SqsError};
-use serde_json::{json, Value};
+use serde_json::json;
+
+use common::{call, connection, service_config, QUEUE_URL};
 
 /// How long a refusal may take once PostgreSQL is gone.
 const REFUSAL_MAX: Duration = Duration::from_secs(3);
-
-fn connection(application_name: &str) -> String {
-    let base = std::env::var("LEASEQ_TEST_POSTGRES")
-        .unwrap_or_else(|_| "host=127.0.0.1 user=postgres dbname=test".into());
-    format!("{base} application_name={application_name}")
-}
-
-fn service_config() -> ServiceConfig {
-    ServiceConfig {
-        engine: EngineConfig::default(),
-        region: "us-east-1".into(),
-        account_id: "000000000000".into(),
-    }
-}
-
-/// Executes one SQS action (JSON 1.0, decoded as the HTTP layer does); the answer as JSON.
-async fn call(service: &Service, action: &str, body: Value) -> Result<Value, SqsError> {
-    let bytes = body.to_string().into_bytes();
-    let target = format!("AmazonSQS.{action}");
-    let (protocol, action, shape) = decode(&RawRequest {
-        method: "POST",
-        path: "/",
-        query: None,
-        target: Some(&target),
-        content_type: Some("application/x-amz-json-1.0"),
-        body: &bytes,
-    })
-    .map_err(|(_, error)| error)?;
-    let caller = Caller {
-        sender_id: Arc::from("AIDATEST"),
-        address: None,
-        user_agent: None,
-    };
-    let name = action.name();
-    let outcome = service.execute(action, &caller).await?;
-    let context = Context {
-        base_url: "http://127.0.0.1:9324".into(),
-        region: "us-east-1".into(),
-        account_id: "000000000000".into(),
-        request_id: "test".into(),
-    };
-    let response = encode(protocol, name, &outcome, &shape, &context);
-    Ok(serde_json::from_slice(&response.body).expect("a JSON answer"))
-}
-
-const QUEUE_URL: &str = "http://127.0.0.1:9324/000000000000/jobs";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn requests_are_refused_promptly_once_postgres_is_gone_and_a_new_node_serves_again() {
