@@ -50,6 +50,16 @@ pub struct ServeArgs {
     /// can lose any acknowledged data; a crash of the process loses nothing) [default: always].
     #[arg(long, env = "LEASEQ_FSYNC")]
     fsync: Option<String>,
+    /// Keep the log in PostgreSQL instead of the data directory: a libpq-style connection
+    /// string such as `host=db.internal user=leaseq dbname=leaseq` (tables in the schema
+    /// `leaseq`, created at start-up). The node then keeps nothing it needs on local disk: the
+    /// same flags on another machine serve the same queues and messages.
+    #[arg(long, env = "LEASEQ_POSTGRES")]
+    postgres: Option<String>,
+    /// The PostgreSQL schema of the log's tables, with `--postgres` [default: leaseq]. Nodes
+    /// (and tests) with different schemas keep separate logs in one database.
+    #[arg(long, env = "LEASEQ_POSTGRES_SCHEMA")]
+    postgres_schema: Option<String>,
     /// Keep nothing on disk: every queue and message is lost when the server stops.
     #[arg(long, env = "LEASEQ_IN_MEMORY")]
     in_memory: Option<bool>,
@@ -90,6 +100,8 @@ struct FileConfig {
     external_url: Option<String>,
     reject_stale_deletes: Option<bool>,
     fsync: Option<String>,
+    postgres: Option<String>,
+    postgres_schema: Option<String>,
     in_memory: Option<bool>,
     salvage: Option<bool>,
     checkpoint_bytes: Option<u64>,
@@ -121,6 +133,9 @@ struct Settings {
     external_url: Option<String>,
     reject_stale_deletes: bool,
     fsync: FsyncPolicy,
+    /// The PostgreSQL connection string, if the log lives there.
+    postgres: Option<String>,
+    postgres_schema: String,
     in_memory: bool,
     salvage: bool,
     checkpoint_bytes: u64,
@@ -152,6 +167,11 @@ fn settings(args: ServeArgs) -> anyhow::Result<Settings> {
         }
         None => FileConfig::default(),
     };
+    let postgres = args.postgres.or(file.postgres);
+    let in_memory = args.in_memory.or(file.in_memory).unwrap_or(false);
+    if in_memory && postgres.is_some() {
+        bail!("--in-memory and --postgres exclude each other: choose where the log lives");
+    }
     let mut queues = file.queues;
     queues.extend(args.queues.into_iter().map(|name| QueueSpec {
         name,
@@ -180,7 +200,12 @@ fn settings(args: ServeArgs) -> anyhow::Result<Settings> {
             .or(file.reject_stale_deletes)
             .unwrap_or(false),
         fsync: parse_fsync(args.fsync.or(file.fsync).as_deref().unwrap_or("always"))?,
-        in_memory: args.in_memory.or(file.in_memory).unwrap_or(false),
+        postgres,
+        postgres_schema: args
+            .postgres_schema
+            .or(file.postgres_schema)
+            .unwrap_or_else(|| "leaseq".into()),
+        in_memory,
         salvage: args.salvage.or(file.salvage).unwrap_or(false),
         checkpoint_bytes: args
             .checkpoint_bytes
@@ -210,7 +235,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
 }
 
 async fn serve(settings: Settings) -> anyhow::Result<()> {
-    let config = ServiceConfig {
+    let service_config = ServiceConfig {
         engine: EngineConfig {
             reject_stale_deletes: settings.reject_stale_deletes,
             ..EngineConfig::default()
@@ -218,27 +243,7 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
         region: settings.region.clone(),
         account_id: settings.account_id.clone(),
     };
-    let (_data_dir, service) = if settings.in_memory {
-        tracing::warn!("--in-memory: nothing is kept on disk; a restart loses every message");
-        (
-            None,
-            Service::in_memory(config, ReceiptKey::new(rand::random())),
-        )
-    } else {
-        let options = leaseq_wal::Options {
-            fsync: settings.fsync,
-            salvage: settings.salvage,
-            ..leaseq_wal::Options::default()
-        };
-        let (dir, service) = DataDir::open(
-            &settings.data_dir,
-            config,
-            options,
-            settings.checkpoint_bytes,
-        )
-        .with_context(|| format!("opening data directory {}", settings.data_dir.display()))?;
-        (Some(dir), service)
-    };
+    let (_data_dir, service) = open_service(&settings, service_config)?;
     let metrics = settings.metrics.then(|| Arc::new(Metrics::default()));
     let service = Arc::new(match &metrics {
         Some(metrics) => service.with_metrics(metrics.clone()),
@@ -254,7 +259,9 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind(settings.listen)
         .await
         .with_context(|| format!("listening on {}", settings.listen))?;
-    let storage = if settings.in_memory {
+    let storage = if settings.postgres.is_some() {
+        format!("log in PostgreSQL, schema {}", settings.postgres_schema)
+    } else if settings.in_memory {
         "in memory only".to_string()
     } else {
         format!(
@@ -294,6 +301,47 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
     }
     tracing::info!("stopped");
     Ok(())
+}
+
+/// Opens the service where the settings keep the log: PostgreSQL, nowhere (`--in-memory`) or the
+/// data directory (whose lock the returned `DataDir` holds).
+fn open_service(
+    settings: &Settings,
+    service_config: ServiceConfig,
+) -> anyhow::Result<(Option<DataDir>, Service)> {
+    Ok(if let Some(connection) = &settings.postgres {
+        // Opening blocks (connect, migrate, recover) on the store's own runtime.
+        let config = leaseq_postgres::PgConfig {
+            schema: settings.postgres_schema.clone(),
+            ..leaseq_postgres::PgConfig::new(connection.clone())
+        };
+        let checkpoint_bytes = settings.checkpoint_bytes;
+        let service = tokio::task::block_in_place(|| {
+            leaseq_postgres::open_service(&config, service_config, checkpoint_bytes)
+        })
+        .context("opening the PostgreSQL log")?;
+        (None, service)
+    } else if settings.in_memory {
+        tracing::warn!("--in-memory: nothing is kept on disk; a restart loses every message");
+        (
+            None,
+            Service::in_memory(service_config, ReceiptKey::new(rand::random())),
+        )
+    } else {
+        let options = leaseq_wal::Options {
+            fsync: settings.fsync,
+            salvage: settings.salvage,
+            ..leaseq_wal::Options::default()
+        };
+        let (dir, service) = DataDir::open(
+            &settings.data_dir,
+            service_config,
+            options,
+            settings.checkpoint_bytes,
+        )
+        .with_context(|| format!("opening data directory {}", settings.data_dir.display()))?;
+        (Some(dir), service)
+    })
 }
 
 /// Creates a configured queue through the same decoder clients go through, so the file's

@@ -192,6 +192,17 @@ async fn a_bad_config_file_is_refused_with_a_clear_message() {
     assert!(stderr.contains("threads must be at least 1"), "{stderr}");
     let stderr = refused(&["--threads", "0"]);
     assert!(stderr.contains("--threads"), "{stderr}");
+
+    // Two places for the log: refused. PostgreSQL that cannot be reached: refused promptly.
+    let stderr = refused(&["--in-memory", "true", "--postgres", "host=127.0.0.1 port=1"]);
+    assert!(stderr.contains("exclude each other"), "{stderr}");
+    std::fs::write(
+        &config,
+        "postgres = \"host=127.0.0.1 port=1 user=postgres\"\n",
+    )
+    .unwrap();
+    let stderr = refused(&["--config", config_arg, "--listen", "127.0.0.1:0"]);
+    assert!(stderr.contains("connecting to PostgreSQL"), "{stderr}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,0 +1,138 @@
+//! The PostgreSQL log store: a leaseq node whose durable state lives in PostgreSQL.
+//!
+//! PostgreSQL is a fenced, append-only log under the unchanged engine, not a table of mutable
+//! message rows: every group commit of the node's records is one `frame` row written by one
+//! INSERT, fenced by the bucket's epoch in the same statement; snapshots go to PostgreSQL too,
+//! and recovery is the newest snapshot plus the frames after it, through the same
+//! `Engine::apply` as live traffic. The hot path only inserts, so it leaves no dead tuples
+//! behind, however long another session holds back the xmin horizon.
+//!
+//! - [`PgLogOpening`]: connects, migrates the schema ([`SCHEMA_VERSION`]), reads the receipt
+//!   key, takes over the bucket (raising its epoch) and recovers (`Recoverable`).
+//! - [`PgLog`]: the `LogStore` (group commit, the fence, poisoning, cached body reads).
+//! - [`open_service`]: all of it, as `leaseq serve --postgres` runs it.
+//!
+//! `docs/design/postgres.md` has the schema, the fence and why it is correct under READ
+//! COMMITTED, frames and locations, recovery, poisoning, and what a failover keeps.
+
+mod frames;
+mod log;
+mod opening;
+mod runtime;
+mod schema;
+mod snapshot;
+
+#[cfg(test)]
+mod tests;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use leaseq_server::host::EngineHost;
+use leaseq_server::log_store::{LogError, LogStore};
+use leaseq_server::recovery::{self, RecoverError};
+use leaseq_server::{Service, ServiceConfig};
+
+pub use log::{PgLog, Sizes};
+pub use opening::{PgLogOpening, SINGLE_NODE_BUCKET};
+pub use schema::SCHEMA_VERSION;
+
+/// How long connecting may take before the node reports PostgreSQL unreachable.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long PostgreSQL may run one statement (set as `statement_timeout`).
+pub const STATEMENT_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a flush may take before its outcome counts as unknown and the store poisons itself
+/// (a little past the statement timeout, for a server that no longer answers at all).
+pub const FLUSH_TIMEOUT: Duration = Duration::from_secs(12);
+
+/// Where the log lives.
+#[derive(Clone, Debug)]
+pub struct PgConfig {
+    /// A libpq-style connection string (`host=… user=… dbname=…`).
+    pub connection: String,
+    /// The schema holding the log's tables (created if missing).
+    pub schema: String,
+    /// Sizes of segments.
+    pub sizes: Sizes,
+}
+
+impl PgConfig {
+    /// The log in schema `leaseq` of the database `connection` names.
+    pub fn new(connection: impl Into<String>) -> PgConfig {
+        PgConfig {
+            connection: connection.into(),
+            schema: "leaseq".into(),
+            sizes: Sizes::default(),
+        }
+    }
+}
+
+/// Why a PostgreSQL log could not be opened.
+#[derive(Debug, thiserror::Error)]
+pub enum PostgresError {
+    /// The configuration is not usable (the connection string, the schema name).
+    #[error("{0}")]
+    Config(String),
+    /// PostgreSQL could not be reached.
+    #[error("connecting to PostgreSQL: {0}")]
+    Connect(String),
+    /// A statement failed.
+    #[error("PostgreSQL: {0}")]
+    Database(#[from] tokio_postgres::Error),
+    /// The schema was migrated by a newer leaseq; this one refuses to write into it.
+    #[error("the PostgreSQL schema is at version {found}, newer than this leaseq knows ({known}); upgrade leaseq")]
+    SchemaTooNew {
+        /// The version found.
+        found: i32,
+        /// The newest version this build knows.
+        known: i32,
+    },
+    /// The store's runtime could not be started.
+    #[error("starting the PostgreSQL store's runtime: {0}")]
+    Runtime(std::io::Error),
+    /// Recovery failed.
+    #[error(transparent)]
+    Recover(#[from] RecoverError),
+}
+
+impl From<LogError> for PostgresError {
+    fn from(error: LogError) -> PostgresError {
+        PostgresError::Recover(RecoverError::Log(error))
+    }
+}
+
+/// Opens the log `config` names and recovers the service from it, checkpointing after at
+/// least `checkpoint_log_bytes_min` logged bytes. The receipt key comes from PostgreSQL, so a
+/// node started anywhere with the same configuration serves the same queues and receipts.
+pub fn open_service(
+    config: &PgConfig,
+    service: ServiceConfig,
+    checkpoint_log_bytes_min: u64,
+) -> Result<Service, PostgresError> {
+    let opening = PgLogOpening::open(config)?;
+    let key = opening.receipt_key();
+    let recovered = recovery::recover(
+        opening,
+        service.engine.clone(),
+        key,
+        checkpoint_log_bytes_min,
+    )?;
+    let store: Arc<dyn LogStore> = recovered.store;
+    let host = EngineHost::new(recovered.engine, store, recovered.checkpoints);
+    Ok(Service::new(service, host))
+}
+
+/// Drops `schema` and everything in it (for tests that each run in a schema of their own).
+/// Blocks the calling thread, whatever runtime it may be in.
+pub fn drop_schema(connection: &str, schema: &str) -> Result<(), PostgresError> {
+    let schema = schema::Schema::new(schema)?;
+    let runtime = runtime::StoreRuntime::new().map_err(PostgresError::Runtime)?;
+    let connection = connection.to_string();
+    runtime.block(async move {
+        let client = schema::connect(&connection).await?;
+        client
+            .batch_execute(&schema.sql("DROP SCHEMA IF EXISTS {schema} CASCADE"))
+            .await?;
+        Ok::<(), PostgresError>(())
+    })
+}

@@ -1,0 +1,247 @@
+//! The schema: its tables, the versioned runner that creates and migrates them at start-up, and
+//! the few statements a node runs once (the receipt key, the claim of a bucket's epoch).
+//!
+//! ```text
+//! schema_version (version)                          one row per migration applied
+//! receipt_key    (id = 1, key bytea[16])            seals receipts; shared by every node
+//! bucket         (bucket, epoch)                    the fence: the owner's epoch
+//! frame          (bucket, segment, start_offset,    one row per flush: the records of a group
+//!                 first_lsn, last_lsn, epoch, body)  commit, each as u32 LE length + codec bytes
+//! snapshot       (bucket, lsn, len_bytes, chunks,   a complete snapshot (its header row is
+//!                 from_segment, epoch)               written last, fenced)
+//! snapshot_chunk (bucket, lsn, chunk, bytes)        the snapshot's bytes, in 1 MiB chunks
+//! ```
+//! Migrations run in one transaction under an advisory lock (two nodes starting at once
+//! serialize), and a node refuses a schema whose version is newer than the newest it knows: an
+//! older binary must not write into tables whose meaning it does not know.
+
+use tokio_postgres::{Client, NoTls};
+
+use crate::PostgresError;
+
+/// The migrations, in order; `{schema}` stands for the quoted schema name. Migration `n` (from 1)
+/// brings the schema to version `n`. Never edit one that has shipped: add the next.
+const MIGRATIONS: &[&str] = &[r#"
+CREATE TABLE {schema}.receipt_key (
+    id int PRIMARY KEY CHECK (id = 1),
+    key bytea NOT NULL CHECK (octet_length(key) = 16)
+);
+CREATE TABLE {schema}.bucket (
+    bucket int PRIMARY KEY,
+    epoch bigint NOT NULL
+);
+CREATE TABLE {schema}.frame (
+    bucket int NOT NULL,
+    segment bigint NOT NULL,
+    start_offset bigint NOT NULL,
+    first_lsn bigint NOT NULL,
+    last_lsn bigint NOT NULL,
+    epoch bigint NOT NULL,
+    body bytea NOT NULL,
+    PRIMARY KEY (bucket, segment, start_offset)
+);
+CREATE TABLE {schema}.snapshot (
+    bucket int NOT NULL,
+    lsn bigint NOT NULL,
+    len_bytes bigint NOT NULL,
+    chunks int NOT NULL,
+    from_segment bigint NOT NULL,
+    epoch bigint NOT NULL,
+    PRIMARY KEY (bucket, lsn)
+);
+CREATE TABLE {schema}.snapshot_chunk (
+    bucket int NOT NULL,
+    lsn bigint NOT NULL,
+    chunk int NOT NULL,
+    bytes bytea NOT NULL,
+    PRIMARY KEY (bucket, lsn, chunk)
+);
+"#];
+
+/// The newest schema version this build knows.
+pub const SCHEMA_VERSION: i32 = MIGRATIONS.len() as i32;
+
+/// A schema name, checked and quoted, for pasting into statements.
+#[derive(Clone, Debug)]
+pub(crate) struct Schema {
+    name: String,
+}
+
+impl Schema {
+    /// `name` if it is a plain identifier (letters, digits, underscores; not starting with a
+    /// digit; at most 63 bytes, PostgreSQL's limit).
+    pub(crate) fn new(name: &str) -> Result<Schema, PostgresError> {
+        let plain = !name.is_empty()
+            && name.len() <= 63
+            && !name.starts_with(|c: char| c.is_ascii_digit())
+            && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+        if !plain {
+            return Err(PostgresError::Config(format!(
+                "invalid schema name {name:?}: use letters, digits and underscores"
+            )));
+        }
+        Ok(Schema {
+            name: name.to_string(),
+        })
+    }
+
+    /// `sql` with `{schema}` replaced by the quoted name.
+    pub(crate) fn sql(&self, sql: &str) -> String {
+        sql.replace("{schema}", &format!("\"{}\"", self.name))
+    }
+
+    /// The advisory lock key of migrations on this schema (FNV-1a of its name, so two schemas
+    /// migrate independently).
+    fn lock_key(&self) -> i64 {
+        let hash = self
+            .name
+            .bytes()
+            .fold(0xcbf2_9ce4_8422_2325u64, |hash, byte| {
+                (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3)
+            });
+        hash as i64
+    }
+}
+
+/// Connects with `config` (a libpq-style string) and spawns the connection onto the current
+/// runtime. The connect attempt is bounded, so a PostgreSQL that is down fails the start promptly.
+pub(crate) async fn connect(config: &str) -> Result<Client, PostgresError> {
+    let mut parsed: tokio_postgres::Config = config
+        .parse()
+        .map_err(|error| PostgresError::Config(format!("the connection string: {error}")))?;
+    if parsed.get_connect_timeout().is_none() {
+        parsed.connect_timeout(crate::CONNECT_TIMEOUT);
+    }
+    // Operators find the node's sessions in pg_stat_activity by name.
+    if parsed.get_application_name().is_none() {
+        parsed.application_name("leaseq");
+    }
+    // Keepalives find a peer that vanished without a word (a pulled cable, a dead host).
+    parsed.keepalives(true);
+    parsed.keepalives_idle(std::time::Duration::from_secs(10));
+    let connecting = parsed.connect(NoTls);
+    let (client, connection) = tokio::time::timeout(crate::CONNECT_TIMEOUT, connecting)
+        .await
+        .map_err(|_| PostgresError::Connect("timed out".into()))?
+        .map_err(|error| PostgresError::Connect(error.to_string()))?;
+    tokio::spawn(async move {
+        if let Err(error) = connection.await {
+            tracing::warn!(%error, "a PostgreSQL connection of the log ended");
+        }
+    });
+    // A server that stops answering fails the statement rather than holding a flush forever.
+    let timeout_ms = crate::STATEMENT_TIMEOUT.as_millis();
+    client
+        .batch_execute(&format!("SET statement_timeout = {timeout_ms}"))
+        .await?;
+    Ok(client)
+}
+
+/// Creates or migrates the schema to [`SCHEMA_VERSION`]; refuses a newer one. Returns the
+/// version found before migrating.
+pub(crate) async fn migrate(client: &mut Client, schema: &Schema) -> Result<i32, PostgresError> {
+    migrate_to(client, schema, MIGRATIONS).await
+}
+
+async fn migrate_to(
+    client: &mut Client,
+    schema: &Schema,
+    migrations: &[&str],
+) -> Result<i32, PostgresError> {
+    let transaction = client.transaction().await?;
+    transaction
+        .execute("SELECT pg_advisory_xact_lock($1)", &[&schema.lock_key()])
+        .await?;
+    transaction
+        .batch_execute(&schema.sql(
+            "CREATE SCHEMA IF NOT EXISTS {schema};
+             CREATE TABLE IF NOT EXISTS {schema}.schema_version (
+                 version int PRIMARY KEY,
+                 applied_at timestamptz NOT NULL DEFAULT now()
+             );",
+        ))
+        .await?;
+    let found: i32 = transaction
+        .query_one(
+            &schema.sql("SELECT coalesce(max(version), 0) FROM {schema}.schema_version"),
+            &[],
+        )
+        .await?
+        .get(0);
+    let known = migrations.len() as i32;
+    if found > known {
+        return Err(PostgresError::SchemaTooNew { found, known });
+    }
+    for (index, migration) in migrations.iter().enumerate().skip(found as usize) {
+        transaction.batch_execute(&schema.sql(migration)).await?;
+        let version = index as i32 + 1;
+        transaction
+            .execute(
+                &schema.sql("INSERT INTO {schema}.schema_version (version) VALUES ($1)"),
+                &[&version],
+            )
+            .await?;
+        tracing::info!(version, "applied PostgreSQL schema migration");
+    }
+    transaction.commit().await?;
+    Ok(found)
+}
+
+/// The receipt key: drawn by whichever node creates the schema first, read by every other.
+pub(crate) async fn receipt_key(
+    client: &Client,
+    schema: &Schema,
+) -> Result<[u8; 16], PostgresError> {
+    let drawn: [u8; 16] = rand::random();
+    client
+        .execute(
+            &schema.sql(
+                "INSERT INTO {schema}.receipt_key (id, key) VALUES (1, $1) ON CONFLICT (id) DO NOTHING",
+            ),
+            &[&drawn.as_slice()],
+        )
+        .await?;
+    let row = client
+        .query_one(
+            &schema.sql("SELECT key FROM {schema}.receipt_key WHERE id = 1"),
+            &[],
+        )
+        .await?;
+    let key: &[u8] = row.get(0);
+    key.try_into()
+        .map_err(|_| PostgresError::Config("the stored receipt key is not 16 bytes".into()))
+}
+
+/// Takes over `bucket`: raises its epoch (creating it at 1) and returns the new epoch. The
+/// UPDATE waits for every flush of the previous owner that holds its `FOR SHARE` lock, and
+/// every later flush of that owner finds the new epoch and writes nothing (see
+/// `docs/design/postgres.md`).
+pub(crate) async fn claim(
+    client: &Client,
+    schema: &Schema,
+    bucket: i32,
+) -> Result<i64, PostgresError> {
+    let row = client
+        .query_one(
+            &schema.sql(
+                "INSERT INTO {schema}.bucket AS b (bucket, epoch) VALUES ($1, 1)
+                 ON CONFLICT (bucket) DO UPDATE SET epoch = b.epoch + 1
+                 RETURNING epoch",
+            ),
+            &[&bucket],
+        )
+        .await?;
+    Ok(row.get(0))
+}
+
+#[cfg(test)]
+pub(crate) async fn migrate_with(
+    client: &mut Client,
+    schema: &Schema,
+    migrations: &[&str],
+) -> Result<i32, PostgresError> {
+    migrate_to(client, schema, migrations).await
+}
+
+#[cfg(test)]
+pub(crate) const KNOWN_MIGRATIONS: &[&str] = MIGRATIONS;

@@ -1,0 +1,289 @@
+//! Unit tests on the machine's PostgreSQL (`LEASEQ_TEST_POSTGRES`, default
+//! `host=127.0.0.1 user=postgres dbname=test`), each in a schema of its own, dropped afterwards:
+//! the fence, the refusal of a newer schema, and poisoning by a connection cut mid-flush.
+
+use std::time::{Duration, Instant};
+
+use leaseq_core::{Engine, EngineConfig, ReceiptKey, Record};
+use leaseq_server::checkpoint::Checkpoints;
+use leaseq_server::log_store::{LogStore, Recoverable};
+use tokio_postgres::Client;
+
+use crate::schema::{self, Schema, KNOWN_MIGRATIONS};
+use crate::{drop_schema, PgConfig, PgLog, PgLogOpening, PostgresError};
+
+fn connection() -> String {
+    std::env::var("LEASEQ_TEST_POSTGRES")
+        .unwrap_or_else(|_| "host=127.0.0.1 user=postgres dbname=test".into())
+}
+
+/// A schema for one test, dropped when the test ends (passed or failed).
+struct TestSchema(PgConfig);
+
+impl TestSchema {
+    fn new(test: &str) -> TestSchema {
+        let mut config = PgConfig::new(connection());
+        config.schema = format!("leaseq_unit_{test}_{}", std::process::id());
+        drop_schema(&config.connection, &config.schema).expect("PostgreSQL is reachable");
+        TestSchema(config)
+    }
+}
+
+impl Drop for TestSchema {
+    fn drop(&mut self) {
+        let _ = drop_schema(&self.0.connection, &self.0.schema);
+    }
+}
+
+/// Opens the log and replays it, returning the store and the number of records replayed.
+fn open(config: &PgConfig) -> (PgLog, u64) {
+    let opening = PgLogOpening::open(config).expect("the log opens");
+    let mut replayed = 0;
+    let log = opening
+        .replay(0, &mut |_| {
+            replayed += 1;
+            Ok(())
+        })
+        .expect("the log replays");
+    (log, replayed)
+}
+
+/// A record the log carries without looking inside.
+fn record(queue_id: u64) -> Vec<Record> {
+    vec![Record::DeleteQueue {
+        now_ms: 1,
+        queue_id,
+    }]
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// A client for the test's own statements, its connection driven by `runtime`.
+fn side_client(runtime: &tokio::runtime::Runtime) -> Client {
+    runtime.block_on(async { schema::connect(&connection()).await.unwrap() })
+}
+
+fn append_and_wait(
+    runtime: &tokio::runtime::Runtime,
+    log: &PgLog,
+    queue_id: u64,
+) -> Result<(), String> {
+    let appended = log
+        .append(&record(queue_id), &mut |_, _| {})
+        .map_err(|error| error.to_string())?;
+    runtime
+        .block_on(log.wait_durable(appended.tail_lsn))
+        .map_err(|error| {
+            assert!(error.is_poisoned(), "a failed flush poisons: {error}");
+            error.to_string()
+        })
+}
+
+#[test]
+fn a_flush_under_an_old_epoch_writes_nothing_and_poisons() {
+    let schema = TestSchema::new("fence");
+    let runtime = runtime();
+    let (old, _) = open(&schema.0);
+    append_and_wait(&runtime, &old, 1).expect("the owner's flush commits");
+    // Another node takes the bucket over while the old owner still runs.
+    let opening = PgLogOpening::open(&schema.0).unwrap();
+    assert_eq!(opening.epoch(), old.epoch() + 1);
+    let error = append_and_wait(&runtime, &old, 2).expect_err("the old owner is fenced out");
+    assert!(error.contains("fenced out"), "{error}");
+    let again = old
+        .append(&record(3), &mut |_, _| {})
+        .expect_err("a poisoned log takes nothing");
+    assert!(again.is_poisoned());
+    let mut replayed = Vec::new();
+    let new = opening
+        .replay(0, &mut |record| {
+            replayed.push(record.bytes.to_vec());
+            Ok(())
+        })
+        .unwrap();
+    assert_eq!(
+        replayed.len(),
+        1,
+        "only the record flushed before the takeover is in the log"
+    );
+    let client = side_client(&runtime);
+    let rows: i64 = runtime.block_on(async {
+        let sql = Schema::new(&schema.0.schema)
+            .unwrap()
+            .sql("SELECT count(*) FROM {schema}.frame WHERE epoch = $1");
+        client
+            .query_one(&sql, &[&old.epoch()])
+            .await
+            .unwrap()
+            .get(0)
+    });
+    assert_eq!(
+        rows, 1,
+        "the old epoch wrote exactly the frame it wrote before the takeover"
+    );
+    append_and_wait(&runtime, &new, 4).expect("the new owner writes");
+}
+
+#[test]
+fn a_schema_newer_than_this_build_is_refused() {
+    let schema = TestSchema::new("version");
+    let runtime = runtime();
+    let mut client = side_client(&runtime);
+    let name = Schema::new(&schema.0.schema).unwrap();
+    let mut newer = KNOWN_MIGRATIONS.to_vec();
+    newer.push("CREATE TABLE {schema}.from_the_future (id int)");
+    let found = runtime
+        .block_on(schema::migrate_with(&mut client, &name, &newer))
+        .unwrap();
+    assert_eq!(found, 0);
+    match PgLogOpening::open(&schema.0) {
+        Err(PostgresError::SchemaTooNew { found, known }) => {
+            assert_eq!(
+                (found, known),
+                (newer.len() as i32, KNOWN_MIGRATIONS.len() as i32)
+            );
+        }
+        Err(other) => panic!("expected a refusal, got {other}"),
+        Ok(_) => panic!("a node opened a schema newer than it knows"),
+    }
+}
+
+#[test]
+fn a_connection_cut_mid_flush_poisons_and_loses_only_the_unacknowledged() {
+    let schema = TestSchema::new("cut");
+    let runtime = runtime();
+    let (log, _) = open(&schema.0);
+    append_and_wait(&runtime, &log, 1).expect("a flush commits");
+    // Hold the bucket row so the next flush waits on its lock: a flush in flight.
+    let mut blocker = side_client(&runtime);
+    let name = Schema::new(&schema.0.schema).unwrap();
+    let transaction = runtime.block_on(async {
+        let transaction = blocker.transaction().await.unwrap();
+        let lock = name.sql("SELECT 1 FROM {schema}.bucket FOR UPDATE");
+        transaction.execute(&lock, &[]).await.unwrap();
+        transaction
+    });
+    let pid = log.flush_backend_pid().unwrap();
+    let appended = log.append(&record(2), &mut |_, _| {}).unwrap();
+    let killer = side_client(&runtime);
+    wait_until_waiting_on_a_lock(&runtime, &killer, pid);
+    runtime.block_on(async {
+        killer
+            .execute("SELECT pg_terminate_backend($1)", &[&pid])
+            .await
+            .unwrap();
+    });
+    let error = runtime
+        .block_on(log.wait_durable(appended.tail_lsn))
+        .expect_err("a cut flush is never acknowledged");
+    assert!(error.is_poisoned(), "{error}");
+    assert!(log.poisoned().is_some());
+    assert!(log
+        .append(&record(3), &mut |_, _| {})
+        .unwrap_err()
+        .is_poisoned());
+    runtime.block_on(transaction.rollback()).unwrap();
+    drop(log);
+    let (_reopened, replayed) = open(&schema.0);
+    assert_eq!(
+        replayed, 1,
+        "the acknowledged record survives; the cut one was never written"
+    );
+}
+
+/// Waits (bounded) until backend `pid` waits on a lock.
+fn wait_until_waiting_on_a_lock(runtime: &tokio::runtime::Runtime, client: &Client, pid: i32) {
+    let started = Instant::now();
+    loop {
+        let waiting: bool = runtime.block_on(async {
+            client
+                .query_one(
+                    "SELECT coalesce(wait_event_type = 'Lock', false) FROM pg_stat_activity WHERE pid = $1",
+                    &[&pid],
+                )
+                .await
+                .unwrap()
+                .get(0)
+        });
+        if waiting {
+            return;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "the flush never reached the lock"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+#[test]
+fn checkpoints_keep_two_snapshots_and_remove_whole_old_segments() {
+    let schema = TestSchema::new("checkpoint");
+    let mut config = schema.0.clone();
+    config.sizes.segment_bytes_max = 256;
+    let runtime = runtime();
+    let (log, _) = open(&config);
+    let engine = parking_lot::Mutex::new(Engine::new(
+        EngineConfig::default(),
+        ReceiptKey::new([7; 16]),
+    ));
+    let checkpoints = Checkpoints::new(0, 0);
+    for round in 0..3u64 {
+        for queue_id in 0..50 {
+            append_and_wait(&runtime, &log, round * 50 + queue_id).unwrap();
+        }
+        checkpoints.run(&engine, &log).unwrap();
+    }
+    let client = side_client(&runtime);
+    let name = Schema::new(&config.schema).unwrap();
+    let (snapshots, oldest_lsn): (i64, i64) = runtime.block_on(async {
+        let count = name.sql("SELECT count(*) FROM {schema}.snapshot");
+        let oldest = name.sql("SELECT min(first_lsn) FROM {schema}.frame");
+        let snapshots = client.query_one(&count, &[]).await.unwrap().get(0);
+        (
+            snapshots,
+            client.query_one(&oldest, &[]).await.unwrap().get(0),
+        )
+    });
+    assert_eq!(snapshots, 2, "the two newest snapshots are kept");
+    // The third checkpoint removed the segments wholly before the second snapshot (LSN 100);
+    // the segment holding LSN 100 may stay.
+    assert!(
+        oldest_lsn > 80,
+        "old segments were removed: the oldest frame starts at {oldest_lsn}"
+    );
+    drop(log);
+    let mut opening = PgLogOpening::open(&config).unwrap();
+    let snapshot = opening.latest_snapshot().unwrap().expect("a snapshot");
+    assert_eq!(snapshot.lsn, 150);
+    let mut replayed = 0;
+    let log = opening
+        .replay(snapshot.lsn, &mut |_| {
+            replayed += 1;
+            Ok(())
+        })
+        .unwrap();
+    assert_eq!(
+        (replayed, log.tail_lsn()),
+        (0, 150),
+        "nothing after the snapshot to replay"
+    );
+    append_and_wait(&runtime, &log, 1000).expect("appends continue after the snapshot");
+}
+
+#[test]
+fn an_unreachable_postgres_fails_the_open_promptly() {
+    let config = PgConfig::new("host=127.0.0.1 port=1 user=postgres dbname=test");
+    let started = Instant::now();
+    match PgLogOpening::open(&config) {
+        Err(PostgresError::Connect(_)) => {}
+        Err(other) => panic!("expected a connection error, got {other}"),
+        Ok(_) => panic!("opened a log on a closed port"),
+    }
+    assert!(started.elapsed() <= crate::CONNECT_TIMEOUT + Duration::from_secs(1));
+}

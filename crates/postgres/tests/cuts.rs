@@ -1,0 +1,250 @@
+//! Connections cut at random moments under load, through a TCP proxy between the node and
+//! PostgreSQL: the cut falls after a seeded number of bytes from the node, either inside a
+//! request (PostgreSQL gets part of a flush and runs nothing) or right after a whole one
+//! (PostgreSQL commits the flush, and its answer is lost: the outcome the node cannot know). Whatever the moment, the node stops answering
+//! (`ServiceUnavailable`) rather than guess, and a new node on the same schema then holds every
+//! acknowledged send, once, and nothing that was never sent.
+//!
+//! `LEASEQ_PG_CUT_SEED=<n>` repeats a seed, `LEASEQ_PG_CUT_CYCLES=<n>` runs longer.
+
+mod common;
+
+use std::collections::HashSet;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use leaseq_postgres::{drop_schema, open_service, PgConfig};
+use leaseq_sqs::error::ErrorCode;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use serde_json::json;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
+
+use common::{call, connection, service_config, QUEUE_URL};
+
+const CYCLES_DEFAULT: u64 = 4;
+const SENDERS: usize = 8;
+/// Bytes from the node to PostgreSQL after which the proxy cuts (seeded below this).
+const CUT_AFTER_BYTES_MAX: i64 = 64 << 10;
+/// How long the load may run before the cut must have stopped it.
+const LOAD_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// A TCP proxy that forwards to PostgreSQL until the node has sent its byte budget, then cuts
+/// every connection it carries and refuses new ones.
+struct Proxy {
+    address: SocketAddr,
+    budget_bytes: Arc<AtomicI64>,
+}
+
+/// Where the cut falls in the read that spends the budget.
+#[derive(Clone, Copy, Debug)]
+enum Cut {
+    /// Inside it: only the bytes within the budget go on.
+    Inside,
+    /// After it: the whole read goes on, then the connection is cut before any answer.
+    After,
+}
+
+impl Proxy {
+    async fn start(target: SocketAddr, mode: Cut) -> Proxy {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        let budget_bytes = Arc::new(AtomicI64::new(i64::MAX));
+        let (cut, _) = watch::channel(false);
+        let budget = budget_bytes.clone();
+        tokio::spawn(async move {
+            while let Ok((client, _)) = listener.accept().await {
+                if *cut.borrow() {
+                    continue; // Refused: dropped at once.
+                }
+                let server = TcpStream::connect(target).await.unwrap();
+                tokio::spawn(forward(client, server, budget.clone(), cut.clone(), mode));
+            }
+        });
+        Proxy {
+            address,
+            budget_bytes,
+        }
+    }
+}
+
+/// Copies both ways; node-to-server bytes spend the budget, and once it is spent every
+/// connection is cut (the flag tells the others).
+async fn forward(
+    client: TcpStream,
+    server: TcpStream,
+    budget: Arc<AtomicI64>,
+    cut: watch::Sender<bool>,
+    mode: Cut,
+) {
+    let (mut client_read, mut client_write) = client.into_split();
+    let (mut server_read, mut server_write) = server.into_split();
+    let mut cut_seen = cut.subscribe();
+    let upstream = async {
+        let mut buffer = vec![0u8; 16 << 10];
+        loop {
+            let read = client_read.read(&mut buffer).await?;
+            if read == 0 {
+                return Ok::<(), std::io::Error>(());
+            }
+            let left = budget.fetch_sub(read as i64, Ordering::SeqCst) - read as i64;
+            if left < 0 {
+                let part = match mode {
+                    Cut::Inside => (read as i64 + left).max(0) as usize,
+                    Cut::After => read,
+                };
+                server_write.write_all(&buffer[..part]).await?;
+                cut.send_replace(true);
+                return Ok(());
+            }
+            server_write.write_all(&buffer[..read]).await?;
+        }
+    };
+    let downstream = tokio::io::copy(&mut server_read, &mut client_write);
+    tokio::select! {
+        _ = upstream => {}
+        _ = downstream => {}
+        _ = cut_seen.wait_for(|cut| *cut) => {}
+    }
+}
+
+fn target() -> SocketAddr {
+    let config: tokio_postgres::Config = connection("x").parse().unwrap();
+    let host = match config.get_hosts().first() {
+        Some(tokio_postgres::config::Host::Tcp(host)) => host.clone(),
+        _ => "127.0.0.1".into(),
+    };
+    let port = config.get_ports().first().copied().unwrap_or(5432);
+    let host = if host == "localhost" {
+        "127.0.0.1".into()
+    } else {
+        host
+    };
+    format!("{host}:{port}")
+        .parse()
+        .expect("PostgreSQL at an IP address")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acknowledged_sends_survive_connections_cut_at_any_moment() {
+    let seed = leaseq_testkit::sim::seed_or_clock("LEASEQ_PG_CUT_SEED");
+    let cycles = leaseq_testkit::sim::env_number("LEASEQ_PG_CUT_CYCLES").unwrap_or(CYCLES_DEFAULT);
+    println!("cut test: seed {seed}, {cycles} cycles (rerun with LEASEQ_PG_CUT_SEED={seed})");
+    for cycle in 0..cycles {
+        let mut rng = StdRng::seed_from_u64(seed ^ cycle.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+        let cut_after = rng.random_range(0..CUT_AFTER_BYTES_MAX);
+        let mode = if rng.random_bool(0.5) {
+            Cut::Inside
+        } else {
+            Cut::After
+        };
+        let (acknowledged, drained) = cut_cycle(cycle, cut_after, mode).await;
+        println!(
+            "cycle {cycle}: cut {mode:?} the request at {cut_after} B: {acknowledged} sends \
+             acknowledged, {drained} messages found after the restart"
+        );
+    }
+}
+
+/// One node through the proxy, cut under load; then a node without the proxy checks.
+async fn cut_cycle(cycle: u64, cut_after_bytes: i64, mode: Cut) -> (usize, usize) {
+    let proxy = Proxy::start(target(), mode).await;
+    let name = format!("leaseq_cuts_{}_{cycle}", std::process::id());
+    let direct = connection(&name);
+    let through_proxy = format!("{direct} host=127.0.0.1 port={}", proxy.address.port());
+    drop_schema(&direct, &name).unwrap();
+    let config = PgConfig {
+        schema: name.clone(),
+        ..PgConfig::new(through_proxy)
+    };
+    let service =
+        tokio::task::block_in_place(|| open_service(&config, service_config(), 64 << 20)).unwrap();
+    let service = Arc::new(service);
+    call(&service, "CreateQueue", json!({"QueueName": "jobs"}))
+        .await
+        .unwrap();
+    proxy.budget_bytes.store(cut_after_bytes, Ordering::SeqCst);
+    let mut senders = Vec::new();
+    for sender in 0..SENDERS {
+        let service = service.clone();
+        senders.push(tokio::spawn(async move {
+            send_until_refused(&service, sender).await
+        }));
+    }
+    let mut acknowledged = HashSet::new();
+    for sender in senders {
+        acknowledged.extend(sender.await.unwrap());
+    }
+    let config = PgConfig {
+        schema: name.clone(),
+        ..PgConfig::new(direct.clone())
+    };
+    let service =
+        tokio::task::block_in_place(|| open_service(&config, service_config(), 64 << 20)).unwrap();
+    let drained = drain(&service).await;
+    let missing: Vec<&String> = acknowledged
+        .iter()
+        .filter(|b| !drained.contains(*b))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "cycle {cycle}: acknowledged sends lost: {missing:?}"
+    );
+    if let Cut::Inside = mode {
+        // One flush in flight: every earlier flush was answered before this one was sent, and
+        // a statement PostgreSQL got only part of runs nothing.
+        assert_eq!(
+            drained.len(),
+            acknowledged.len(),
+            "cycle {cycle}: a cut flush committed"
+        );
+    }
+    drop(service);
+    drop_schema(&direct, &name).unwrap();
+    (acknowledged.len(), drained.len())
+}
+
+/// Sends until the service refuses (after the cut it refuses everything); the bodies
+/// acknowledged.
+async fn send_until_refused(service: &leaseq_server::Service, sender: usize) -> Vec<String> {
+    let started = Instant::now();
+    let mut bodies = Vec::new();
+    for n in 0.. {
+        assert!(
+            started.elapsed() < LOAD_TIMEOUT,
+            "the cut never stopped the load"
+        );
+        let body = format!("s{sender}-{n}");
+        let send = json!({"QueueUrl": QUEUE_URL, "MessageBody": body});
+        match call(service, "SendMessage", send).await {
+            Ok(_) => bodies.push(body),
+            Err(error) => {
+                assert_eq!(error.code, ErrorCode::ServiceUnavailable, "{error:?}");
+                return bodies;
+            }
+        }
+    }
+    unreachable!("the loop ends by a refusal")
+}
+
+/// Every body in the queue, received once each (a long lease, so nothing comes twice).
+async fn drain(service: &leaseq_server::Service) -> HashSet<String> {
+    let mut bodies = HashSet::new();
+    loop {
+        let receive =
+            json!({"QueueUrl": QUEUE_URL, "MaxNumberOfMessages": 10, "VisibilityTimeout": 600});
+        let answer = call(service, "ReceiveMessage", receive).await.unwrap();
+        let Some(messages) = answer["Messages"].as_array().filter(|m| !m.is_empty()) else {
+            return bodies;
+        };
+        for message in messages {
+            let body = message["Body"].as_str().unwrap().to_string();
+            assert!(body.starts_with('s'), "a body that was never sent: {body}");
+            assert!(bodies.insert(body.clone()), "received twice: {body}");
+        }
+    }
+}
