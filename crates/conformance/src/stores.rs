@@ -40,7 +40,8 @@ pub fn caller(user_agent: Option<&str>) -> Caller {
     }
 }
 
-fn config() -> ServiceConfig {
+/// The settings of every service in the suite (its region and account appear in URLs and ARNs).
+pub fn config() -> ServiceConfig {
     ServiceConfig {
         engine: EngineConfig::default(),
         region: REGION.into(),
@@ -63,24 +64,39 @@ impl Service for Shared {
 }
 
 /// A running service and its move driver (the one background task that paces move tasks on
-/// the clock, as `leaseq serve` starts it after recovery).
-struct Running {
+/// the clock, as `leaseq serve` starts it after recovery). Every store's node runs one; a store
+/// in another crate (the PostgreSQL log) uses it too.
+pub struct Running {
     service: Arc<ServerService>,
     driver: JoinHandle<()>,
 }
 
 impl Running {
-    fn start(service: ServerService, clock: &SharedClock) -> Running {
+    /// Runs `service` on `clock`, with its move driver.
+    pub fn start(service: ServerService, clock: &SharedClock) -> Running {
         let service = Arc::new(service.with_clock(clock.clone()));
         let driver = tokio::spawn(service.clone().drive_moves());
         Running { service, driver }
     }
 
-    fn service(&self) -> Arc<dyn Service> {
+    /// The service as the suite drives it.
+    pub fn service(&self) -> Arc<dyn Service> {
         Arc::new(Shared(self.service.clone()))
     }
 
-    fn background_sleepers(&self) -> usize {
+    /// Releases the service's long polls (they answer empty) and refuses new waits.
+    pub fn shut_down(&self) {
+        self.service.shut_down();
+    }
+
+    /// The process dies: long polls are released and the move driver stops.
+    pub fn stop(&self) {
+        self.service.shut_down();
+        self.driver.abort();
+    }
+
+    /// Tasks of the node that sleep on the clock when idle: the move driver while it runs.
+    pub fn background_sleepers(&self) -> usize {
         usize::from(!self.driver.is_finished())
     }
 }
@@ -112,7 +128,7 @@ impl Node for MemoryNode {
     }
 
     fn shut_down(&self) {
-        self.0.service.shut_down();
+        self.0.shut_down();
     }
 
     fn reboot(&mut self) -> Result<(), String> {
@@ -213,14 +229,13 @@ impl Node for FileNode {
     }
 
     fn shut_down(&self) {
-        self.running.service.shut_down();
+        self.running.shut_down();
     }
 
     /// A power loss: the old process stops (its handles to the storage fail from now on), only
     /// synced bytes survive, and a new process recovers from them.
     fn reboot(&mut self) -> Result<(), String> {
-        self.running.service.shut_down();
-        self.running.driver.abort();
+        self.running.stop();
         self.storage = self.storage.crash(CrashMode::DropUnsynced);
         self.running = self.store.recover(&self.storage, &self.clock)?;
         Ok(())

@@ -5,20 +5,14 @@
 //! (`LEASEQ_TEST_POSTGRES`, default `host=127.0.0.1 user=postgres dbname=test`), dropped when
 //! the script ends.
 
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use leaseq_conformance::stores::FileStore;
-use leaseq_conformance::{run_all, run_mirror, Node, Service, Store, ACCOUNT_ID, REGION};
-use leaseq_core::EngineConfig;
+use leaseq_conformance::stores::{self, FileStore, Running};
+use leaseq_conformance::{run_all, run_mirror, Node, Service, Store};
 use leaseq_postgres::{drop_schema, open_service, PgConfig, Sizes};
 use leaseq_server::clock::SharedClock;
 use leaseq_server::host::CHECKPOINT_LOG_BYTES_MIN;
-use leaseq_server::{Api, Caller, Service as ServerService, ServiceConfig};
-use leaseq_sqs::{Action, Outcome, SqsError};
-use tokio::task::JoinHandle;
 
 fn connection() -> String {
     std::env::var("LEASEQ_TEST_POSTGRES")
@@ -54,14 +48,6 @@ impl PostgresStore {
     }
 }
 
-fn service_config() -> ServiceConfig {
-    ServiceConfig {
-        engine: EngineConfig::default(),
-        region: REGION.into(),
-        account_id: ACCOUNT_ID.into(),
-    }
-}
-
 impl Store for PostgresStore {
     fn name(&self) -> String {
         self.name.into()
@@ -84,7 +70,7 @@ impl Store for PostgresStore {
             sizes: self.sizes,
         };
         drop_schema(&config.connection, &config.schema).map_err(|error| error.to_string())?;
-        let running = Running::open(&config, self.checkpoint_log_bytes_min, &clock)?;
+        let running = open_node(&config, self.checkpoint_log_bytes_min, &clock)?;
         Ok(Box::new(PostgresNode {
             config,
             checkpoint_log_bytes_min: self.checkpoint_log_bytes_min,
@@ -94,24 +80,16 @@ impl Store for PostgresStore {
     }
 }
 
-/// A service and its move driver.
-struct Running {
-    service: Arc<ServerService>,
-    driver: JoinHandle<()>,
-}
-
-impl Running {
-    fn open(
-        config: &PgConfig,
-        checkpoint_bytes: u64,
-        clock: &SharedClock,
-    ) -> Result<Running, String> {
-        let service = open_service(config, service_config(), checkpoint_bytes)
-            .map_err(|error| format!("recovery failed: {error}"))?;
-        let service = Arc::new(service.with_clock(clock.clone()));
-        let driver = tokio::spawn(service.clone().drive_moves());
-        Ok(Running { service, driver })
-    }
+/// A node on `config`'s schema: it raises the epoch (fencing out any earlier node) and recovers
+/// from what PostgreSQL holds.
+fn open_node(
+    config: &PgConfig,
+    checkpoint_bytes: u64,
+    clock: &SharedClock,
+) -> Result<Running, String> {
+    let service = open_service(config, stores::config(), checkpoint_bytes)
+        .map_err(|error| format!("recovery failed: {error}"))?;
+    Ok(Running::start(service, clock))
 }
 
 struct PostgresNode {
@@ -129,21 +107,20 @@ impl PostgresNode {
 
 impl Node for PostgresNode {
     fn service(&self) -> Arc<dyn Service> {
-        Arc::new(Shared(self.running().service.clone()))
+        self.running().service()
     }
 
     fn shut_down(&self) {
-        self.running().service.shut_down();
+        self.running().shut_down();
     }
 
     /// The node dies and a new one takes the schema over: it raises the epoch (fencing the old
     /// one out, should any of it still run) and recovers from what PostgreSQL holds.
     fn reboot(&mut self) -> Result<(), String> {
         if let Some(old) = self.running.take() {
-            old.service.shut_down();
-            old.driver.abort();
+            old.stop();
         }
-        self.running = Some(Running::open(
+        self.running = Some(open_node(
             &self.config,
             self.checkpoint_log_bytes_min,
             &self.clock,
@@ -152,33 +129,18 @@ impl Node for PostgresNode {
     }
 
     fn background_sleepers(&self) -> usize {
-        usize::from(!self.running().driver.is_finished())
+        self.running().background_sleepers()
     }
 }
 
 impl Drop for PostgresNode {
     fn drop(&mut self) {
         if let Some(running) = self.running.take() {
-            running.service.shut_down();
-            running.driver.abort();
+            running.stop();
         }
         if let Err(error) = drop_schema(&self.config.connection, &self.config.schema) {
             eprintln!("could not drop schema {}: {error}", self.config.schema);
         }
-    }
-}
-
-/// The server's service as the suite's `Service`.
-struct Shared(Arc<ServerService>);
-
-impl Service for Shared {
-    fn execute(
-        &self,
-        action: Action,
-        caller: Caller,
-    ) -> Pin<Box<dyn Future<Output = Result<Outcome, SqsError>> + Send>> {
-        let service = self.0.clone();
-        Box::pin(async move { service.execute(action, &caller).await })
     }
 }
 
