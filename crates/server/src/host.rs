@@ -155,7 +155,7 @@ impl EngineHost {
 /// The error a client gets when the log fails. A poisoned log never recovers by itself (a retry
 /// of a failed fsync could report success for data that is not on disk), so the message says
 /// that a restart is needed instead of leaving clients to retry in vain.
-pub(crate) fn log_failed(error: LogError) -> SqsError {
+fn log_failed(error: LogError) -> SqsError {
     tracing::error!(%error, "the log failed");
     let remedy = if error.is_storage_full() {
         " The disk is full: free space, then restart the server. It refuses every request until it is restarted."

@@ -83,7 +83,10 @@ impl ReadError {
 
 /// The payload a reference refers to, read from the log if it is not in memory. May wait for
 /// the disk on the calling thread; an answer to a request uses [`payloads`].
-pub fn payload(store: &dyn LogStore, payload: &PayloadRef) -> Result<Arc<Payload>, ReadError> {
+pub(crate) fn payload(
+    store: &dyn LogStore,
+    payload: &PayloadRef,
+) -> Result<Arc<Payload>, ReadError> {
     match payload {
         PayloadRef::Inline(payload) => Ok(payload.clone()),
         PayloadRef::Stored(location) => read(store, *location),

@@ -31,11 +31,6 @@ impl FileLog {
     pub fn recovery(&self) -> &leaseq_wal::Recovery {
         &self.recovery
     }
-
-    /// The write-ahead log itself.
-    pub fn wal(&self) -> &Wal {
-        &self.wal
-    }
 }
 
 /// A file log about to be opened: [`Recoverable`] reads its snapshot, then opens the log,
