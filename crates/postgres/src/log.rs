@@ -99,12 +99,9 @@ SELECT start_offset, first_lsn, last_lsn, body FROM {schema}.frame
 WHERE bucket = $1 AND segment = $2 AND start_offset <= $3
 ORDER BY start_offset DESC LIMIT 1";
 
-/// The removal of whole segments, fenced like a flush; answers (fenced in, rows removed).
-const DELETE_SEGMENTS: &str = "
-WITH f AS (SELECT 1 FROM {schema}.bucket WHERE bucket = $1 AND epoch = $2 FOR SHARE),
-     d AS (DELETE FROM {schema}.frame WHERE bucket = $1 AND segment = ANY($3)
-           AND EXISTS (SELECT 1 FROM f) RETURNING 1)
-SELECT (SELECT count(*) FROM f), (SELECT count(*) FROM d)";
+/// The fence of a segment removal: the bucket's row locked as a flush locks it, in the
+/// transaction that then drops the segments' partitions.
+const FENCE: &str = "SELECT 1 FROM {schema}.bucket WHERE bucket = $1 AND epoch = $2 FOR SHARE";
 
 /// What the flusher has published: the durable LSN, and why the store is unavailable (a flush
 /// of unknown outcome being resolved) or poisoned, if it is.
@@ -187,6 +184,8 @@ pub(crate) struct Shared {
     flush_backend: Mutex<Backend>,
     /// Reads, snapshots and removals: reconnected when found closed (see [`Shared::other`]).
     other_client: tokio::sync::Mutex<Arc<Client>>,
+    /// Segments whose partition of `frame` exists (created by this store or found at start).
+    partitions: Mutex<std::collections::BTreeSet<u64>>,
     sizes: Sizes,
     tail: Mutex<Tail>,
     cache: Mutex<FrameCache>,
@@ -229,6 +228,7 @@ impl PgLog {
             connection: resumed.connection,
             flush_backend: Mutex::new(flush.backend.clone()),
             other_client: tokio::sync::Mutex::new(resumed.other_client),
+            partitions: Mutex::new(resumed.tail.segments.keys().copied().collect()),
             sizes: resumed.sizes,
             tail: Mutex::new(resumed.tail),
             cache: Mutex::new(FrameCache::default()),
@@ -340,12 +340,34 @@ impl Shared {
         ))
     }
 
+    /// Creates the partitions of the segments `frames` start (once per segment: one more round
+    /// trip every 64 MiB). A node that was fenced out may create an empty one; the owner's
+    /// `IF NOT EXISTS` then finds it, and nothing of the old node's is in it.
+    async fn ensure_partitions(
+        &self,
+        connection: &FlushConnection,
+        frames: &[Arc<Frame>],
+    ) -> Result<(), FlushFailure> {
+        let mut missing: Vec<u64> = frames.iter().map(|f| u64::from(f.segment)).collect();
+        missing.dedup();
+        missing.retain(|segment| !self.partitions.lock().contains(segment));
+        for segment in missing {
+            let create = self.schema.create_partition(self.bucket, segment);
+            let created = connection.client.batch_execute(&create).await;
+            created
+                .map_err(|error| FlushFailure::Unknown(format!("creating a partition: {error}")))?;
+            self.partitions.lock().insert(segment);
+        }
+        Ok(())
+    }
+
     /// Writes `frames` in one fenced INSERT on the flusher's connection.
     async fn write(
         &self,
         connection: &FlushConnection,
         frames: &[Arc<Frame>],
     ) -> Result<(), FlushFailure> {
+        self.ensure_partitions(connection, frames).await?;
         let columns = FrameColumns::of(frames);
         let params = columns.params(self);
         let insert = connection.client.execute(&connection.insert, &params);
@@ -409,6 +431,7 @@ impl Shared {
                 unknown.pid
             )));
         }
+        self.ensure_partitions(&connection, frames).await?;
         let columns = FrameColumns::of(frames);
         let params = columns.params(self);
         let resolve = connection.client.query_one(&connection.resolve, &params);
@@ -692,16 +715,43 @@ impl LogStore for PgLog {
             return Ok(removable);
         }
         let shared = self.shared.clone();
-        let numbers: Vec<i64> = removable.iter().map(|&s| s as i64).collect();
+        let drop_partitions = format!(
+            "DROP TABLE IF EXISTS {}",
+            removable
+                .iter()
+                .map(|&segment| shared.schema.partition(shared.bucket, segment))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
         self.runtime.block(async move {
-            let sql = shared.schema.sql(DELETE_SEGMENTS);
-            let row = shared
-                .other()
-                .await?
-                .query_one(&sql, &[&shared.bucket, &shared.epoch, &numbers])
+            // One transaction: the fence's row lock is held until the partitions are gone.
+            let client = shared.other().await?;
+            client.batch_execute("BEGIN").await.map_err(database)?;
+            let fence = shared.schema.sql(FENCE);
+            let fenced_in = client
+                .query_opt(&fence, &[&shared.bucket, &shared.epoch])
                 .await
-                .map_err(database)?;
-            if row.get::<_, i64>(0) == 0 {
+                .map_err(database);
+            let fenced_in = match fenced_in {
+                Ok(row) => row.is_some(),
+                Err(error) => {
+                    let _ = client.batch_execute("ROLLBACK").await;
+                    return Err(error);
+                }
+            };
+            let dropped = match fenced_in {
+                true => client.batch_execute(&drop_partitions).await,
+                false => Ok(()),
+            };
+            let ended = match dropped {
+                Ok(()) => client.batch_execute("COMMIT").await,
+                Err(error) => {
+                    let _ = client.batch_execute("ROLLBACK").await;
+                    return Err(database(error));
+                }
+            };
+            ended.map_err(database)?;
+            if !fenced_in {
                 let reason = format!(
                     "fenced out while removing segments (epoch {})",
                     shared.epoch
@@ -716,6 +766,11 @@ impl LogStore for PgLog {
             tail.segments.remove(segment);
         }
         drop(tail);
+        let mut partitions = self.shared.partitions.lock();
+        for segment in &removable {
+            partitions.remove(segment);
+        }
+        drop(partitions);
         self.shared.cache.lock().forget(&removable);
         Ok(removable)
     }

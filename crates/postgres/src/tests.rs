@@ -153,6 +153,55 @@ fn a_schema_newer_than_this_build_is_refused() {
     }
 }
 
+/// The partitions of `frame`, and the segments that have frames.
+fn partitions_and_segments(
+    runtime: &tokio::runtime::Runtime,
+    client: &Client,
+    name: &Schema,
+) -> (i64, i64) {
+    runtime.block_on(async {
+        let partitions = name
+            .sql("SELECT count(*) FROM pg_inherits WHERE inhparent = '{schema}.frame'::regclass");
+        let segments = name.sql("SELECT count(DISTINCT (bucket, segment)) FROM {schema}.frame");
+        (
+            client.query_one(&partitions, &[]).await.unwrap().get(0),
+            client.query_one(&segments, &[]).await.unwrap().get(0),
+        )
+    })
+}
+
+#[test]
+fn migration_2_moves_the_frames_of_version_1_into_partitions() {
+    let schema = TestSchema::new("migrate");
+    let runtime = runtime();
+    let mut client = side_client(&runtime);
+    let name = Schema::new(&schema.0.schema).unwrap();
+    runtime
+        .block_on(schema::migrate_with(
+            &mut client,
+            &name,
+            &KNOWN_MIGRATIONS[..1],
+        ))
+        .unwrap();
+    let frames = name.sql(
+        "INSERT INTO {schema}.frame VALUES (0, 1, 0, 1, 1, 1, '\\x01'), (0, 1, 5, 2, 2, 1, '\\x02'),
+                                          (0, 3, 0, 3, 3, 1, '\\x03')",
+    );
+    runtime.block_on(client.batch_execute(&frames)).unwrap();
+    let found = runtime
+        .block_on(schema::migrate_with(&mut client, &name, KNOWN_MIGRATIONS))
+        .unwrap();
+    assert_eq!(found, 1);
+    let (partitions, segments) = partitions_and_segments(&runtime, &client, &name);
+    assert_eq!((partitions, segments), (2, 2));
+    let rows: Vec<(i64, i64)> = runtime.block_on(async {
+        let sql = name.sql("SELECT segment, last_lsn FROM {schema}.frame ORDER BY 1, 2");
+        let rows = client.query(&sql, &[]).await.unwrap();
+        rows.iter().map(|row| (row.get(0), row.get(1))).collect()
+    });
+    assert_eq!(rows, [(1, 1), (1, 2), (3, 3)], "every frame kept");
+}
+
 #[test]
 fn a_connection_cut_mid_flush_is_refused_then_resolved_and_the_log_goes_on() {
     let schema = TestSchema::new("cut");
@@ -272,6 +321,12 @@ fn checkpoints_keep_two_snapshots_and_remove_whole_old_segments() {
     assert!(
         oldest_lsn > 80,
         "old segments were removed: the oldest frame starts at {oldest_lsn}"
+    );
+    // Removed by dropping their partitions: one partition per segment that still has frames.
+    let (partitions, segments) = partitions_and_segments(&runtime, &client, &name);
+    assert_eq!(
+        partitions, segments,
+        "a removed segment's partition is gone"
     );
     drop(log);
     let mut opening = PgLogOpening::open(&config).unwrap();
