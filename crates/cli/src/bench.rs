@@ -12,6 +12,7 @@
 
 mod client;
 mod plan;
+mod postgres;
 mod report;
 mod stats;
 mod workers;
@@ -27,7 +28,7 @@ pub use plan::Workload;
 use plan::{Phase, Plan};
 use report::{BenchReport, PhaseReport};
 use stats::{CpuSample, Recorder};
-use workers::Shared;
+use workers::{Shared, Target};
 
 /// Flags of `leaseq bench`. A `--workload` preset fills in what is not given explicitly.
 #[derive(Args, Debug)]
@@ -101,6 +102,16 @@ pub struct BenchArgs {
     /// Print the final results as one JSON object on stdout (progress stays on stderr).
     #[arg(long)]
     pub json: bool,
+    /// Drive pgmq instead of an SQS endpoint: a libpq-style connection string of a database
+    /// where pgmq's SQL is installed. The same workers, request shapes and report (SendMessage
+    /// is pgmq.send, SendMessageBatch pgmq.send_batch, ReceiveMessage pgmq.read_with_poll,
+    /// DeleteMessageBatch pgmq.delete of the ids); `--endpoint` is not used.
+    #[arg(long, value_name = "CONNECTION")]
+    pub pgmq: Option<String>,
+    /// Report what each phase cost PostgreSQL (on this machine): CPU time of every postgres
+    /// process, WAL bytes and commits, per message [default: the --pgmq connection].
+    #[arg(long, value_name = "CONNECTION")]
+    pub postgres_stats: Option<String>,
 }
 
 /// Runs `leaseq bench` to completion and prints its report.
@@ -122,6 +133,22 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
 
 /// Creates the queue, runs the phases and deletes the queue again, even when a phase failed.
 async fn bench(plan: Plan) -> anyhow::Result<BenchReport> {
+    if let Some(connection) = &plan.pgmq {
+        let queue = postgres::queue_name(&plan.queue);
+        postgres::create_queue(connection, &queue)
+            .await
+            .with_context(|| format!("creating pgmq queue {queue}"))?;
+        eprintln!("leaseq bench: {} on pgmq queue {queue}", plan.describe());
+        let target = Arc::new(Target::Pgmq(Arc::from(connection.as_str())));
+        let outcome = run_phases(&plan, &target, &queue).await;
+        if !plan.keep {
+            if let Err(error) = postgres::drop_queue(connection, &queue).await {
+                eprintln!("leaseq bench: could not drop pgmq queue {queue}: {error}");
+            }
+        }
+        let (fill, run) = outcome?;
+        return Ok(BenchReport::new(&plan, queue, fill, run));
+    }
     let endpoint = Arc::new(Endpoint::parse(&plan.endpoint, &plan.region)?);
     let mut admin = Connection::open(endpoint.clone())
         .await
@@ -131,7 +158,8 @@ async fn bench(plan: Plan) -> anyhow::Result<BenchReport> {
         .await
         .with_context(|| format!("creating queue {}", plan.queue))?;
     eprintln!("leaseq bench: {} on {queue_url}", plan.describe());
-    let outcome = run_phases(&plan, &endpoint, &queue_url).await;
+    let target = Arc::new(Target::Sqs(endpoint.clone()));
+    let outcome = run_phases(&plan, &target, &queue_url).await;
     if !plan.keep {
         // A fresh connection: the admin one may have been closed by an idle timeout meanwhile.
         let deleted = match Connection::open(endpoint.clone()).await {
@@ -148,13 +176,13 @@ async fn bench(plan: Plan) -> anyhow::Result<BenchReport> {
 
 async fn run_phases(
     plan: &Plan,
-    endpoint: &Arc<Endpoint>,
+    target: &Arc<Target>,
     queue_url: &str,
 ) -> anyhow::Result<(Option<PhaseReport>, PhaseReport)> {
     let mut fill = None;
     let mut run = plan.run_phase();
     if let Some(fill_phase) = plan.fill_phase() {
-        let report = run_phase(plan, &fill_phase, endpoint, queue_url).await?;
+        let report = run_phase(plan, &fill_phase, target, queue_url).await?;
         let filled = report.messages_sent;
         if filled < fill_phase.send_limit.unwrap_or(0) {
             eprintln!("leaseq bench: the backlog holds only {filled} messages (fill timed out)");
@@ -162,7 +190,7 @@ async fn run_phases(
         run.limit_consumption_to(filled);
         fill = Some(report);
     }
-    let run = run_phase(plan, &run, endpoint, queue_url).await?;
+    let run = run_phase(plan, &run, target, queue_url).await?;
     Ok((fill, run))
 }
 
@@ -171,11 +199,23 @@ async fn run_phases(
 async fn run_phase(
     plan: &Plan,
     phase: &Phase,
-    endpoint: &Arc<Endpoint>,
+    target: &Arc<Target>,
     queue_url: &str,
 ) -> anyhow::Result<PhaseReport> {
     let (stop_sender, stop) = tokio::sync::watch::channel(false);
-    let shared = Arc::new(Shared::new(plan, phase, endpoint.clone(), queue_url));
+    let shared = Arc::new(Shared::new(plan, phase, target.clone(), queue_url));
+    let stats = match plan.postgres_stats.as_deref().or(plan.pgmq.as_deref()) {
+        Some(connection) => Some(
+            postgres::connect(connection)
+                .await
+                .context("connecting for --postgres-stats")?,
+        ),
+        None => None,
+    };
+    let pg_before = match &stats {
+        Some(client) => Some(postgres::PgSample::take(client).await?),
+        None => None,
+    };
     let cpu_before = CpuSample::take(plan.server_pid);
     let started = Instant::now();
     let mut tasks = tokio::task::JoinSet::new();
@@ -188,6 +228,10 @@ async fn run_phase(
     let interrupted = wait_for_end(phase, &shared, started).await;
     let elapsed = started.elapsed();
     let cpu_after = CpuSample::take(plan.server_pid);
+    let pg_after = match &stats {
+        Some(client) => Some(postgres::PgSample::take(client).await?),
+        None => None,
+    };
     // Workers abandon their in-flight request on this signal; nothing after it is counted.
     stop_sender.send_replace(true);
     let mut recorder = Recorder::default();
@@ -197,7 +241,7 @@ async fn run_phase(
     if interrupted {
         eprintln!("leaseq bench: interrupted");
     }
-    Ok(PhaseReport::new(
+    let mut report = PhaseReport::new(
         phase,
         elapsed,
         recorder,
@@ -205,7 +249,11 @@ async fn run_phase(
         cpu_before,
         cpu_after,
         plan.server_pid,
-    ))
+    );
+    if let (Some(before), Some(after)) = (pg_before, pg_after) {
+        report.add_postgres(before, after, elapsed);
+    }
+    Ok(report)
 }
 
 /// Waits until the phase is complete or its time is up, printing progress; returns true if the

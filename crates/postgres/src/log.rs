@@ -6,15 +6,24 @@
 //! LSN and every waiter it covers returns. Only one flush is ever in flight, so frames are
 //! written in LSN order with no gaps: if one fails, none after it is attempted.
 //!
-//! Poisoning: a flush whose outcome is unknown (a cut connection, a timeout, a failed commit) or
-//! that was fenced out (zero rows: another node took the bucket over) poisons the store. Every
-//! later append and wait fails with `poisoned: true`, so the service refuses everything until
-//! the node is reopened and recovers what PostgreSQL holds. Nothing is retried: a retry of a
-//! frame whose first attempt did commit would write it twice.
+//! A flush whose outcome is unknown (a cut connection, a timeout, PostgreSQL restarting) makes
+//! the store *unavailable*: every waiter not yet durable gets an error at once, and the service
+//! refuses new requests ([`LogStore::writable`]) instead of letting them queue. The flusher then
+//! resolves the outcome before it flushes anything later: it reconnects (with backoff, for as
+//! long as PostgreSQL stays away), makes sure the session that ran the flush is gone (so it
+//! cannot still commit it after the check), and writes the frames again with `ON CONFLICT DO
+//! NOTHING`, in one fenced statement that also counts which of them were already there. Either
+//! way every frame the engine applied is then in PostgreSQL exactly once, in order, and the
+//! store is available again: the node recovers by itself, without a restart and without a
+//! reload, because its engine holds exactly what the log now holds.
+//!
+//! Poisoning is for what cannot be resolved: a flush fenced out (zero rows: another node took
+//! the bucket over) or frames found under the same keys that are not ours. Every later append
+//! and wait then fails with `poisoned: true`, and the node serves nothing until it is reopened.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use leaseq_core::histogram::Histogram;
 use leaseq_core::{codec, Journal, Location, Record};
@@ -28,7 +37,7 @@ use tokio_postgres::{Client, Statement};
 
 use crate::frames::{Frame, FrameCache, Tail, LENGTH_PREFIX_BYTES};
 use crate::runtime::StoreRuntime;
-use crate::schema::Schema;
+use crate::schema::{self, Schema};
 use crate::snapshot::SnapshotWriter;
 
 /// Bytes of frames one flush writes at most (a burst of relocations goes in several).
@@ -52,24 +61,101 @@ SELECT $1, t.segment, t.start_offset, t.first_lsn, t.last_lsn, $2, t.body
 FROM f, unnest($3::bigint[], $4::bigint[], $5::bigint[], $6::bigint[], $7::bytea[])
      AS t(segment, start_offset, first_lsn, last_lsn, body)";
 
+/// A flush of unknown outcome written again: inserts the frames that are missing (fenced like a
+/// flush) and answers (fenced in, frames inserted, frames already there as this epoch wrote
+/// them). The last count reads the table as it was before the statement, so inserted + already
+/// there = all frames exactly when every frame is now in PostgreSQL once.
+const RESOLVE_FRAMES: &str = "
+WITH f AS (SELECT 1 FROM {schema}.bucket WHERE bucket = $1 AND epoch = $2 FOR SHARE),
+     t AS (SELECT * FROM unnest($3::bigint[], $4::bigint[], $5::bigint[], $6::bigint[], $7::bytea[])
+           AS t(segment, start_offset, first_lsn, last_lsn, body)),
+     i AS (INSERT INTO {schema}.frame (bucket, segment, start_offset, first_lsn, last_lsn, epoch, body)
+           SELECT $1, t.segment, t.start_offset, t.first_lsn, t.last_lsn, $2, t.body FROM f, t
+           ON CONFLICT (bucket, segment, start_offset) DO NOTHING RETURNING 1)
+SELECT (SELECT count(*) FROM f), (SELECT count(*) FROM i),
+       (SELECT count(*) FROM {schema}.frame x JOIN t
+          ON x.segment = t.segment AND x.start_offset = t.start_offset
+        WHERE x.bucket = $1 AND x.epoch = $2
+          AND x.first_lsn = t.first_lsn AND x.last_lsn = t.last_lsn)";
+
+/// The session running this statement, as `pg_stat_activity` names it.
+const THIS_BACKEND: &str =
+    "SELECT pid, backend_start::text FROM pg_stat_activity WHERE pid = pg_backend_pid()";
+
+/// Ends a session if it still exists, waiting up to 5 s for it to be gone: no row if it was
+/// gone already, `true` once it is, `false` if it outlived the wait.
+const END_BACKEND: &str = "
+SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity
+WHERE pid = $1 AND backend_start::text = $2";
+
+/// The first wait before reconnecting after a flush of unknown outcome; it doubles up to
+/// [`RECONNECT_DELAY_MAX`].
+const RECONNECT_DELAY_MIN: Duration = Duration::from_millis(50);
+const RECONNECT_DELAY_MAX: Duration = Duration::from_secs(1);
+
 /// The frame holding a location.
 const SELECT_FRAME: &str = "
 SELECT start_offset, first_lsn, last_lsn, body FROM {schema}.frame
 WHERE bucket = $1 AND segment = $2 AND start_offset <= $3
 ORDER BY start_offset DESC LIMIT 1";
 
-/// The removal of whole segments, fenced like a flush; answers (fenced in, rows removed).
-const DELETE_SEGMENTS: &str = "
-WITH f AS (SELECT 1 FROM {schema}.bucket WHERE bucket = $1 AND epoch = $2 FOR SHARE),
-     d AS (DELETE FROM {schema}.frame WHERE bucket = $1 AND segment = ANY($3)
-           AND EXISTS (SELECT 1 FROM f) RETURNING 1)
-SELECT (SELECT count(*) FROM f), (SELECT count(*) FROM d)";
+/// The fence of a segment removal: the bucket's row locked as a flush locks it, in the
+/// transaction that then drops the segments' partitions.
+const FENCE: &str = "SELECT 1 FROM {schema}.bucket WHERE bucket = $1 AND epoch = $2 FOR SHARE";
 
-/// What the flusher has published: the durable LSN, or the reason the store is poisoned.
+/// What the flusher has published: the durable LSN, and why the store is unavailable (a flush
+/// of unknown outcome being resolved) or poisoned, if it is.
 #[derive(Clone, Debug, Default)]
 struct Durable {
     lsn: Lsn,
+    unavailable: Option<Arc<str>>,
     poisoned: Option<Arc<str>>,
+}
+
+/// A PostgreSQL session, as `pg_stat_activity` tells one from a later one with the same pid.
+#[derive(Clone, Debug, Default)]
+struct Backend {
+    pid: i32,
+    started: String,
+}
+
+/// The flusher's own connection (nothing else runs on it, so a flush never queues behind a
+/// read) and its statements.
+struct FlushConnection {
+    client: Client,
+    insert: Statement,
+    resolve: Statement,
+    backend: Backend,
+}
+
+impl FlushConnection {
+    async fn new(client: Client, schema: &Schema) -> Result<FlushConnection, LogError> {
+        let (insert, resolve) = (schema.sql(INSERT_FRAMES), schema.sql(RESOLVE_FRAMES));
+        let insert = client.prepare(&insert).await.map_err(database)?;
+        let resolve = client.prepare(&resolve).await.map_err(database)?;
+        let row = client
+            .query_one(THIS_BACKEND, &[])
+            .await
+            .map_err(database)?;
+        let backend = Backend {
+            pid: row.get(0),
+            started: row.get(1),
+        };
+        Ok(FlushConnection {
+            client,
+            insert,
+            resolve,
+            backend,
+        })
+    }
+}
+
+/// Why a flush did not complete.
+enum FlushFailure {
+    /// Its outcome is unknown: resolve it.
+    Unknown(String),
+    /// It can never complete (fenced out): poison.
+    Fatal(String),
 }
 
 /// Sizes of the log's units; tests use tiny ones so a script crosses many segments.
@@ -92,11 +178,14 @@ pub(crate) struct Shared {
     pub(crate) schema: Schema,
     pub(crate) bucket: i32,
     pub(crate) epoch: i64,
-    /// The flusher's connection (nothing else runs on it, so a flush never queues behind a read).
-    flush_client: Client,
-    insert_frames: Statement,
-    /// Reads, snapshots and removals.
-    pub(crate) other_client: Arc<Client>,
+    /// The connection string, for reconnecting.
+    connection: String,
+    /// The flusher's session (tests end it with `pg_terminate_backend`).
+    flush_backend: Mutex<Backend>,
+    /// Reads, snapshots and removals: reconnected when found closed (see [`Shared::other`]).
+    other_client: tokio::sync::Mutex<Arc<Client>>,
+    /// Segments whose partition of `frame` exists (created by this store or found at start).
+    partitions: Mutex<std::collections::BTreeSet<u64>>,
     sizes: Sizes,
     tail: Mutex<Tail>,
     cache: Mutex<FrameCache>,
@@ -119,6 +208,7 @@ pub(crate) struct Resumed {
     pub(crate) schema: Schema,
     pub(crate) bucket: i32,
     pub(crate) epoch: i64,
+    pub(crate) connection: String,
     pub(crate) flush_client: Client,
     pub(crate) other_client: Arc<Client>,
     pub(crate) sizes: Sizes,
@@ -128,33 +218,30 @@ pub(crate) struct Resumed {
 impl PgLog {
     /// A store continuing at `resumed`'s tail; starts the flusher on `runtime`.
     pub(crate) fn start(runtime: Arc<StoreRuntime>, resumed: Resumed) -> Result<PgLog, LogError> {
-        let sql = resumed.schema.sql(INSERT_FRAMES);
-        let client = resumed.flush_client;
-        let (client, insert_frames) = runtime.block(async move {
-            let statement = client.prepare(&sql).await.map_err(database)?;
-            Ok::<_, LogError>((client, statement))
-        })?;
+        let (client, schema) = (resumed.flush_client, resumed.schema.clone());
+        let flush = runtime.block(async move { FlushConnection::new(client, &schema).await })?;
         let durable_lsn = resumed.tail.tail_lsn;
         let shared = Arc::new(Shared {
             schema: resumed.schema,
             bucket: resumed.bucket,
             epoch: resumed.epoch,
-            flush_client: client,
-            insert_frames,
-            other_client: resumed.other_client,
+            connection: resumed.connection,
+            flush_backend: Mutex::new(flush.backend.clone()),
+            other_client: tokio::sync::Mutex::new(resumed.other_client),
+            partitions: Mutex::new(resumed.tail.segments.keys().copied().collect()),
             sizes: resumed.sizes,
             tail: Mutex::new(resumed.tail),
             cache: Mutex::new(FrameCache::default()),
             durable: watch::Sender::new(Durable {
                 lsn: durable_lsn,
-                poisoned: None,
+                ..Durable::default()
             }),
             wake: Notify::new(),
             flush_micros: Histogram::new(FLUSH_MICROS_BOUNDS),
             batch_records: Histogram::new(BATCH_RECORDS_BOUNDS),
             uncached_reads: AtomicU64::new(0),
         });
-        runtime.handle().spawn(flush_loop(shared.clone()));
+        runtime.handle().spawn(flush_loop(shared.clone(), flush));
         Ok(PgLog { shared, runtime })
     }
 
@@ -180,16 +267,8 @@ impl PgLog {
 
     /// The process id of the flusher's PostgreSQL backend (tests cut it with
     /// `pg_terminate_backend`).
-    pub fn flush_backend_pid(&self) -> Result<i32, LogError> {
-        let shared = self.shared.clone();
-        self.runtime.block(async move {
-            let row = shared
-                .flush_client
-                .query_one("SELECT pg_backend_pid()", &[])
-                .await
-                .map_err(database)?;
-            Ok(row.get(0))
-        })
+    pub fn flush_backend_pid(&self) -> i32 {
+        self.shared.flush_backend.lock().pid
     }
 }
 
@@ -213,7 +292,25 @@ impl Shared {
         self.tail.lock().pending.clear();
     }
 
-    /// Waits until `lsn` is durable, or the store is poisoned.
+    fn unavailable_error(reason: &str) -> LogError {
+        LogError::other(format!(
+            "PostgreSQL is unreachable ({reason}); the node reconnects by itself"
+        ))
+    }
+
+    /// The readers' connection, reconnected first if PostgreSQL closed it.
+    pub(crate) async fn other(&self) -> Result<Arc<Client>, LogError> {
+        let mut slot = self.other_client.lock().await;
+        if slot.is_closed() {
+            let client = schema::connect(&self.connection).await;
+            let client = client.map_err(|error| LogError::other(error.to_string()))?;
+            *slot = Arc::new(client);
+        }
+        Ok(slot.clone())
+    }
+
+    /// Waits until `lsn` is durable; fails at once while the store is unavailable or poisoned
+    /// (a flush of unknown outcome may be resolved long after, and a client must not hang).
     async fn wait(&self, lsn: Lsn) -> Result<(), LogError> {
         let mut receiver = self.durable.subscribe();
         loop {
@@ -225,6 +322,9 @@ impl Shared {
                 if let Some(reason) = &durable.poisoned {
                     return Err(Shared::poisoned_error(reason));
                 }
+                if let Some(reason) = &durable.unavailable {
+                    return Err(Shared::unavailable_error(reason));
+                }
             }
             receiver
                 .changed()
@@ -233,37 +333,134 @@ impl Shared {
         }
     }
 
-    /// Writes `frames` in one fenced INSERT; `Err` says why the store must be poisoned.
-    async fn write(&self, frames: &[Arc<Frame>]) -> Result<(), String> {
-        let column = |get: fn(&Frame) -> i64| frames.iter().map(|f| get(f)).collect::<Vec<i64>>();
-        let segments = column(|f| i64::from(f.segment));
-        let offsets = column(|f| f.start_offset as i64);
-        let first = column(|f| f.first_lsn as i64);
-        let last = column(|f| f.last_lsn as i64);
-        let bodies: Vec<&[u8]> = frames.iter().map(|f| f.body.as_slice()).collect();
-        let params: [&(dyn tokio_postgres::types::ToSql + Sync); 7] = [
-            &self.bucket,
-            &self.epoch,
-            &segments,
-            &offsets,
-            &first,
-            &last,
-            &bodies,
-        ];
-        let insert = self.flush_client.execute(&self.insert_frames, &params);
-        match tokio::time::timeout(crate::FLUSH_TIMEOUT, insert).await {
-            Err(_) => Err(format!(
-                "a flush did not answer within {:?}; its outcome is unknown",
-                crate::FLUSH_TIMEOUT
-            )),
-            Ok(Err(error)) => Err(format!("a flush failed, its outcome unknown: {error}")),
-            Ok(Ok(0)) => Err(format!(
-                "fenced out: the bucket's epoch is no longer {} (another node took it over)",
-                self.epoch
-            )),
-            Ok(Ok(rows)) if rows == frames.len() as u64 => Ok(()),
-            Ok(Ok(rows)) => Err(format!("a flush of {} frames wrote {rows}", frames.len())),
+    fn fenced_out(&self) -> FlushFailure {
+        FlushFailure::Fatal(format!(
+            "fenced out: the bucket's epoch is no longer {} (another node took it over)",
+            self.epoch
+        ))
+    }
+
+    /// Creates the partitions of the segments `frames` start (once per segment: one more round
+    /// trip every 64 MiB). A node that was fenced out may create an empty one; the owner's
+    /// `IF NOT EXISTS` then finds it, and nothing of the old node's is in it.
+    async fn ensure_partitions(
+        &self,
+        connection: &FlushConnection,
+        frames: &[Arc<Frame>],
+    ) -> Result<(), FlushFailure> {
+        let mut missing: Vec<u64> = frames.iter().map(|f| u64::from(f.segment)).collect();
+        missing.dedup();
+        missing.retain(|segment| !self.partitions.lock().contains(segment));
+        for segment in missing {
+            let create = self.schema.create_partition(self.bucket, segment);
+            let created = connection.client.batch_execute(&create).await;
+            created
+                .map_err(|error| FlushFailure::Unknown(format!("creating a partition: {error}")))?;
+            self.partitions.lock().insert(segment);
         }
+        Ok(())
+    }
+
+    /// Writes `frames` in one fenced INSERT on the flusher's connection.
+    async fn write(
+        &self,
+        connection: &FlushConnection,
+        frames: &[Arc<Frame>],
+    ) -> Result<(), FlushFailure> {
+        self.ensure_partitions(connection, frames).await?;
+        let columns = FrameColumns::of(frames);
+        let params = columns.params(self);
+        let insert = connection.client.execute(&connection.insert, &params);
+        match tokio::time::timeout(crate::FLUSH_TIMEOUT, insert).await {
+            Err(_) => Err(FlushFailure::Unknown(format!(
+                "a flush did not answer within {:?}",
+                crate::FLUSH_TIMEOUT
+            ))),
+            Ok(Err(error)) => Err(FlushFailure::Unknown(format!("a flush failed: {error}"))),
+            Ok(Ok(0)) => Err(self.fenced_out()),
+            Ok(Ok(rows)) if rows == frames.len() as u64 => Ok(()),
+            Ok(Ok(rows)) => Err(FlushFailure::Fatal(format!(
+                "a flush of {} frames wrote {rows}",
+                frames.len()
+            ))),
+        }
+    }
+
+    /// Resolves a flush of `frames` whose outcome is unknown, on a new connection, retrying
+    /// until PostgreSQL answers; the new connection, or why the store must be poisoned.
+    async fn resolve(
+        &self,
+        frames: &[Arc<Frame>],
+        unknown: Backend,
+    ) -> Result<FlushConnection, String> {
+        let mut delay = RECONNECT_DELAY_MIN;
+        loop {
+            tokio::time::sleep(delay).await;
+            delay = (delay * 2).min(RECONNECT_DELAY_MAX);
+            match self.try_resolve(frames, &unknown).await {
+                Ok(connection) => return Ok(connection),
+                Err(FlushFailure::Fatal(reason)) => return Err(reason),
+                Err(FlushFailure::Unknown(reason)) => {
+                    tracing::warn!(%reason, "the PostgreSQL log is still unreachable; retrying");
+                }
+            }
+        }
+    }
+
+    async fn try_resolve(
+        &self,
+        frames: &[Arc<Frame>],
+        unknown: &Backend,
+    ) -> Result<FlushConnection, FlushFailure> {
+        let retry = |error: LogError| FlushFailure::Unknown(error.message);
+        let client = schema::connect(&self.connection).await;
+        let client = client.map_err(|error| FlushFailure::Unknown(error.to_string()))?;
+        let connection = FlushConnection::new(client, &self.schema)
+            .await
+            .map_err(retry)?;
+        // The session that ran the flush must be gone, or it could still commit the frames
+        // after the check below found them missing.
+        let ended = connection
+            .client
+            .query_opt(END_BACKEND, &[&unknown.pid, &unknown.started])
+            .await
+            .map_err(|error| retry(database(error)))?;
+        if ended.is_some_and(|row| !row.get::<_, bool>(0)) {
+            return Err(FlushFailure::Unknown(format!(
+                "the session of the unresolved flush (pid {}) is still running",
+                unknown.pid
+            )));
+        }
+        self.ensure_partitions(&connection, frames).await?;
+        let columns = FrameColumns::of(frames);
+        let params = columns.params(self);
+        let resolve = connection.client.query_one(&connection.resolve, &params);
+        let row = tokio::time::timeout(crate::FLUSH_TIMEOUT, resolve)
+            .await
+            .map_err(|_| FlushFailure::Unknown("resolving a flush timed out".into()))?
+            .map_err(|error| retry(database(error)))?;
+        let (fenced_in, inserted, present) = (
+            row.get::<_, i64>(0),
+            row.get::<_, i64>(1),
+            row.get::<_, i64>(2),
+        );
+        if fenced_in == 0 {
+            return Err(self.fenced_out());
+        }
+        if inserted + present != frames.len() as i64 {
+            return Err(FlushFailure::Fatal(format!(
+                "resolving a flush of {} frames: {inserted} written, {present} found, \
+                 the rest held by other frames under the same keys",
+                frames.len()
+            )));
+        }
+        tracing::info!(
+            inserted,
+            present,
+            "resolved the flush of unknown outcome; the PostgreSQL log is available again"
+        );
+        *self.flush_backend.lock() = connection.backend.clone();
+        Ok(connection)
     }
 
     /// Takes what is pending for the next flush; the frames stay readable from the cache from
@@ -303,7 +500,8 @@ impl Shared {
         let segment = i64::from(location.segment);
         let offset = i64::from(location.offset);
         let rows = self
-            .other_client
+            .other()
+            .await?
             .query(&sql, &[&self.bucket, &segment, &offset])
             .await
             .map_err(database)?;
@@ -325,8 +523,46 @@ impl Shared {
     }
 }
 
-/// The flusher: one flush in flight at a time, each taking everything pending.
-async fn flush_loop(shared: Arc<Shared>) {
+/// A flush's frames as the columns its statements take.
+struct FrameColumns<'a> {
+    segments: Vec<i64>,
+    offsets: Vec<i64>,
+    first: Vec<i64>,
+    last: Vec<i64>,
+    bodies: Vec<&'a [u8]>,
+}
+
+impl<'a> FrameColumns<'a> {
+    fn of(frames: &'a [Arc<Frame>]) -> FrameColumns<'a> {
+        let column = |get: fn(&Frame) -> i64| frames.iter().map(|f| get(f)).collect::<Vec<i64>>();
+        FrameColumns {
+            segments: column(|f| i64::from(f.segment)),
+            offsets: column(|f| f.start_offset as i64),
+            first: column(|f| f.first_lsn as i64),
+            last: column(|f| f.last_lsn as i64),
+            bodies: frames.iter().map(|f| f.body.as_slice()).collect(),
+        }
+    }
+
+    fn params<'s>(
+        &'s self,
+        shared: &'s Shared,
+    ) -> [&'s (dyn tokio_postgres::types::ToSql + Sync); 7] {
+        [
+            &shared.bucket,
+            &shared.epoch,
+            &self.segments,
+            &self.offsets,
+            &self.first,
+            &self.last,
+            &self.bodies,
+        ]
+    }
+}
+
+/// The flusher: one flush in flight at a time, each taking everything pending; a flush of
+/// unknown outcome is resolved before anything later is flushed.
+async fn flush_loop(shared: Arc<Shared>, mut connection: FlushConnection) {
     loop {
         let frames = loop {
             let frames = shared.take();
@@ -337,9 +573,26 @@ async fn flush_loop(shared: Arc<Shared>) {
             shared.wake.notified().await;
         };
         let started = Instant::now();
-        if let Err(reason) = shared.write(&frames).await {
-            shared.poison(reason);
-            return;
+        match shared.write(&connection, &frames).await {
+            Ok(()) => {}
+            Err(FlushFailure::Fatal(reason)) => {
+                shared.poison(reason);
+                return;
+            }
+            Err(FlushFailure::Unknown(reason)) => {
+                tracing::error!(%reason, "a flush's outcome is unknown; the node refuses requests until it is resolved");
+                shared.durable.send_modify(|durable| {
+                    durable.unavailable = Some(Arc::from(reason));
+                });
+                let unknown = connection.backend.clone();
+                connection = match shared.resolve(&frames, unknown).await {
+                    Ok(connection) => connection,
+                    Err(reason) => {
+                        shared.poison(reason);
+                        return;
+                    }
+                };
+            }
         }
         shared
             .flush_micros
@@ -347,7 +600,10 @@ async fn flush_loop(shared: Arc<Shared>) {
         let records: u64 = frames.iter().map(|f| f.last_lsn + 1 - f.first_lsn).sum();
         shared.batch_records.observe(records);
         let lsn = frames.last().expect("a flush writes a frame").last_lsn;
-        shared.durable.send_modify(|durable| durable.lsn = lsn);
+        shared.durable.send_modify(|durable| {
+            durable.lsn = lsn;
+            durable.unavailable = None;
+        });
         shared.cache.lock().evict(lsn, CACHE_BYTES_MAX);
     }
 }
@@ -390,6 +646,17 @@ impl LogStore for PgLog {
 
     fn tail_lsn(&self) -> Lsn {
         self.shared.tail.lock().tail_lsn
+    }
+
+    fn writable(&self) -> Result<(), LogError> {
+        let durable = self.shared.durable.borrow();
+        if let Some(reason) = &durable.poisoned {
+            return Err(Shared::poisoned_error(reason));
+        }
+        match &durable.unavailable {
+            Some(reason) => Err(Shared::unavailable_error(reason)),
+            None => Ok(()),
+        }
     }
 
     fn wait_durable(&self, lsn: Lsn) -> LogFuture<'_, ()> {
@@ -448,15 +715,43 @@ impl LogStore for PgLog {
             return Ok(removable);
         }
         let shared = self.shared.clone();
-        let numbers: Vec<i64> = removable.iter().map(|&s| s as i64).collect();
+        let drop_partitions = format!(
+            "DROP TABLE IF EXISTS {}",
+            removable
+                .iter()
+                .map(|&segment| shared.schema.partition(shared.bucket, segment))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
         self.runtime.block(async move {
-            let sql = shared.schema.sql(DELETE_SEGMENTS);
-            let row = shared
-                .other_client
-                .query_one(&sql, &[&shared.bucket, &shared.epoch, &numbers])
+            // One transaction: the fence's row lock is held until the partitions are gone.
+            let client = shared.other().await?;
+            client.batch_execute("BEGIN").await.map_err(database)?;
+            let fence = shared.schema.sql(FENCE);
+            let fenced_in = client
+                .query_opt(&fence, &[&shared.bucket, &shared.epoch])
                 .await
-                .map_err(database)?;
-            if row.get::<_, i64>(0) == 0 {
+                .map_err(database);
+            let fenced_in = match fenced_in {
+                Ok(row) => row.is_some(),
+                Err(error) => {
+                    let _ = client.batch_execute("ROLLBACK").await;
+                    return Err(error);
+                }
+            };
+            let dropped = match fenced_in {
+                true => client.batch_execute(&drop_partitions).await,
+                false => Ok(()),
+            };
+            let ended = match dropped {
+                Ok(()) => client.batch_execute("COMMIT").await,
+                Err(error) => {
+                    let _ = client.batch_execute("ROLLBACK").await;
+                    return Err(database(error));
+                }
+            };
+            ended.map_err(database)?;
+            if !fenced_in {
                 let reason = format!(
                     "fenced out while removing segments (epoch {})",
                     shared.epoch
@@ -471,6 +766,11 @@ impl LogStore for PgLog {
             tail.segments.remove(segment);
         }
         drop(tail);
+        let mut partitions = self.shared.partitions.lock();
+        for segment in &removable {
+            partitions.remove(segment);
+        }
+        drop(partitions);
         self.shared.cache.lock().forget(&removable);
         Ok(removable)
     }

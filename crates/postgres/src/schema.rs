@@ -6,7 +6,9 @@
 //! receipt_key    (id = 1, key bytea[16])            seals receipts; shared by every node
 //! bucket         (bucket, epoch)                    the fence: the owner's epoch
 //! frame          (bucket, segment, start_offset,    one row per flush: the records of a group
-//!                 first_lsn, last_lsn, epoch, body)  commit, each as u32 LE length + codec bytes
+//!                 first_lsn, last_lsn, epoch, body)  commit, each as u32 LE length + codec bytes;
+//!                                                    one partition per (bucket, segment),
+//!                                                    `frame_b<bucket>_s<segment>`
 //! snapshot       (bucket, lsn, len_bytes, chunks,   a complete snapshot (its header row is
 //!                 from_segment, epoch)               written last, fenced)
 //! snapshot_chunk (bucket, lsn, chunk, bytes)        the snapshot's bytes, in 1 MiB chunks
@@ -21,7 +23,8 @@ use crate::PostgresError;
 
 /// The migrations, in order; `{schema}` stands for the quoted schema name. Migration `n` (from 1)
 /// brings the schema to version `n`. Never edit one that has shipped: add the next.
-const MIGRATIONS: &[&str] = &[r#"
+const MIGRATIONS: &[&str] = &[
+    r#"
 CREATE TABLE {schema}.receipt_key (
     id int PRIMARY KEY CHECK (id = 1),
     key bytea NOT NULL CHECK (octet_length(key) = 16)
@@ -56,7 +59,37 @@ CREATE TABLE {schema}.snapshot_chunk (
     bytes bytea NOT NULL,
     PRIMARY KEY (bucket, lsn, chunk)
 );
-"#];
+"#,
+    // 2: `frame` partitioned by (bucket, segment), one partition per segment, so that removing a
+    // segment is a DROP TABLE that leaves no dead tuples. Existing frames move into partitions.
+    r#"
+ALTER TABLE {schema}.frame RENAME TO frame_v1;
+ALTER INDEX {schema}.frame_pkey RENAME TO frame_v1_pkey;
+CREATE TABLE {schema}.frame (
+    bucket int NOT NULL,
+    segment bigint NOT NULL,
+    start_offset bigint NOT NULL,
+    first_lsn bigint NOT NULL,
+    last_lsn bigint NOT NULL,
+    epoch bigint NOT NULL,
+    body bytea NOT NULL,
+    PRIMARY KEY (bucket, segment, start_offset)
+) PARTITION BY RANGE (bucket, segment);
+DO $$
+DECLARE r record;
+BEGIN
+    FOR r IN SELECT DISTINCT bucket, segment FROM {schema}.frame_v1 LOOP
+        EXECUTE format('CREATE TABLE {schema}.%I PARTITION OF {schema}.frame '
+                       'FOR VALUES FROM (%s, %s) TO (%s, %s)',
+                       'frame_b' || r.bucket || '_s' || r.segment,
+                       r.bucket, r.segment, r.bucket, r.segment + 1);
+    END LOOP;
+END
+$$;
+INSERT INTO {schema}.frame SELECT * FROM {schema}.frame_v1;
+DROP TABLE {schema}.frame_v1;
+"#,
+];
 
 /// The newest schema version this build knows.
 pub const SCHEMA_VERSION: i32 = MIGRATIONS.len() as i32;
@@ -88,6 +121,21 @@ impl Schema {
     /// `sql` with `{schema}` replaced by the quoted name.
     pub(crate) fn sql(&self, sql: &str) -> String {
         sql.replace("{schema}", &format!("\"{}\"", self.name))
+    }
+
+    /// The partition of `frame` holding `segment` of `bucket`, quoted.
+    pub(crate) fn partition(&self, bucket: i32, segment: u64) -> String {
+        format!("\"{}\".\"frame_b{bucket}_s{segment}\"", self.name)
+    }
+
+    /// The statement creating that partition if it does not exist.
+    pub(crate) fn create_partition(&self, bucket: i32, segment: u64) -> String {
+        format!(
+            "CREATE TABLE IF NOT EXISTS {} PARTITION OF {} FOR VALUES FROM ({bucket}, {segment}) TO ({bucket}, {})",
+            self.partition(bucket, segment),
+            self.sql("{schema}.frame"),
+            segment + 1
+        )
     }
 
     /// The advisory lock key of migrations on this schema (FNV-1a of its name, so two schemas

@@ -69,7 +69,8 @@ impl<'a> SnapshotWriter<'a> {
         self.log.runtime.block(async move {
             let sql = shared.schema.sql(INSERT_CHUNK);
             let rows = shared
-                .other_client
+                .other()
+                .await?
                 .execute(&sql, &[&shared.bucket, &shared.epoch, &lsn, &chunk, &bytes])
                 .await
                 .map_err(database)?;
@@ -118,15 +119,11 @@ impl SnapshotSink for SnapshotWriter<'_> {
                 &chunks,
                 &from_segment,
             ];
-            let rows = shared
-                .other_client
-                .execute(&sql, &params)
-                .await
-                .map_err(database)?;
+            let client = shared.other().await?;
+            let rows = client.execute(&sql, &params).await.map_err(database)?;
             fenced(&shared, rows, "completing a snapshot")?;
             let prune = shared.schema.sql(PRUNE);
-            shared
-                .other_client
+            client
                 .execute(&prune, &[&shared.bucket])
                 .await
                 .map_err(database)?;

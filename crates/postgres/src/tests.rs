@@ -153,8 +153,57 @@ fn a_schema_newer_than_this_build_is_refused() {
     }
 }
 
+/// The partitions of `frame`, and the segments that have frames.
+fn partitions_and_segments(
+    runtime: &tokio::runtime::Runtime,
+    client: &Client,
+    name: &Schema,
+) -> (i64, i64) {
+    runtime.block_on(async {
+        let partitions = name
+            .sql("SELECT count(*) FROM pg_inherits WHERE inhparent = '{schema}.frame'::regclass");
+        let segments = name.sql("SELECT count(DISTINCT (bucket, segment)) FROM {schema}.frame");
+        (
+            client.query_one(&partitions, &[]).await.unwrap().get(0),
+            client.query_one(&segments, &[]).await.unwrap().get(0),
+        )
+    })
+}
+
 #[test]
-fn a_connection_cut_mid_flush_poisons_and_loses_only_the_unacknowledged() {
+fn migration_2_moves_the_frames_of_version_1_into_partitions() {
+    let schema = TestSchema::new("migrate");
+    let runtime = runtime();
+    let mut client = side_client(&runtime);
+    let name = Schema::new(&schema.0.schema).unwrap();
+    runtime
+        .block_on(schema::migrate_with(
+            &mut client,
+            &name,
+            &KNOWN_MIGRATIONS[..1],
+        ))
+        .unwrap();
+    let frames = name.sql(
+        "INSERT INTO {schema}.frame VALUES (0, 1, 0, 1, 1, 1, '\\x01'), (0, 1, 5, 2, 2, 1, '\\x02'),
+                                          (0, 3, 0, 3, 3, 1, '\\x03')",
+    );
+    runtime.block_on(client.batch_execute(&frames)).unwrap();
+    let found = runtime
+        .block_on(schema::migrate_with(&mut client, &name, KNOWN_MIGRATIONS))
+        .unwrap();
+    assert_eq!(found, 1);
+    let (partitions, segments) = partitions_and_segments(&runtime, &client, &name);
+    assert_eq!((partitions, segments), (2, 2));
+    let rows: Vec<(i64, i64)> = runtime.block_on(async {
+        let sql = name.sql("SELECT segment, last_lsn FROM {schema}.frame ORDER BY 1, 2");
+        let rows = client.query(&sql, &[]).await.unwrap();
+        rows.iter().map(|row| (row.get(0), row.get(1))).collect()
+    });
+    assert_eq!(rows, [(1, 1), (1, 2), (3, 3)], "every frame kept");
+}
+
+#[test]
+fn a_connection_cut_mid_flush_is_refused_then_resolved_and_the_log_goes_on() {
     let schema = TestSchema::new("cut");
     let runtime = runtime();
     let (log, _) = open(&schema.0);
@@ -168,7 +217,7 @@ fn a_connection_cut_mid_flush_poisons_and_loses_only_the_unacknowledged() {
         transaction.execute(&lock, &[]).await.unwrap();
         transaction
     });
-    let pid = log.flush_backend_pid().unwrap();
+    let pid = log.flush_backend_pid();
     let appended = log.append(&record(2), &mut |_, _| {}).unwrap();
     let killer = side_client(&runtime);
     wait_until_waiting_on_a_lock(&runtime, &killer, pid);
@@ -180,19 +229,35 @@ fn a_connection_cut_mid_flush_poisons_and_loses_only_the_unacknowledged() {
     });
     let error = runtime
         .block_on(log.wait_durable(appended.tail_lsn))
-        .expect_err("a cut flush is never acknowledged");
-    assert!(error.is_poisoned(), "{error}");
-    assert!(log.poisoned().is_some());
-    assert!(log
-        .append(&record(3), &mut |_, _| {})
-        .unwrap_err()
-        .is_poisoned());
+        .expect_err("a flush of unknown outcome is never acknowledged");
+    assert!(
+        !error.is_poisoned(),
+        "an unknown outcome is resolved, not fatal: {error}"
+    );
+    // While the outcome is unknown (the resolution waits on the same lock), new work is
+    // turned away before it reaches the engine.
+    let refused = log.writable().expect_err("unavailable while unresolved");
+    assert!(
+        refused.message.contains("reconnects by itself"),
+        "{refused}"
+    );
     runtime.block_on(transaction.rollback()).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while log.writable().is_err() {
+        assert!(Instant::now() < deadline, "the flush was never resolved");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_ne!(
+        log.flush_backend_pid(),
+        pid,
+        "the flusher has a new session"
+    );
+    append_and_wait(&runtime, &log, 3).expect("the log goes on after the resolution");
     drop(log);
     let (_reopened, replayed) = open(&schema.0);
     assert_eq!(
-        replayed, 1,
-        "the acknowledged record survives; the cut one was never written"
+        replayed, 3,
+        "every appended record, once: the cut one was written by the resolution"
     );
 }
 
@@ -256,6 +321,12 @@ fn checkpoints_keep_two_snapshots_and_remove_whole_old_segments() {
     assert!(
         oldest_lsn > 80,
         "old segments were removed: the oldest frame starts at {oldest_lsn}"
+    );
+    // Removed by dropping their partitions: one partition per segment that still has frames.
+    let (partitions, segments) = partitions_and_segments(&runtime, &client, &name);
+    assert_eq!(
+        partitions, segments,
+        "a removed segment's partition is gone"
     );
     drop(log);
     let mut opening = PgLogOpening::open(&config).unwrap();

@@ -36,12 +36,12 @@ impl PostgresStore {
         }
     }
 
-    /// Segments of 1 KiB and a checkpoint after every few records.
+    /// Segments of 4 KiB (a partition each) and a checkpoint after every few records.
     fn checkpointing() -> PostgresStore {
         PostgresStore {
             name: "postgres-checkpointing",
             sizes: Sizes {
-                segment_bytes_max: 1 << 10,
+                segment_bytes_max: 4 << 10,
             },
             checkpoint_log_bytes_min: 256,
         }

@@ -12,7 +12,9 @@
 //!
 //! Invariant: a poisoned log serves nothing. Once an append fails after the engine applied the
 //! change, the engine holds state the log does not, so every later operation is refused with the
-//! reason until the node restarts and recovers from what the log holds.
+//! reason until the node restarts and recovers from what the log holds. A store that is only
+//! unavailable for a while (`LogStore::writable`: reconnecting after a flush of unknown outcome)
+//! turns operations away before they touch the engine, and serves again once it says so.
 
 use std::sync::{Arc, OnceLock};
 
@@ -84,6 +86,11 @@ impl EngineHost {
             let mut engine = self.engine.lock();
             if let Some(reason) = self.stopped.get() {
                 return Err(SqsError::service_unavailable(reason.clone()));
+            }
+            if let Err(error) = self.store.writable() {
+                return Err(SqsError::service_unavailable(format!(
+                    "The server cannot make requests durable now: {error}."
+                )));
             }
             let result = operation(&mut engine, &mut journal);
             observe(&engine, &journal);

@@ -75,6 +75,10 @@ pub struct Plan {
     pub threads: usize,
     /// Message groups of a FIFO queue; `None` drives a standard queue.
     pub groups: Option<u64>,
+    /// pgmq's database, when pgmq is driven instead of an SQS endpoint.
+    pub pgmq: Option<String>,
+    /// Where PostgreSQL's costs are read from, if they are reported.
+    pub postgres_stats: Option<String>,
 }
 
 /// One phase of a run: who works, and when the phase is complete.
@@ -152,6 +156,8 @@ impl Plan {
             receive_max: args.receive_max,
             wait_time_seconds: args.wait_time_seconds,
             server_pid: args.server_pid,
+            pgmq: args.pgmq.clone(),
+            postgres_stats: args.postgres_stats.clone(),
             threads: args.threads.unwrap_or_else(available_cpus),
             groups: args.groups,
         };

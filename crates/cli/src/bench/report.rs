@@ -8,6 +8,7 @@ use serde::Serialize;
 
 use super::client::Action;
 use super::plan::{Phase, Plan, Workload};
+use super::postgres::PgSample;
 use super::stats::{process_rss_bytes, CpuSample, ProgressSnapshot, Recorder};
 
 /// Everything a run measured.
@@ -44,6 +45,18 @@ pub struct PhaseReport {
     pub server_cpu: Option<CpuReport>,
     pub server_rss_bytes: Option<u64>,
     pub server_rss_peak_bytes: Option<u64>,
+    /// What the phase cost PostgreSQL, with `--postgres-stats` or `--pgmq`.
+    pub postgres: Option<PostgresReport>,
+}
+
+/// PostgreSQL's costs over a phase, per message of the phase.
+#[derive(Serialize)]
+pub struct PostgresReport {
+    pub cpu: CpuReport,
+    pub wal_bytes: u64,
+    pub commits: u64,
+    pub wal_bytes_per_message: Option<f64>,
+    pub commits_per_message: Option<f64>,
 }
 
 #[derive(Serialize)]
@@ -195,7 +208,23 @@ impl PhaseReport {
             server_cpu,
             server_rss_bytes: rss.map(|(now, _)| now),
             server_rss_peak_bytes: rss.map(|(_, peak)| peak),
+            postgres: None,
         }
+    }
+
+    /// Adds PostgreSQL's costs between two samples.
+    pub fn add_postgres(&mut self, before: PgSample, after: PgSample, elapsed: Duration) {
+        let messages = self.messages;
+        let per_message = |total: u64| (messages > 0).then(|| total as f64 / messages as f64);
+        let wal_bytes = after.wal_bytes.saturating_sub(before.wal_bytes);
+        let commits = after.commits.saturating_sub(before.commits);
+        self.postgres = Some(PostgresReport {
+            cpu: CpuReport::new(after.cpu.saturating_sub(before.cpu), elapsed, messages),
+            wal_bytes,
+            commits,
+            wal_bytes_per_message: per_message(wal_bytes),
+            commits_per_message: per_message(commits),
+        });
     }
 
     fn write_text(&self, text: &mut String) {
@@ -263,6 +292,18 @@ impl PhaseReport {
         }
         let _ = writeln!(text, "  connections opened: {}", self.connections_opened);
         let _ = writeln!(text, "  generator CPU: {}", self.generator_cpu.to_text());
+        if let Some(postgres) = &self.postgres {
+            let per = |value: Option<f64>| value.map_or("-".to_string(), |v| format!("{v:.2}"));
+            let _ = writeln!(
+                text,
+                "  PostgreSQL: CPU {}; WAL {} B ({} B/msg); {} commits ({} per msg)",
+                postgres.cpu.to_text(),
+                postgres.wal_bytes,
+                per(postgres.wal_bytes_per_message),
+                postgres.commits,
+                per(postgres.commits_per_message),
+            );
+        }
         if let Some(server) = &self.server_cpu {
             let _ = write!(text, "  server CPU: {}", server.to_text());
             if let (Some(now), Some(peak)) = (self.server_rss_bytes, self.server_rss_peak_bytes) {

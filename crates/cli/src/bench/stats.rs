@@ -193,7 +193,7 @@ fn own_cpu_time() -> Duration {
 
 /// User plus system CPU time of another process, from `/proc/PID/stat` (clock-tick resolution,
 /// usually 10 ms, which is why runs should last seconds).
-fn process_cpu_time(pid: u32) -> std::io::Result<Duration> {
+pub(super) fn process_cpu_time(pid: u32) -> std::io::Result<Duration> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
     let bad = || {
         std::io::Error::new(

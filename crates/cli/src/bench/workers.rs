@@ -12,15 +12,15 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use bytes::Bytes;
 use tokio::sync::{watch, Notify};
 
 use super::client::{
     decode, encode, Action, BatchResult, CallError, Connection, DeleteEntry, DeleteMessageBatch,
-    Endpoint, FifoFields, ReceiveMessage, Received, SendEntry, SendMessage, SendMessageBatch,
-    ENTRY_IDS,
+    Endpoint, FifoFields, ReceiveMessage, Received, ReceivedMessage, SendEntry, SendMessage,
+    SendMessageBatch, ENTRY_IDS,
 };
 use super::plan::{Phase, Plan};
+use super::postgres::PgmqConnection;
 
 /// FIFO messages this generator has sent, across phases: the source of unique deduplication ids
 /// and of the round-robin group choice.
@@ -30,9 +30,18 @@ use super::stats::{Progress, Recorder};
 /// How long a worker waits before trying again after its connection could not be opened.
 const RECONNECT_DELAY: Duration = Duration::from_millis(100);
 
+/// What the workers drive.
+pub enum Target {
+    /// An SQS endpoint.
+    Sqs(Arc<Endpoint>),
+    /// pgmq in the PostgreSQL this connection string names.
+    Pgmq(Arc<str>),
+}
+
 /// What the workers of one phase share.
 pub struct Shared {
-    endpoint: Arc<Endpoint>,
+    target: Arc<Target>,
+    /// The queue URL (SQS) or the pgmq queue's name.
     queue_url: String,
     pub progress: Progress,
     /// Woken when the last producer exits or consumers reach their target.
@@ -53,9 +62,9 @@ pub struct Shared {
 }
 
 impl Shared {
-    pub fn new(plan: &Plan, phase: &Phase, endpoint: Arc<Endpoint>, queue_url: &str) -> Shared {
+    pub fn new(plan: &Plan, phase: &Phase, target: Arc<Target>, queue_url: &str) -> Shared {
         Shared {
-            endpoint,
+            target,
             queue_url: queue_url.to_string(),
             progress: Progress::default(),
             finished: Notify::new(),
@@ -162,10 +171,146 @@ impl Shared {
     }
 }
 
+/// One request of a worker, whatever it drives.
+enum Op<'a> {
+    /// Send this many messages (one: a single send; more: a batch).
+    Send(usize),
+    Receive,
+    Delete(&'a [ReceivedMessage]),
+}
+
+/// What a request answered.
+enum Answer {
+    /// Entries that succeeded, entries that failed and the first failure's reason.
+    Done(u64, u64, Option<String>),
+    Received(Vec<ReceivedMessage>),
+}
+
+/// A worker's connection: to an SQS endpoint or a PostgreSQL session for pgmq.
+enum Link {
+    Sqs(Connection),
+    Pgmq(PgmqConnection),
+}
+
+impl Link {
+    async fn open(shared: &Shared) -> Result<Link, CallError> {
+        Ok(match shared.target.as_ref() {
+            Target::Sqs(endpoint) => Link::Sqs(Connection::open(endpoint.clone()).await?),
+            Target::Pgmq(connection) => {
+                Link::Pgmq(PgmqConnection::open(connection, &shared.queue_url).await?)
+            }
+        })
+    }
+
+    async fn ready(&mut self) -> bool {
+        match self {
+            Link::Sqs(connection) => connection.ready().await,
+            Link::Pgmq(_) => true,
+        }
+    }
+
+    /// The action the report counts `op` under.
+    fn action(shared: &Shared, op: &Op<'_>) -> Action {
+        match op {
+            Op::Send(_) if shared.batch_size == 1 => Action::SendMessage,
+            Op::Send(_) => Action::SendMessageBatch,
+            Op::Receive => Action::ReceiveMessage,
+            Op::Delete(_) => Action::DeleteMessageBatch,
+        }
+    }
+
+    async fn run(&mut self, shared: &Shared, op: Op<'_>) -> Result<Answer, CallError> {
+        match self {
+            Link::Sqs(connection) => Link::run_sqs(connection, shared, op).await,
+            Link::Pgmq(connection) => match op {
+                Op::Send(count) => {
+                    let bodies: Vec<String> = (0..count).map(|_| shared.message_body()).collect();
+                    let sent = connection.send(&bodies).await?;
+                    Ok(Answer::Done(
+                        sent,
+                        count as u64 - sent.min(count as u64),
+                        None,
+                    ))
+                }
+                Op::Receive => {
+                    let visibility = 30;
+                    let (max, wait) = (shared.receive_max as i32, shared.wait_time_seconds as i32);
+                    Ok(Answer::Received(
+                        connection.read(visibility, max, wait).await?,
+                    ))
+                }
+                Op::Delete(messages) => {
+                    let receipts: Vec<&str> =
+                        messages.iter().map(|m| m.receipt_handle.as_str()).collect();
+                    let deleted = connection.delete(&receipts).await?;
+                    let missing = messages.len() as u64 - deleted.min(messages.len() as u64);
+                    let reason = (missing > 0).then(|| "pgmq.delete: not found".to_string());
+                    Ok(Answer::Done(deleted, missing, reason))
+                }
+            },
+        }
+    }
+
+    async fn run_sqs(
+        connection: &mut Connection,
+        shared: &Shared,
+        op: Op<'_>,
+    ) -> Result<Answer, CallError> {
+        let action = Link::action(shared, &op);
+        match op {
+            Op::Send(count) => {
+                let (action, body) = shared.send_request(count);
+                let answer = connection.call(action, body).await?;
+                if action == Action::SendMessage {
+                    return Ok(Answer::Done(1, 0, None));
+                }
+                batch_answer(&answer)
+            }
+            Op::Receive => {
+                let body = encode(&ReceiveMessage {
+                    queue_url: &shared.queue_url,
+                    max_number_of_messages: shared.receive_max,
+                    wait_time_seconds: shared.wait_time_seconds,
+                });
+                let answer = connection.call(action, body).await?;
+                Ok(Answer::Received(decode::<Received>(&answer)?.messages))
+            }
+            Op::Delete(messages) => {
+                let entries = ENTRY_IDS.into_iter().zip(messages);
+                let entries = entries
+                    .map(|(id, m)| DeleteEntry {
+                        id,
+                        receipt_handle: &m.receipt_handle,
+                    })
+                    .collect();
+                let body = encode(&DeleteMessageBatch {
+                    queue_url: &shared.queue_url,
+                    entries,
+                });
+                batch_answer(&connection.call(action, body).await?)
+            }
+        }
+    }
+}
+
+/// A batch answer's counts.
+fn batch_answer(answer: &[u8]) -> Result<Answer, CallError> {
+    let result: BatchResult = decode(answer)?;
+    let first = result
+        .failed
+        .first()
+        .map(|failed| format!("{}: {}", failed.code, failed.message));
+    Ok(Answer::Done(
+        result.successful.len() as u64,
+        result.failed.len() as u64,
+        first,
+    ))
+}
+
 /// A worker's connection and results.
 struct Worker {
     shared: Arc<Shared>,
-    connection: Option<Connection>,
+    link: Option<Link>,
     recorder: Recorder,
 }
 
@@ -173,31 +318,30 @@ impl Worker {
     fn new(shared: Arc<Shared>) -> Worker {
         Worker {
             shared,
-            connection: None,
+            link: None,
             recorder: Recorder::default(),
         }
     }
 
-    /// Makes one call and times it (not counting opening the connection), or returns None if
-    /// the stop signal came first.
+    /// Makes one request and times it (not counting opening the connection), or returns None
+    /// if the stop signal came first.
     async fn call(
         &mut self,
-        action: Action,
-        body: Vec<u8>,
+        op: Op<'_>,
         stop: &mut watch::Receiver<bool>,
-    ) -> Option<(Result<Bytes, CallError>, Duration)> {
+    ) -> Option<(Result<Answer, CallError>, Duration)> {
         let work = async {
-            if let Some(connection) = &mut self.connection {
-                if !connection.ready().await {
-                    self.connection = None;
+            if let Some(link) = &mut self.link {
+                if !link.ready().await {
+                    self.link = None;
                 }
             }
-            let connection = match &mut self.connection {
-                Some(connection) => connection,
-                None => match Connection::open(self.shared.endpoint.clone()).await {
-                    Ok(connection) => {
+            let link = match &mut self.link {
+                Some(link) => link,
+                None => match Link::open(&self.shared).await {
+                    Ok(link) => {
                         self.recorder.connections_opened += 1;
-                        self.connection.insert(connection)
+                        self.link.insert(link)
                     }
                     Err(error) => {
                         tokio::time::sleep(RECONNECT_DELAY).await;
@@ -206,10 +350,10 @@ impl Worker {
                 },
             };
             let started = Instant::now();
-            let outcome = connection.call(action, body).await;
+            let outcome = link.run(&self.shared, op).await;
             let latency = started.elapsed();
             if outcome.as_ref().is_err_and(CallError::breaks_connection) {
-                self.connection = None;
+                self.link = None;
             }
             (outcome, latency)
         };
@@ -225,27 +369,16 @@ impl Worker {
         self.recorder.failure(action, error);
     }
 
-    /// Counts a batch answer; returns the number of entries that succeeded.
-    fn batch_answer(&mut self, action: Action, answer: &[u8], latency: Duration) -> u64 {
-        let result: BatchResult = match decode(answer) {
-            Ok(result) => result,
-            Err(error) => {
-                self.failure(action, &error);
-                return 0;
-            }
-        };
-        let successful = result.successful.len() as u64;
-        self.recorder
-            .success(action, latency, successful, result.failed.len() as u64);
-        if let Some(failed) = result.failed.first() {
-            self.shared
-                .progress
-                .errors
-                .fetch_add(result.failed.len() as u64, Relaxed);
+    /// Counts a request's answer; returns the number of entries that succeeded.
+    fn done(&mut self, action: Action, latency: Duration, done: (u64, u64, Option<String>)) -> u64 {
+        let (successful, failed, first) = done;
+        self.recorder.success(action, latency, successful, failed);
+        if failed > 0 {
+            self.shared.progress.errors.fetch_add(failed, Relaxed);
             let stats = self.recorder.actions.entry(action).or_default();
-            stats
-                .first_error
-                .get_or_insert_with(|| format!("{}: {}", failed.code, failed.message));
+            if let Some(first) = first {
+                stats.first_error.get_or_insert(first);
+            }
         }
         successful
     }
@@ -258,20 +391,20 @@ pub async fn produce(shared: Arc<Shared>, mut stop: watch::Receiver<bool>) -> Re
         let Some(count) = shared.claim_sends() else {
             break;
         };
-        let (action, body) = shared.send_request(count);
-        let Some((outcome, latency)) = worker.call(action, body, &mut stop).await else {
+        let op = Op::Send(count);
+        let action = Link::action(&shared, &op);
+        let Some((outcome, latency)) = worker.call(op, &mut stop).await else {
             break;
         };
-        let sent = match (outcome, action) {
-            (Err(error), _) => {
+        let sent = match outcome {
+            Ok(Answer::Done(successful, failed, first)) => {
+                worker.done(action, latency, (successful, failed, first))
+            }
+            Ok(Answer::Received(_)) => unreachable!("a send answers counts"),
+            Err(error) => {
                 worker.failure(action, &error);
                 continue;
             }
-            (Ok(_), Action::SendMessage) => {
-                worker.recorder.success(action, latency, 1, 0);
-                1
-            }
-            (Ok(answer), _) => worker.batch_answer(action, &answer, latency),
         };
         shared.progress.sent.fetch_add(sent, Relaxed);
     }
@@ -283,18 +416,14 @@ pub async fn produce(shared: Arc<Shared>, mut stop: watch::Receiver<bool>) -> Re
 /// or the phase's consume target.
 pub async fn consume(shared: Arc<Shared>, mut stop: watch::Receiver<bool>) -> Recorder {
     let mut worker = Worker::new(shared.clone());
-    let receive = encode(&ReceiveMessage {
-        queue_url: &shared.queue_url,
-        max_number_of_messages: shared.receive_max,
-        wait_time_seconds: shared.wait_time_seconds,
-    });
     while !*stop.borrow_and_update() && !shared.consumed_enough() {
         let action = Action::ReceiveMessage;
-        let Some((outcome, latency)) = worker.call(action, receive.clone(), &mut stop).await else {
+        let Some((outcome, latency)) = worker.call(Op::Receive, &mut stop).await else {
             break;
         };
-        let received = match outcome.and_then(|answer| decode::<Received>(&answer)) {
-            Ok(received) => received.messages,
+        let received = match outcome {
+            Ok(Answer::Received(messages)) => messages,
+            Ok(Answer::Done(..)) => unreachable!("a receive answers messages"),
             Err(error) => {
                 worker.failure(action, &error);
                 continue;
@@ -321,26 +450,16 @@ pub async fn consume(shared: Arc<Shared>, mut stop: watch::Receiver<bool>) -> Re
                     .end_to_end(now_us.saturating_sub(sent_at_us));
             }
         }
-        let entries = ENTRY_IDS.into_iter().zip(&received);
-        let entries = entries
-            .map(|(id, m)| DeleteEntry {
-                id,
-                receipt_handle: &m.receipt_handle,
-            })
-            .collect();
-        let body = encode(&DeleteMessageBatch {
-            queue_url: &shared.queue_url,
-            entries,
-        });
         let action = Action::DeleteMessageBatch;
-        let Some((outcome, latency)) = worker.call(action, body, &mut stop).await else {
+        let Some((outcome, latency)) = worker.call(Op::Delete(&received), &mut stop).await else {
             break;
         };
         match outcome {
-            Ok(answer) => {
-                let deleted = worker.batch_answer(action, &answer, latency);
+            Ok(Answer::Done(successful, failed, first)) => {
+                let deleted = worker.done(action, latency, (successful, failed, first));
                 shared.add_deleted(deleted);
             }
+            Ok(Answer::Received(_)) => unreachable!("a delete answers counts"),
             Err(error) => worker.failure(action, &error),
         }
     }

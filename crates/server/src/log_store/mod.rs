@@ -119,6 +119,14 @@ pub trait LogStore: Send + Sync + 'static {
     /// The LSN of the last record appended.
     fn tail_lsn(&self) -> Lsn;
 
+    /// Whether the store takes new work now; the engine host asks before every operation, so
+    /// a store that is poisoned, or reconnecting after a flush of unknown outcome, turns
+    /// requests away before they change the engine (and answers readiness probes). Appends made
+    /// after a positive answer must still be accepted while the store is merely unavailable.
+    fn writable(&self) -> Result<(), LogError> {
+        Ok(())
+    }
+
     /// Completes once every record up to `lsn` is durable (as the store's durability setting
     /// defines it), or fails if the store was poisoned first.
     fn wait_durable(&self, lsn: Lsn) -> LogFuture<'_, ()>;
