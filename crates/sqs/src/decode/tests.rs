@@ -917,7 +917,7 @@ fn message_attribute_values() {
         code_of(send(
             json!({"l": {"DataType": "String", "StringListValues": ["a"]}})
         )),
-        ErrorCode::InvalidParameterValue
+        ErrorCode::UnsupportedOperation
     );
     // System attributes: only AWSTraceHeader, as a String.
     let system = |attributes: Value| {
@@ -1049,7 +1049,7 @@ fn message_move_actions() {
     };
     let handle = crate::moves::encode_task_handle(&ctx, 5, "dlq");
     let task = crate::TaskHandle {
-        task_id: 5,
+        task_id: Some(5),
         source: "dlq".into(),
     };
     assert_eq!(
