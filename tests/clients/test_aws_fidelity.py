@@ -98,6 +98,26 @@ def test_single_send_over_the_maximum_size(sqs, new_queue):
     )
 
 
+def test_batch_longer_than_the_limit_fails_whole(sqs, new_queue):
+    # [LS:test_send_message_batch_with_oversized_contents]: bodies of 1048577 bytes in all fail
+    # the whole request (400, BatchRequestTooLong), both protocols.
+    url = new_queue()
+    entries = [
+        {"Id": "a", "MessageBody": "a" * 1048576},
+        {"Id": "b", "MessageBody": "b"},
+    ]
+    with expect_error(
+        sqs,
+        "AWS.SimpleQueueService.BatchRequestTooLong",
+        status=400,
+        shape="BatchRequestTooLong",
+    ) as caught:
+        sqs.send_message_batch(QueueUrl=url, Entries=entries)
+    assert caught.value.response["Error"]["Message"] == (
+        "Batch requests cannot be longer than 1048576 bytes. You have sent 1048577 bytes."
+    )
+
+
 def test_empty_string_attribute_value(sqs_unvalidated, new_queue):
     # [LS:test_send_message_with_empty_string_attribute]: both protocols.
     url = new_queue()
