@@ -613,6 +613,19 @@ def test_query_get_errors(sqs, new_queue):
     assert "<Message>Unknown Attribute Foobar.</Message>" in body
 
 
+def test_get_of_a_queue_url_without_parameters(new_queue):
+    # [LS:TestSqsQueryApi.test_get_without_query_returns_unknown_operation] and
+    # test_get_without_query_json_format_returns_returns_xml: 404, an UnknownOperationException
+    # document, XML even when JSON is asked for.
+    url = new_queue()
+    for headers in [{}, {"Accept": "application/json"}]:
+        request = urllib.request.Request(url, headers=headers)
+        with pytest.raises(urllib.error.HTTPError) as caught:
+            urllib.request.urlopen(request, timeout=10)
+        assert caught.value.code == 404
+        assert "<UnknownOperationException" in caught.value.read().decode()
+
+
 def test_unknown_action_on_each_protocol(sqs, protocol):
     # [LS:TestSqsQueryApi.test_invalid_action_raises_exception]: InvalidAction, 400, "The action
     # FooBar is not valid for this endpoint."; over JSON the same as UnknownOperationException.

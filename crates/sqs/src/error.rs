@@ -30,6 +30,9 @@ pub enum ErrorCode {
     InvalidAction,
     /// The Query request names no action.
     MissingAction,
+    /// A `GET` of a queue's URL without any parameters: no operation at all. SQS answers it
+    /// 404 with a bare `<UnknownOperationException/>` document.
+    UnknownOperation,
     /// A Query request's form or query string cannot be parsed.
     MalformedQueryString,
     /// A JSON request's body cannot be parsed, or a member has the wrong type.
@@ -99,7 +102,7 @@ const fn wire(
 
 impl ErrorCode {
     /// Every code, for tests and documentation.
-    pub const ALL: [ErrorCode; 30] = [
+    pub const ALL: [ErrorCode; 31] = [
         ErrorCode::QueueDoesNotExist,
         ErrorCode::QueueNameExists,
         ErrorCode::QueueDeletedRecently,
@@ -109,6 +112,7 @@ impl ErrorCode {
         ErrorCode::MissingParameter,
         ErrorCode::InvalidAction,
         ErrorCode::MissingAction,
+        ErrorCode::UnknownOperation,
         ErrorCode::MalformedQueryString,
         ErrorCode::SerializationException,
         ErrorCode::InvalidMessageContents,
@@ -190,6 +194,13 @@ impl ErrorCode {
                 "com.amazon.coral.service#UnknownOperationException",
                 "MissingAction",
                 400,
+                true,
+            ),
+            // AWS-validated in LocalStack's TestSqsQueryApi.test_get_without_query_returns_unknown_operation.
+            UnknownOperation => wire(
+                "com.amazon.coral.service#UnknownOperationException",
+                "UnknownOperationException",
+                404,
                 true,
             ),
             MalformedQueryString => wire(

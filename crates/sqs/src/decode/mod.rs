@@ -95,6 +95,17 @@ fn decode_query(request: &RawRequest) -> Result<(Action, Shape), SqsError> {
     }
     let action = match params.get("Action") {
         Some(action) => String::from_utf8_lossy(action).into_owned(),
+        // A plain GET of a queue's URL (a browser's) is no request at all (`GET /` is the
+        // dashboard, which the server answers before decoding).
+        None if request.method.eq_ignore_ascii_case("GET")
+            && params.is_empty()
+            && !request.path.trim_matches('/').is_empty() =>
+        {
+            return Err(SqsError::new(
+                ErrorCode::UnknownOperation,
+                "The request names no operation.",
+            ))
+        }
         None => {
             return Err(SqsError::new(
                 ErrorCode::MissingAction,

@@ -902,6 +902,12 @@ pub fn encode_error(protocol: crate::Protocol, error: &SqsError, ctx: &Context) 
             let query_error = format!("{};{}", error.code.query_code(), error.fault());
             json_response(error.status(), body, ctx, Some(query_error))
         }
+        // SQS's answer to a parameterless GET of a queue's URL is a bare document, not an
+        // ErrorResponse (LocalStack's AWS-validated test_get_without_query_returns_unknown_operation).
+        crate::Protocol::Query if error.code == crate::ErrorCode::UnknownOperation => {
+            let out = String::from("<?xml version=\"1.0\"?><UnknownOperationException/>");
+            xml_response(error.status(), out, ctx)
+        }
         crate::Protocol::Query => {
             let mut out = String::from("<?xml version=\"1.0\"?>");
             out.push_str(&format!("<ErrorResponse xmlns=\"{XML_NAMESPACE}\">"));

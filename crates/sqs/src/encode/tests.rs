@@ -825,6 +825,16 @@ fn errors_in_both_protocols() {
         Some("InternalError;Receiver")
     );
 
+    // A parameterless GET of a queue's URL: SQS's bare document, 404 (LocalStack's
+    // AWS-validated test_get_without_query_returns_unknown_operation).
+    let unknown = SqsError::new(ErrorCode::UnknownOperation, "m");
+    let response = encode_error(Protocol::Query, &unknown, &ctx());
+    assert_eq!(response.status, 404);
+    assert_eq!(
+        String::from_utf8(response.body.clone()).unwrap(),
+        "<?xml version=\"1.0\"?><UnknownOperationException/>"
+    );
+
     for code in ErrorCode::ALL {
         let error = SqsError::new(code, "m");
         for protocol in [Protocol::Json, Protocol::Query] {
