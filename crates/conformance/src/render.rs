@@ -470,7 +470,11 @@ fn history(object: &Map<String, Value>, names: &mut Names) -> Vec<String> {
 }
 
 fn move_task(task: &Map<String, Value>, names: &mut Names) -> String {
-    let handle = names.name(Kind::Task, &text(task, "TaskHandle"));
+    // As in SQS, only an active task is listed with its handle; a finished one shows `-`.
+    let handle = match task.get("TaskHandle").and_then(Value::as_str) {
+        Some(handle) => names.name(Kind::Task, handle),
+        None => "-".to_string(),
+    };
     let mut line = format!(
         "{handle} {} source={}",
         text(task, "Status"),

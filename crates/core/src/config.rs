@@ -280,7 +280,10 @@ impl QueueConfig {
         first.or_else(|| {
             p.passthrough
                 .iter()
-                .find(|(key, value)| self.passthrough.get(*key) != Some(*value))
+                // An empty value means "absent", as it does in a patch.
+                .find(|(key, value)| {
+                    self.passthrough.get(*key).map_or("", String::as_str) != value.as_str()
+                })
                 .map(|(key, _)| key.clone())
         })
     }

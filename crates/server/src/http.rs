@@ -175,12 +175,18 @@ where
             .and_then(|h| h.to_str().ok()),
         body: &body,
     };
-    let (protocol, action, shape) = match leaseq_sqs::decode(&raw) {
+    let (protocol, mut action, shape) = match leaseq_sqs::decode(&raw) {
         Ok(decoded) => decoded,
         Err((protocol, error)) => {
             return reply(leaseq_sqs::encode_error(protocol, &error, &context))
         }
     };
+    if let Some(trace_id) = headers
+        .get(leaseq_sqs::headers::TRACE_ID)
+        .and_then(|h| h.to_str().ok())
+    {
+        leaseq_sqs::headers::adopt_trace_id(&mut action, trace_id);
+    }
     let name = action.name();
     let caller = Caller {
         sender_id: sender_id(&headers, &config.account_id),

@@ -32,8 +32,9 @@ pub struct BatchEntry<T> {
 /// A move task as a `TaskHandle` names it: the task's id and its source queue.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TaskHandle {
-    /// The engine's task id.
-    pub task_id: u64,
+    /// The engine's task id; `None` when the handle's `taskId` is not one leaseq issues (an
+    /// AWS task id), so the handle names no task.
+    pub task_id: Option<u64>,
     /// The source queue's name.
     pub source: String,
 }

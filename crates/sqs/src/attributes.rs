@@ -102,6 +102,10 @@ pub fn check_readable(names: &[String]) -> Result<(), SqsError> {
     }
 }
 
+/// SQS's default `KmsDataKeyReusePeriodSeconds` (`API_SetQueueAttributes`: "The default is 300
+/// (5 minutes)").
+const KMS_DATA_KEY_REUSE_DEFAULT_SECONDS: u32 = 300;
+
 /// Turns the attributes of `CreateQueue` or `SetQueueAttributes` into a patch.
 pub fn parse_settings(attributes: &BTreeMap<String, String>) -> Result<QueueConfigPatch, SqsError> {
     let mut patch = QueueConfigPatch::default();
@@ -119,15 +123,28 @@ pub fn parse_settings(attributes: &BTreeMap<String, String>) -> Result<QueueConf
             "RedriveAllowPolicy" => {
                 patch.redrive_allow_policy = Some(parse_redrive_allow_policy(value)?)
             }
+            // As AWS keeps them (recorded: LocalStack's test_set_queue_attributes_default_values):
+            // choosing a KMS key turns SSE-SQS off, and an attribute set to its default (no key,
+            // a reuse period of 300 s) is no longer returned; SSE-SQS stays off.
             "KmsMasterKeyId" => {
                 patch.passthrough.insert(name.clone(), value.clone());
+                if !value.is_empty() && !attributes.contains_key("SqsManagedSseEnabled") {
+                    patch
+                        .passthrough
+                        .insert("SqsManagedSseEnabled".into(), "false".into());
+                }
             }
             "KmsDataKeyReusePeriodSeconds" => {
                 let period = seconds(name, value)?;
                 if !(60..=86_400).contains(&period) {
                     return Err(invalid_attribute_value(name));
                 }
-                patch.passthrough.insert(name.clone(), period.to_string());
+                let stored = if period == KMS_DATA_KEY_REUSE_DEFAULT_SECONDS {
+                    String::new()
+                } else {
+                    period.to_string()
+                };
+                patch.passthrough.insert(name.clone(), stored);
             }
             "SqsManagedSseEnabled" => {
                 let enabled = match value.trim().to_ascii_lowercase().as_str() {
@@ -339,8 +356,12 @@ fn attribute_value(name: &str, info: &QueueInfo, ctx: &Context) -> Option<String
         }
         .to_string(),
         "KmsMasterKeyId" => passthrough("KmsMasterKeyId")?,
-        "KmsDataKeyReusePeriodSeconds" => passthrough("KmsDataKeyReusePeriodSeconds")
-            .or_else(|| passthrough("KmsMasterKeyId").map(|_| "300".into()))?,
+        "KmsDataKeyReusePeriodSeconds" => {
+            passthrough("KmsDataKeyReusePeriodSeconds").or_else(|| {
+                passthrough("KmsMasterKeyId")
+                    .map(|_| KMS_DATA_KEY_REUSE_DEFAULT_SECONDS.to_string())
+            })?
+        }
         // New SQS queues have SSE-SQS on unless a KMS key was chosen or it was turned off.
         "SqsManagedSseEnabled" => passthrough("SqsManagedSseEnabled").unwrap_or_else(|| {
             if passthrough("KmsMasterKeyId").is_some() {

@@ -30,6 +30,9 @@ pub enum ErrorCode {
     InvalidAction,
     /// The Query request names no action.
     MissingAction,
+    /// A `GET` of a queue's URL without any parameters: no operation at all. SQS answers it
+    /// 404 with a bare `<UnknownOperationException/>` document.
+    UnknownOperation,
     /// A Query request's form or query string cannot be parsed.
     MalformedQueryString,
     /// A JSON request's body cannot be parsed, or a member has the wrong type.
@@ -99,7 +102,7 @@ const fn wire(
 
 impl ErrorCode {
     /// Every code, for tests and documentation.
-    pub const ALL: [ErrorCode; 30] = [
+    pub const ALL: [ErrorCode; 31] = [
         ErrorCode::QueueDoesNotExist,
         ErrorCode::QueueNameExists,
         ErrorCode::QueueDeletedRecently,
@@ -109,6 +112,7 @@ impl ErrorCode {
         ErrorCode::MissingParameter,
         ErrorCode::InvalidAction,
         ErrorCode::MissingAction,
+        ErrorCode::UnknownOperation,
         ErrorCode::MalformedQueryString,
         ErrorCode::SerializationException,
         ErrorCode::InvalidMessageContents,
@@ -190,6 +194,13 @@ impl ErrorCode {
                 "com.amazon.coral.service#UnknownOperationException",
                 "MissingAction",
                 400,
+                true,
+            ),
+            // AWS-validated in LocalStack's TestSqsQueryApi.test_get_without_query_returns_unknown_operation.
+            UnknownOperation => wire(
+                "com.amazon.coral.service#UnknownOperationException",
+                "UnknownOperationException",
+                404,
                 true,
             ),
             MalformedQueryString => wire(
@@ -394,6 +405,85 @@ impl SqsError {
         ))
     }
 
+    /// A batch entry's engine error, as `SendMessageBatch` words it: an entry larger than the
+    /// queue's `MaximumMessageSize` fails alone with "cannot be validated" where `SendMessage`
+    /// says "are invalid" (recorded from AWS: LocalStack's `test_send_batch_message_size`).
+    pub fn for_batch_entry(error: leaseq_core::Error) -> SqsError {
+        match error {
+            leaseq_core::Error::MessageTooLong { max_bytes, .. } => {
+                SqsError::invalid_parameter_value(format!(
+                    "One or more parameters cannot be validated. Reason: Message must be shorter than {max_bytes} bytes."
+                ))
+            }
+            other => SqsError::from(other),
+        }
+    }
+
+    /// The engine's error about queue `name`, with the name where SQS puts it: a second purge
+    /// within 60 seconds names the queue (recorded from AWS: LocalStack's
+    /// `test_successive_purge_calls_fail`, "Only one PurgeQueue operation on <queue-name> is
+    /// allowed every 60 seconds."). Other errors are mapped as by `From`.
+    pub fn for_queue(error: leaseq_core::Error, name: &str) -> SqsError {
+        match error {
+            leaseq_core::Error::PurgeInProgress => SqsError::new(
+                ErrorCode::PurgeQueueInProgress,
+                format!("Only one PurgeQueue operation on {name} is allowed every 60 seconds."),
+            ),
+            other => SqsError::from(other),
+        }
+    }
+
+    /// `CreateQueue` of a name whose queue was deleted less than 60 seconds ago, in the words of
+    /// the API reference (`API_CreateQueue`, Errors: QueueDeletedRecently).
+    pub fn queue_deleted_recently() -> SqsError {
+        SqsError::new(
+            ErrorCode::QueueDeletedRecently,
+            "You must wait 60 seconds after deleting a queue before you can create another with the same name.",
+        )
+    }
+
+    /// An action SQS does not have, or one that is not valid at the address it was sent to (a
+    /// queue's URL for `CreateQueue`): "The action FooBar is not valid for this endpoint."
+    /// (AWS-validated in LocalStack's `TestSqsQueryApi.test_invalid_action_raises_exception`).
+    pub fn invalid_action(action: &str) -> SqsError {
+        SqsError::new(
+            ErrorCode::InvalidAction,
+            format!("The action {action} is not valid for this endpoint."),
+        )
+    }
+
+    /// A message attribute with `StringListValues` or `BinaryListValues`, which SQS reserves:
+    /// `AWS.SimpleQueueService.UnsupportedOperation: Message attribute list values in
+    /// SendMessageBatch operation are not supported.` (as AWS answered the users of
+    /// ruby-shoryuken/shoryuken#769 and lumigo-io/lumigo-CLI#94). `operation` is the action.
+    pub fn list_values_unsupported(operation: &str) -> SqsError {
+        SqsError::new(
+            ErrorCode::UnsupportedOperation,
+            format!("Message attribute list values in {operation} operation are not supported."),
+        )
+    }
+
+    /// A `TaskHandle` that is not one (not base64 of a JSON object with `taskId` and
+    /// `sourceArn`), as AWS answers it (recorded: LocalStack's
+    /// `test_cancel_with_invalid_task_handle`).
+    pub fn invalid_task_handle() -> SqsError {
+        SqsError::invalid_parameter_value("Value for parameter TaskHandle is invalid.")
+    }
+
+    /// The message the client reads in `protocol`. SQS words one error differently per
+    /// protocol: a missing queue is "The specified queue does not exist." over JSON and "The
+    /// specified queue does not exist for this wsdl version." over Query (both recorded from
+    /// AWS: LocalStack's `test_non_existent_queue` and `TestSqsQueryApi.test_get_on_deleted_queue_fails`).
+    pub fn message_in(&self, protocol: crate::Protocol) -> std::borrow::Cow<'_, str> {
+        if protocol == crate::Protocol::Query
+            && self.code == ErrorCode::QueueDoesNotExist
+            && self.message == QUEUE_DOES_NOT_EXIST
+        {
+            return std::borrow::Cow::Borrowed(QUEUE_DOES_NOT_EXIST_QUERY);
+        }
+        std::borrow::Cow::Borrowed(&self.message)
+    }
+
     /// The engine's error about a receipt, with the receipt in the message as SQS words it
     /// ("Value <handle> for parameter ReceiptHandle is invalid. Reason: …"). Other errors are
     /// mapped as by `From`.
@@ -437,6 +527,12 @@ impl SqsError {
         }
     }
 }
+
+/// A missing queue over JSON.
+const QUEUE_DOES_NOT_EXIST: &str = "The specified queue does not exist.";
+/// A missing queue over Query.
+const QUEUE_DOES_NOT_EXIST_QUERY: &str =
+    "The specified queue does not exist for this wsdl version.";
 
 /// The SQS wire name of a field the engine complains about.
 fn field_name(field: leaseq_core::Field) -> &'static str {
@@ -592,26 +688,30 @@ fn invalid_message_attribute(name: &str, problem: &leaseq_core::AttributeProblem
         DataTypeLength { length_max } => format!(
             "Message attribute '{name}' has a data type longer than {length_max} characters."
         ),
-        UnknownDataType => format!(
-            "The message attribute '{name}' has an invalid message attribute type, the set of supported type prefixes is Binary, Number, and String."
-        ),
-        MissingValue { data_type } => format!(
-            "The message attribute '{name}' must contain non-empty message attribute value for message attribute type '{data_type}'."
-        ),
+        // AWS's current sentences, without the "Invalid value for parameter" frame: an unknown
+        // type as an SDK user quoted it (grafana/k6-jslib-aws#65, 2023), an empty value as
+        // recorded from AWS (LocalStack's `test_send_message_with_empty_string_attribute`).
+        UnknownDataType => {
+            return SqsError::invalid_parameter_value(format!(
+                "The type of message (user) attribute '{name}' is invalid. You must use only the following supported type prefixes: Binary, Number, String."
+            ))
+        }
+        MissingValue { data_type } => {
+            return SqsError::invalid_parameter_value(format!(
+                "Message (user) attribute '{name}' must contain a non-empty value of type '{data_type}'."
+            ))
+        }
         NotANumber => format!("Could not cast message attribute '{name}' value to number."),
     };
     invalid_field(leaseq_core::Field::MessageAttributes, reason)
 }
 
-/// A required field that is missing. SQS answers an empty body with `InvalidMessageContents`,
+/// A required field that is missing. SQS answers an empty body as a missing one
+/// (`MissingParameter`, recorded from AWS in LocalStack's `test_send_empty_message` snapshot),
 /// and a FIFO send without a deduplication id (on a queue without content-based deduplication)
 /// with its own sentence.
 fn missing(field: leaseq_core::Field) -> SqsError {
     match field {
-        leaseq_core::Field::MessageBody => SqsError::new(
-            ErrorCode::InvalidMessageContents,
-            "The request must contain the parameter MessageBody.",
-        ),
         leaseq_core::Field::MessageDeduplicationId => SqsError::invalid_parameter_value(
             "The queue should either have ContentBasedDeduplication enabled or MessageDeduplicationId provided explicitly",
         ),
@@ -625,8 +725,9 @@ fn not_found(field: leaseq_core::Field) -> SqsError {
         leaseq_core::Field::RedrivePolicy => {
             invalid_field(field, "Dead letter target does not exist")
         }
+        // Recorded from AWS: LocalStack's `test_cancel_with_invalid_task_id_in_task_handle`.
         leaseq_core::Field::TaskHandle => {
-            SqsError::new(ErrorCode::ResourceNotFound, "The task does not exist.")
+            SqsError::new(ErrorCode::ResourceNotFound, "Task does not exist.")
         }
         other => SqsError::new(
             ErrorCode::ResourceNotFound,
@@ -668,14 +769,20 @@ fn invalid_target(
     invalid_field(field, reason)
 }
 
-/// The errors about a move task's state (SQS's `UnsupportedOperation`).
+/// The errors about a move task's state. SQS's two are `InvalidParameterValue` (recorded from
+/// AWS: LocalStack's `test_source_needs_redrive_policy` and `test_start_multiple_move_tasks`);
+/// leaseq's own (pause, resume, limits, fail-now) are `UnsupportedOperation`.
 fn move_refused(error: &leaseq_core::Error) -> SqsError {
     use leaseq_core::Error;
     let message = match error {
         Error::NotADeadLetterQueue => {
-            "Source queue must be configured as a Dead Letter Queue.".to_string()
+            return SqsError::invalid_parameter_value(
+                "Source queue must be configured as a Dead Letter Queue.",
+            )
         }
-        Error::MoveTaskActive => "There is already a task running. Only one active task is allowed for a source queue arn at a given time.".to_string(),
+        Error::MoveTaskActive => return SqsError::invalid_parameter_value(
+            "There is already a task running. Only one active task is allowed for a source queue arn at a given time.",
+        ),
         Error::MoveTaskFinished { status } => {
             format!("The task is {status:?}: only a running or paused task can change.")
         }
@@ -693,10 +800,9 @@ impl From<leaseq_core::Error> for SqsError {
     fn from(error: leaseq_core::Error) -> SqsError {
         use leaseq_core::Error;
         match error {
-            Error::QueueDoesNotExist => SqsError::new(
-                ErrorCode::QueueDoesNotExist,
-                "The specified queue does not exist.",
-            ),
+            Error::QueueDoesNotExist => {
+                SqsError::new(ErrorCode::QueueDoesNotExist, QUEUE_DOES_NOT_EXIST)
+            }
             Error::QueueAlreadyExists(setting) => SqsError::new(
                 ErrorCode::QueueNameExists,
                 format!("A queue already exists with the same name and a different value for attribute {setting}"),
@@ -912,12 +1018,12 @@ mod tests {
             (attribute(AttributeProblem::DataTypeLength { length_max: 256 }), InvalidParameterValue,
              "Invalid value for parameter MessageAttributes. Reason: Message attribute 'a' has a data type longer than 256 characters."),
             (attribute(AttributeProblem::UnknownDataType), InvalidParameterValue,
-             "Invalid value for parameter MessageAttributes. Reason: The message attribute 'a' has an invalid message attribute type, the set of supported type prefixes is Binary, Number, and String."),
+             "The type of message (user) attribute 'a' is invalid. You must use only the following supported type prefixes: Binary, Number, String."),
             (attribute(AttributeProblem::MissingValue { data_type: "String".into() }), InvalidParameterValue,
-             "Invalid value for parameter MessageAttributes. Reason: The message attribute 'a' must contain non-empty message attribute value for message attribute type 'String'."),
+             "Message (user) attribute 'a' must contain a non-empty value of type 'String'."),
             (attribute(AttributeProblem::NotANumber), InvalidParameterValue,
              "Invalid value for parameter MessageAttributes. Reason: Could not cast message attribute 'a' value to number."),
-            (Error::Missing(Field::MessageBody), InvalidMessageContents, "The request must contain the parameter MessageBody."),
+            (Error::Missing(Field::MessageBody), MissingParameter, "The request must contain the parameter MessageBody."),
             (Error::Missing(Field::MessageGroupId), MissingParameter, "The request must contain the parameter MessageGroupId."),
             (Error::Missing(Field::MessageDeduplicationId), InvalidParameterValue,
              "The queue should either have ContentBasedDeduplication enabled or MessageDeduplicationId provided explicitly"),
@@ -927,7 +1033,7 @@ mod tests {
              "The resource that you specified for the SourceArn parameter doesn't exist."),
             (Error::NotFound(Field::DestinationArn), ResourceNotFound,
              "The resource that you specified for the DestinationArn parameter doesn't exist."),
-            (Error::NotFound(Field::TaskHandle), ResourceNotFound, "The task does not exist."),
+            (Error::NotFound(Field::TaskHandle), ResourceNotFound, "Task does not exist."),
             (target(Field::RedrivePolicy, TargetProblem::OtherKind, false), InvalidParameterValue,
              "Invalid value for parameter RedrivePolicy. Reason: The dead-letter queue of a standard queue must also be a standard queue."),
             (target(Field::RedrivePolicy, TargetProblem::OtherKind, true), InvalidParameterValue,
@@ -958,8 +1064,8 @@ mod tests {
             // YDB's SQS answer SetQueueAttributes FifoQueue=false on a FIFO queue.
             (Error::QueueTypeChange, InvalidAttributeValue,
              "Invalid value for the parameter FifoQueue. Reason: Modifying queue type is not supported."),
-            (Error::NotADeadLetterQueue, UnsupportedOperation, "Source queue must be configured as a Dead Letter Queue."),
-            (Error::MoveTaskActive, UnsupportedOperation,
+            (Error::NotADeadLetterQueue, InvalidParameterValue, "Source queue must be configured as a Dead Letter Queue."),
+            (Error::MoveTaskActive, InvalidParameterValue,
              "There is already a task running. Only one active task is allowed for a source queue arn at a given time."),
             (Error::MoveTaskFinished { status: MoveStatus::Completed }, UnsupportedOperation,
              "The task is Completed: only a running or paused task can change."),

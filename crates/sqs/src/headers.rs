@@ -12,6 +12,30 @@ use crate::action::Protocol;
 /// and `http::HeaderMap` spell it.
 pub const TARGET: &str = "x-amz-target";
 
+/// The X-Ray trace header of a request. SQS takes it as a sent message's `AWSTraceHeader` system
+/// attribute when the message does not carry one (recorded from AWS: LocalStack's
+/// `test_aws_trace_header_propagation`, a `SendMessage` with only this header whose message comes
+/// back with the header's value as `AWSTraceHeader`).
+pub const TRACE_ID: &str = "x-amzn-trace-id";
+
+/// Gives the messages a request sends the trace header `trace_id` (the [`TRACE_ID`] header's
+/// value) as their `AWSTraceHeader`, where they carry none of their own. Other actions are left
+/// as they are.
+pub fn adopt_trace_id(action: &mut crate::Action, trace_id: &str) {
+    let adopt = |message: &mut leaseq_core::SendInput| {
+        if message.trace_header.is_none() && !trace_id.is_empty() {
+            message.trace_header = Some(trace_id.to_string());
+        }
+    };
+    match action {
+        crate::Action::SendMessage { message, .. } => adopt(message),
+        crate::Action::SendMessageBatch { entries, .. } => {
+            entries.iter_mut().for_each(|entry| adopt(&mut entry.value))
+        }
+        _ => {}
+    }
+}
+
 /// The longest access key id taken as a sender id; anything longer is not a key id.
 pub const ACCESS_KEY_ID_LENGTH_MAX: usize = 128;
 

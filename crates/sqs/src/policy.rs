@@ -112,7 +112,9 @@ pub fn add_permission(
     }
     let mut document = parse(existing)?.unwrap_or_else(|| {
         let mut document = Map::new();
-        document.insert("Version".into(), json!("2012-10-17"));
+        // The document SQS writes (recorded from AWS: LocalStack's
+        // test_sqs_permission_lifecycle): version 2008-10-17, id `<queue ARN>/SQSDefaultPolicy`.
+        document.insert("Version".into(), json!("2008-10-17"));
         document.insert("Id".into(), json!(format!("{queue_arn}/SQSDefaultPolicy")));
         document
     });
@@ -147,8 +149,7 @@ pub fn add_permission(
 
 /// The policy after removing the statement labelled `label`; `None` when no statement is left.
 pub fn remove_permission(existing: Option<&str>, label: &str) -> Result<Option<String>, SqsError> {
-    let not_found =
-        || SqsError::invalid_parameter("Label", label, "can't find label on existing policy.");
+    let not_found = || SqsError::invalid_parameter("Label", label, "can't find label.");
     let mut document = parse(existing)?.ok_or_else(not_found)?;
     let statements = statements(&mut document);
     let before = statements.len();
@@ -184,7 +185,8 @@ mod tests {
         )
         .unwrap();
         let document: Value = serde_json::from_str(&one).unwrap();
-        assert_eq!(document["Version"], "2012-10-17");
+        assert_eq!(document["Version"], "2008-10-17");
+        assert_eq!(document["Id"], format!("{ARN}/SQSDefaultPolicy"));
         assert_eq!(document["Statement"][0]["Sid"], "send");
         assert_eq!(
             document["Statement"][0]["Principal"]["AWS"],
@@ -233,9 +235,17 @@ mod tests {
         let too_many =
             add_permission(None, ARN, "z", &strings(&["1"]), &strings(&["*"; 8])).unwrap_err();
         assert_eq!(too_many.code, ErrorCode::OverLimit);
+        let missing = remove_permission(Some(&one), "nope").unwrap_err();
         assert_eq!(
-            remove_permission(Some(&one), "nope").unwrap_err().code,
-            ErrorCode::InvalidParameterValue
+            (missing.code, missing.message.as_str()),
+            (
+                ErrorCode::InvalidParameterValue,
+                "Value nope for parameter Label is invalid. Reason: can't find label."
+            )
+        );
+        assert_eq!(
+            duplicate.message,
+            "Value x for parameter Label is invalid. Reason: Already exists."
         );
         assert_eq!(
             remove_permission(None, "x").unwrap_err().code,

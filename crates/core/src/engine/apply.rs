@@ -41,7 +41,7 @@ impl Engine {
             Record::DeleteQueue { queue_id, .. } => {
                 let queue = self.queues.remove(queue_id).expect("deleted queue exists");
                 self.names.remove(&queue.name);
-                self.fail_tasks_of_deleted(*queue_id);
+                self.fail_tasks_of_deleted(*queue_id, &queue.name);
             }
             Record::SetConfig {
                 queue_id, config, ..

@@ -39,7 +39,8 @@ pub use history::{HistoryLookup, MessageHistory, HISTORY_SCAN_STEP};
 pub use observe::LeaseView;
 
 pub use moves::{
-    MoveProgress, MoveTaskInfo, PeekedMessage, MOVE_RATE_MAX_PER_SECOND, MOVE_TASKS_KEPT_PER_SOURCE,
+    deleted_destination, destination_deleted, MoveProgress, MoveTaskInfo, PeekedMessage,
+    MOVE_RATE_MAX_PER_SECOND, MOVE_TASKS_KEPT_PER_SOURCE,
 };
 
 /// Where an operation writes the records of what it changed.

@@ -413,12 +413,20 @@ impl Engine {
         task.moved += moves.len() as u64;
     }
 
-    /// A task whose source was deleted fails (its messages went with the queue).
-    pub(super) fn fail_tasks_of_deleted(&mut self, queue_id: u64) {
+    /// A task whose source was deleted fails (its messages went with the queue), and so does one
+    /// whose destination was deleted (what moved went with that queue; the rest stays), with
+    /// the reason [`destination_deleted`] words.
+    pub(super) fn fail_tasks_of_deleted(&mut self, queue_id: u64, name: &str) {
         for task in self.moves.values_mut() {
-            if task.source_queue_id == queue_id && task.status.is_active() {
+            if !task.status.is_active() {
+                continue;
+            }
+            if task.source_queue_id == queue_id {
                 task.status = MoveStatus::Failed;
                 task.failure_reason = Some("The source queue was deleted.".into());
+            } else if task.destination_queue_id == Some(queue_id) {
+                task.status = MoveStatus::Failed;
+                task.failure_reason = Some(destination_deleted(name));
             }
         }
     }
@@ -481,6 +489,24 @@ impl Engine {
         Ok(())
     }
 }
+
+/// The failure reason of a task whose destination queue `name` was deleted while the task was
+/// active. The reason is the one place the task keeps the name (its records name the queue by
+/// id), which the `sqs` crate reads back with [`deleted_destination`] to list the task as SQS
+/// does.
+pub fn destination_deleted(name: &str) -> String {
+    format!("{DESTINATION_DELETED_PREFIX}{name}{DESTINATION_DELETED_SUFFIX}")
+}
+
+/// The deleted destination a failure reason of [`destination_deleted`] names, if it is one.
+pub fn deleted_destination(reason: &str) -> Option<&str> {
+    reason
+        .strip_prefix(DESTINATION_DELETED_PREFIX)?
+        .strip_suffix(DESTINATION_DELETED_SUFFIX)
+}
+
+const DESTINATION_DELETED_PREFIX: &str = "The destination queue ";
+const DESTINATION_DELETED_SUFFIX: &str = " was deleted.";
 
 /// The failure reason a task keeps (in its `SetMoveTask` record, so it is worded here, once)
 /// when a message's destination turns out not to accept it.

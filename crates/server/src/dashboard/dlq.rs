@@ -279,7 +279,7 @@ pub(super) async fn cancel(
         )));
     }
     let task = TaskHandle {
-        task_id,
+        task_id: Some(task_id),
         source: name.clone(),
     };
     execute_on_source(&service, Action::CancelMessageMoveTask { task }, &name).await?;

@@ -37,7 +37,9 @@ impl Service {
             .per_entry(name, entries, check, |engine, now, message, journal| {
                 let message = send_input(message, caller);
                 let id = MessageId::from_random(rand::random());
-                Ok(engine.send(now, name, message, id, journal)?)
+                engine
+                    .send(now, name, message, id, journal)
+                    .map_err(SqsError::for_batch_entry)
             })
             .await?;
         Ok(Outcome::SentBatch(results))

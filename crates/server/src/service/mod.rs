@@ -110,6 +110,8 @@ pub struct Service {
     config: ServiceConfig,
     /// Where observations go; `None` when metrics are off (see `observe`).
     metrics: Option<Arc<Metrics>>,
+    /// Queues deleted in the last [`queues::RECREATE_DELAY_MS`], by name (see `queues.rs`).
+    recently_deleted: queues::RecentlyDeleted,
 }
 
 impl Service {
@@ -123,6 +125,7 @@ impl Service {
             clock: Arc::new(SystemClock),
             config,
             metrics: None,
+            recently_deleted: queues::RecentlyDeleted::default(),
         }
     }
 

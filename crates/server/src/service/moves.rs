@@ -13,9 +13,9 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use leaseq_core::{MessageId, MoveTaskChange};
+use leaseq_core::{Error, Field, MessageId, MoveTaskChange};
 use leaseq_sqs::error::SqsError;
-use leaseq_sqs::{ErrorCode, Outcome, TaskHandle};
+use leaseq_sqs::{Outcome, TaskHandle};
 
 use super::Service;
 
@@ -120,17 +120,22 @@ impl Service {
         changes: Vec<MoveTaskChange>,
     ) -> Result<leaseq_core::engine::MoveTaskInfo, SqsError> {
         self.run(|engine, journal| {
-            let info = engine.move_task(task.task_id)?;
+            // As SQS answers a handle: its source queue first, then its task (recorded from
+            // AWS in LocalStack's test_cancel_with_invalid_source_arn_in_task_handle and
+            // test_cancel_with_invalid_task_id_in_task_handle).
+            if engine.queue(&task.source).is_none() {
+                return Err(SqsError::from(Error::NotFound(Field::SourceArn)));
+            }
+            let no_task = || SqsError::from(Error::NotFound(Field::TaskHandle));
+            let task_id = task.task_id.ok_or_else(no_task)?;
+            let info = engine.move_task(task_id).map_err(|_| no_task())?;
             if info.source.as_deref() != Some(task.source.as_str()) {
-                return Err(SqsError::new(
-                    ErrorCode::ResourceNotFound,
-                    "The task handle names no task of its source queue.",
-                ));
+                return Err(no_task());
             }
             let now_ms = self.now_ms();
             let mut info = info;
             for change in changes {
-                info = engine.change_move_task(now_ms, task.task_id, change, journal)?;
+                info = engine.change_move_task(now_ms, task_id, change, journal)?;
             }
             Ok(info)
         })

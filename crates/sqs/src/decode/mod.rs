@@ -95,6 +95,17 @@ fn decode_query(request: &RawRequest) -> Result<(Action, Shape), SqsError> {
     }
     let action = match params.get("Action") {
         Some(action) => String::from_utf8_lossy(action).into_owned(),
+        // A plain GET of a queue's URL (a browser's) is no request at all (`GET /` is the
+        // dashboard, which the server answers before decoding).
+        None if request.method.eq_ignore_ascii_case("GET")
+            && params.is_empty()
+            && !request.path.trim_matches('/').is_empty() =>
+        {
+            return Err(SqsError::new(
+                ErrorCode::UnknownOperation,
+                "The request names no operation.",
+            ))
+        }
         None => {
             return Err(SqsError::new(
                 ErrorCode::MissingAction,
@@ -102,6 +113,15 @@ fn decode_query(request: &RawRequest) -> Result<(Action, Shape), SqsError> {
             ))
         }
     };
+    // A queue's URL is the endpoint of that queue's actions only: the actions about the account's
+    // queues are not valid there (AWS-validated in LocalStack's TestSqsQueryApi:
+    // test_get_create_queue_fails, test_get_list_queues_fails; GetQueueUrl works,
+    // test_get_queue_url_works_for_same_queue).
+    if matches!(action.as_str(), "CreateQueue" | "ListQueues")
+        && !request.path.trim_matches('/').is_empty()
+    {
+        return Err(SqsError::invalid_action(&action));
+    }
     decode_action(&action, &Input::query(&params), request.path)
 }
 
@@ -155,7 +175,7 @@ fn decode_plain(name: &str, input: &Input, path: &str) -> Result<Action, SqsErro
         "PurgeQueue" => Action::PurgeQueue { queue: queue()? },
         "SendMessage" => Action::SendMessage {
             queue: queue()?,
-            message: send_input(input)?,
+            message: send_input(input, "SendMessage")?,
         },
         "SendMessageBatch" => send_message_batch(queue()?, input)?,
         "DeleteMessage" => Action::DeleteMessage {
@@ -236,12 +256,7 @@ fn decode_plain(name: &str, input: &Input, path: &str) -> Result<Action, SqsErro
             receipt: input.required_string("ReceiptHandle", "ReceiptHandle")?,
             reason: input.string("Reason", "Reason")?.unwrap_or_default(),
         },
-        other => {
-            return Err(SqsError::new(
-                ErrorCode::InvalidAction,
-                format!("The action {other} is not valid for this web service."),
-            ))
-        }
+        other => return Err(SqsError::invalid_action(other)),
     })
 }
 
@@ -360,10 +375,15 @@ fn add_permission(queue: QueueRef, input: &Input) -> Result<Action, SqsError> {
 
 // ----- messages -----------------------------------------------------------------------------
 
-/// One message attribute value (`DataType`, `StringValue`, `BinaryValue`). The engine checks the
-/// data type and that the value fits it; a value of the wrong kind reads as empty so that the
-/// engine reports the entry (per entry, in a batch).
-fn attribute_value(view: &Input, member: &str) -> Result<MessageAttribute, SqsError> {
+/// One message attribute value (`DataType`, `StringValue`, `BinaryValue`) of a request of
+/// `operation` (`SendMessage` or `SendMessageBatch`, which SQS names when it refuses list
+/// values). The engine checks the data type and that the value fits it; a value of the wrong
+/// kind reads as empty so that the engine reports the entry (per entry, in a batch).
+fn attribute_value(
+    view: &Input,
+    member: &str,
+    operation: &str,
+) -> Result<MessageAttribute, SqsError> {
     let value = view
         .child(member, member)?
         .ok_or_else(|| SqsError::missing_parameter(&view.display_name(member, member)))?;
@@ -371,9 +391,7 @@ fn attribute_value(view: &Input, member: &str) -> Result<MessageAttribute, SqsEr
     if value.has_any("StringListValues", "StringListValue")
         || value.has_any("BinaryListValues", "BinaryListValue")
     {
-        return Err(SqsError::invalid_parameter_value(
-            "Message attribute list values in SendMessage operation are not supported.",
-        ));
+        return Err(SqsError::list_values_unsupported(operation));
     }
     let is_binary = data_type == "Binary" || data_type.starts_with("Binary.");
     let value = if is_binary {
@@ -393,13 +411,13 @@ fn attribute_value(view: &Input, member: &str) -> Result<MessageAttribute, SqsEr
 }
 
 /// `AWSTraceHeader`, the one system attribute a producer may send.
-fn trace_header(input: &Input) -> Result<Option<String>, SqsError> {
+fn trace_header(input: &Input, operation: &str) -> Result<Option<String>, SqsError> {
     let system = input.map(
         "MessageSystemAttributes",
         "MessageSystemAttribute",
         "Name",
         "Value",
-        attribute_value,
+        |view, member| attribute_value(view, member, operation),
     )?;
     let mut header = None;
     for (name, attribute) in system {
@@ -423,7 +441,7 @@ fn trace_header(input: &Input) -> Result<Option<String>, SqsError> {
     Ok(header)
 }
 
-fn send_input(input: &Input) -> Result<SendInput, SqsError> {
+fn send_input(input: &Input, operation: &str) -> Result<SendInput, SqsError> {
     let body = input.required_string("MessageBody", "MessageBody")?;
     let delay_seconds = input
         .integer("DelaySeconds", "DelaySeconds")?
@@ -445,12 +463,12 @@ fn send_input(input: &Input) -> Result<SendInput, SqsError> {
         "MessageAttribute",
         "Name",
         "Value",
-        attribute_value,
+        |view, member| attribute_value(view, member, operation),
     )?;
     Ok(SendInput {
         body,
         attributes,
-        trace_header: trace_header(input)?,
+        trace_header: trace_header(input, operation)?,
         delay_seconds,
         sender_id: "".into(),
         group_id,
@@ -476,7 +494,9 @@ fn message_size_bytes(message: &SendInput) -> usize {
 }
 
 fn send_message_batch(queue: QueueRef, input: &Input) -> Result<Action, SqsError> {
-    let entries = batch(input, "SendMessageBatchRequestEntry", send_input)?;
+    let entries = batch(input, "SendMessageBatchRequestEntry", |entry| {
+        send_input(entry, "SendMessageBatch")
+    })?;
     let total: usize = entries
         .iter()
         .map(|entry| message_size_bytes(&entry.value))

@@ -658,6 +658,45 @@ fn unknown_and_missing_actions() {
     assert_eq!(decode(&raw).unwrap_err().1.code, ErrorCode::InvalidAction);
 }
 
+/// As AWS answers them (LocalStack's AWS-validated TestSqsQueryApi tests): a parameterless GET
+/// of a queue's URL is no operation (404 `UnknownOperationException`); `CreateQueue` and
+/// `ListQueues` at a queue's URL are `InvalidAction`, `GetQueueUrl` is fine there; a POST
+/// without `Action` is still `MissingAction`.
+#[test]
+fn queue_urls_as_endpoints() {
+    let raw = |method, path, query| RawRequest {
+        method,
+        path,
+        query,
+        target: None,
+        content_type: None,
+        body: b"",
+    };
+    let code = |request: RawRequest| decode(&request).map(|_| ()).unwrap_err().1.code;
+    assert_eq!(
+        code(raw("GET", "/000000000000/q", None)),
+        ErrorCode::UnknownOperation
+    );
+    assert_eq!(
+        code(raw("POST", "/000000000000/q", None)),
+        ErrorCode::MissingAction
+    );
+    for action in ["Action=CreateQueue&QueueName=x", "Action=ListQueues"] {
+        let error = decode(&raw("GET", "/000000000000/q", Some(action)))
+            .unwrap_err()
+            .1;
+        assert_eq!(error.code, ErrorCode::InvalidAction, "{action}");
+        assert!(error.message.ends_with("is not valid for this endpoint."));
+    }
+    assert!(decode(&raw("GET", "/", Some("Action=ListQueues"))).is_ok());
+    assert!(decode(&raw(
+        "GET",
+        "/000000000000/q",
+        Some("Action=GetQueueUrl&QueueName=q")
+    ))
+    .is_ok());
+}
+
 #[test]
 fn malformed_bodies() {
     for body in [
@@ -917,7 +956,7 @@ fn message_attribute_values() {
         code_of(send(
             json!({"l": {"DataType": "String", "StringListValues": ["a"]}})
         )),
-        ErrorCode::InvalidParameterValue
+        ErrorCode::UnsupportedOperation
     );
     // System attributes: only AWSTraceHeader, as a String.
     let system = |attributes: Value| {
@@ -1049,7 +1088,7 @@ fn message_move_actions() {
     };
     let handle = crate::moves::encode_task_handle(&ctx, 5, "dlq");
     let task = crate::TaskHandle {
-        task_id: 5,
+        task_id: Some(5),
         source: "dlq".into(),
     };
     assert_eq!(

@@ -11,7 +11,7 @@ use std::borrow::Cow;
 
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine as _;
-use leaseq_core::{AttributeValue, Delivery, MessageAttribute, Sent};
+use leaseq_core::{AttributeValue, Delivery, MessageAttribute, MoveStatus, Sent};
 
 use crate::action::Shape;
 use crate::error::SqsError;
@@ -239,16 +239,30 @@ fn advice_members<'a>(
 fn move_task<'a>(info: &'a leaseq_core::engine::MoveTaskInfo, ctx: &Context) -> Node<'a> {
     let task = &info.task;
     let source = info.source.as_deref().unwrap_or("(deleted)");
-    let mut members = vec![
-        (
+    // Only an active task has a handle in the list ("only populated for tasks that are in
+    // RUNNING status", `ListMessageMoveTasksResultEntry.TaskHandle` in the API reference;
+    // leaseq's PAUSED is active too); a finished one cannot be cancelled.
+    let mut members = Vec::new();
+    if matches!(task.status, MoveStatus::Running | MoveStatus::Paused) {
+        members.push((
             "TaskHandle",
             text(crate::moves::encode_task_handle(ctx, task.task_id, source)),
-        ),
-        ("Status", text(crate::moves::status_name(task.status))),
-        ("SourceArn", text(crate::queue_arn(ctx, source))),
-    ];
+        ));
+    }
+    members.push(("Status", text(crate::moves::status_name(task.status))));
+    members.push(("SourceArn", text(crate::queue_arn(ctx, source))));
     if task.destination_queue_id.is_some() {
-        let destination = info.destination.as_deref().unwrap_or("(deleted)");
+        // A task whose destination was deleted still names it, as SQS lists it (LocalStack's
+        // test_move_task_delete_destination_queue_while_running, recorded from AWS).
+        let destination = info
+            .destination
+            .as_deref()
+            .or_else(|| {
+                task.failure_reason
+                    .as_deref()
+                    .and_then(leaseq_core::engine::deleted_destination)
+            })
+            .unwrap_or("(deleted)");
         members.push(("DestinationArn", text(crate::queue_arn(ctx, destination))));
     }
     if let Some(rate) = task.rate_per_second {
@@ -260,6 +274,13 @@ fn move_task<'a>(info: &'a leaseq_core::engine::MoveTaskInfo, ctx: &Context) -> 
         Node::Number(task.to_move),
     ));
     if let Some(reason) = &task.failure_reason {
+        // A deleted destination fails the task with the error code AWS's move hit (recorded
+        // from AWS: LocalStack's test_move_task_delete_destination_queue_while_running).
+        let reason = if leaseq_core::engine::deleted_destination(reason).is_some() {
+            crate::ErrorCode::QueueDoesNotExist.query_code()
+        } else {
+            reason
+        };
         members.push(("FailureReason", text(reason)));
     }
     members.push(("StartedTimestamp", Node::Number(task.started_at_ms)));
@@ -507,16 +528,17 @@ fn system_attribute<'a>(name: &str, delivery: &'a Delivery, ctx: &Context) -> Op
     })
 }
 
-/// Whether a message attribute name matches the requested names (`All`, `.*`, `prefix.*` or an
-/// exact name).
+/// Whether a message attribute name matches the requested names: `All`, `*` and `.*` match
+/// every name, `prefix.*` every name that starts with `prefix` (`Hel.*` matches `Hello` and
+/// `Help.Me`), anything else only itself (recorded from AWS: LocalStack's
+/// `test_receive_message_message_attribute_names_filters`).
 pub fn message_attribute_wanted(name: &str, wanted: &[String]) -> bool {
     wanted.iter().any(|pattern| {
         pattern == "All"
-            || pattern == ".*"
+            || pattern == "*"
             || pattern == name
             || pattern
-                .strip_suffix('*')
-                .filter(|prefix| prefix.ends_with('.'))
+                .strip_suffix(".*")
                 .is_some_and(|prefix| name.starts_with(prefix))
     })
 }
@@ -848,10 +870,17 @@ pub fn encode(
             let mut out = String::with_capacity(RESPONSE_CAPACITY_BYTES);
             out.push_str("<?xml version=\"1.0\"?>");
             out.push_str(&format!("<{action}Response xmlns=\"{XML_NAMESPACE}\">"));
-            if let Some(result) = result {
-                element(&mut out, &format!("{action}Result"), |out| {
+            match result {
+                // An empty result (a receive that found nothing, a listing of no queues) is one
+                // empty element, as SQS writes it: `<ReceiveMessageResult/>` (AWS-validated in
+                // LocalStack's TestSqsQueryApi.test_get_send_and_receive_messages).
+                Some(Node::Struct(members)) if members.is_empty() => {
+                    out.push_str(&format!("<{action}Result/>"));
+                }
+                Some(result) => element(&mut out, &format!("{action}Result"), |out| {
                     xml_content(&result, out)
-                });
+                }),
+                None => {}
             }
             element(&mut out, "ResponseMetadata", |out| {
                 element(out, "RequestId", |out| xml_escape(&ctx.request_id, out))
@@ -873,13 +902,21 @@ pub fn encode_error(protocol: crate::Protocol, error: &SqsError, ctx: &Context) 
             let query_error = format!("{};{}", error.code.query_code(), error.fault());
             json_response(error.status(), body, ctx, Some(query_error))
         }
+        // SQS's answer to a parameterless GET of a queue's URL is a bare document, not an
+        // ErrorResponse (LocalStack's AWS-validated test_get_without_query_returns_unknown_operation).
+        crate::Protocol::Query if error.code == crate::ErrorCode::UnknownOperation => {
+            let out = String::from("<?xml version=\"1.0\"?><UnknownOperationException/>");
+            xml_response(error.status(), out, ctx)
+        }
         crate::Protocol::Query => {
             let mut out = String::from("<?xml version=\"1.0\"?>");
             out.push_str(&format!("<ErrorResponse xmlns=\"{XML_NAMESPACE}\">"));
             element(&mut out, "Error", |out| {
                 element(out, "Type", |out| out.push_str(error.fault()));
                 element(out, "Code", |out| xml_escape(error.code.query_code(), out));
-                element(out, "Message", |out| xml_escape(&error.message, out));
+                element(out, "Message", |out| {
+                    xml_escape(&error.message_in(crate::Protocol::Query), out)
+                });
                 out.push_str("<Detail/>");
             });
             element(&mut out, "RequestId", |out| {

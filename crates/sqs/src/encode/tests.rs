@@ -468,11 +468,16 @@ fn message_attribute_name_patterns() {
             &patterns.iter().map(|p| p.to_string()).collect::<Vec<_>>(),
         )
     };
+    // As AWS answers them (LocalStack's test_receive_message_message_attribute_names_filters,
+    // recorded from AWS): "Hel.*" returns Hello and Help.Me, "*" everything.
     assert!(wanted(&["All"], "x"));
     assert!(wanted(&[".*"], "x"));
+    assert!(wanted(&["*"], "x"));
     assert!(wanted(&["foo.*"], "foo.bar"));
-    assert!(!wanted(&["foo.*"], "foobar"));
-    assert!(!wanted(&["foo.*"], "foo"));
+    assert!(wanted(&["Hel.*"], "Hello"));
+    assert!(wanted(&["Hel.*"], "Help.Me"));
+    assert!(!wanted(&["Hel.*"], "General"));
+    assert!(!wanted(&["AWS."], "AWS"));
     assert!(wanted(&["exact"], "exact"));
     assert!(!wanted(&["exact"], "Exact"));
     assert!(!wanted(&[], "x"));
@@ -799,7 +804,9 @@ fn errors_in_both_protocols() {
     );
     assert_eq!(
         xml_text(&texts, "ErrorResponse/Error/Message"),
-        ["The specified queue does not exist."]
+        // Query's wording of a missing queue (recorded from AWS: LocalStack's
+        // test_non_existent_queue, "queue-does-not-exist-query").
+        ["The specified queue does not exist for this wsdl version."]
     );
     assert_eq!(xml_text(&texts, "ErrorResponse/RequestId"), ["req-1"]);
 
@@ -816,6 +823,16 @@ fn errors_in_both_protocols() {
     assert_eq!(
         header(&response, "x-amzn-query-error"),
         Some("InternalError;Receiver")
+    );
+
+    // A parameterless GET of a queue's URL: SQS's bare document, 404 (LocalStack's
+    // AWS-validated test_get_without_query_returns_unknown_operation).
+    let unknown = SqsError::new(ErrorCode::UnknownOperation, "m");
+    let response = encode_error(Protocol::Query, &unknown, &ctx());
+    assert_eq!(response.status, 404);
+    assert_eq!(
+        String::from_utf8(response.body.clone()).unwrap(),
+        "<?xml version=\"1.0\"?><UnknownOperationException/>"
     );
 
     for code in ErrorCode::ALL {
