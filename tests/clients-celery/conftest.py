@@ -58,7 +58,6 @@ from celery_app import add, app  # README's snippet
 
 app.conf.result_backend = "file://" + os.environ["CELERY_RESULTS_DIR"]
 app.conf.task_track_started = True
-app.conf.worker_enable_remote_control = False
 options = app.conf.broker_transport_options
 options["wait_time_seconds"] = 1
 options["polling_interval"] = 0.1
