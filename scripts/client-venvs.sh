@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
-# Creates the Python virtualenvs named as arguments (default: json query, the two the
-# client-compatibility tests run in):
+# Creates the Python virtualenvs named as arguments (default: json query celery aio, the ones
+# the client-compatibility tests run in):
 #
 #   target/venvs/json   current boto3 + awscli (v1) + pytest + prometheus-client (to parse
 #                       /metrics): speaks the AWS JSON 1.0 protocol
 #   target/venvs/query  boto3 1.28.70 / botocore 1.31.70 + pytest: the last releases that still
 #                       speak the Query (form-encoded request, XML response) protocol for SQS
+#   target/venvs/celery Celery + kombu[sqs] (kombu's SQS transport, with its boto3 and pycurl),
+#                       pinned: tests/clients-celery
+#   target/venvs/aio    aiobotocore (asyncio botocore), pinned: tests/clients-aiobotocore
 #   target/venvs/peers  nats-py, aio-pika and aiohttp, the clients of scripts/bench-peers.sh
 #
 # They live under target/ so they are git-ignored and removed by `cargo clean`. A venv is
@@ -21,6 +24,10 @@ python="${PYTHON:-python3}"
 # LEASEQ_VENVS_REFRESH=1 to pick up new releases.
 json_requirements="boto3 awscli pytest prometheus-client"
 query_requirements="boto3==1.28.70 botocore==1.31.70 pytest"
+# Pinned (==): a new release of these should be a deliberate change here, tested, not a surprise
+# in CI. Their own dependencies (botocore, boto3...) are whatever versions these pins accept.
+celery_requirements="celery==5.7.0 kombu[sqs]==5.7.0 pytest==9.2.0"
+aio_requirements="aiobotocore==3.10.0 pytest==9.2.0"
 peers_requirements="nats-py aio-pika aiohttp"
 
 ensure_venv() {
@@ -41,19 +48,32 @@ ensure_venv() {
 }
 
 names=("$@")
-[[ ${#names[@]} -gt 0 ]] || names=(json query)
+[[ ${#names[@]} -gt 0 ]] || names=(json query celery aio)
 for name in "${names[@]}"; do
     case "$name" in
         json) ensure_venv json "$json_requirements" ;;
         query) ensure_venv query "$query_requirements" ;;
+        celery) ensure_venv celery "$celery_requirements" ;;
+        aio) ensure_venv aio "$aio_requirements" ;;
         peers) ensure_venv peers "$peers_requirements" ;;
-        *) echo "client-venvs: unknown venv $name (json query peers)" >&2; exit 2 ;;
+        *) echo "client-venvs: unknown venv $name (json query celery aio peers)" >&2; exit 2 ;;
     esac
 done
 
 # Print what was installed, so a failure report names the client versions.
 for name in "${names[@]}"; do
-    [[ "$name" == peers ]] && continue # bench-peers prints its own versions
-    "$venvs_dir/$name/bin/python" -c \
-        'import boto3, botocore, sys; print(f"client-venvs: '"$name"': boto3 {boto3.__version__}, botocore {botocore.__version__}, python {sys.version.split()[0]}")'
+    case "$name" in
+        peers) continue ;; # bench-peers prints its own versions
+        celery) extra='import celery, kombu; extra = f"celery {celery.__version__}, kombu {kombu.__version__}, "' ;;
+        aio) extra='import aiobotocore; extra = f"aiobotocore {aiobotocore.__version__}, "' ;;
+        *) extra='extra = ""' ;;
+    esac
+    "$venvs_dir/$name/bin/python" -c "$extra"'
+import botocore, sys
+try:
+    import boto3
+    extra += f"boto3 {boto3.__version__}, "
+except ImportError:
+    pass
+print(f"client-venvs: '"$name"': {extra}botocore {botocore.__version__}, python {sys.version.split()[0]}")'
 done

@@ -1,14 +1,25 @@
 #!/usr/bin/env bash
 # Client-compatibility tests: real SQS clients against a real `leaseq serve`.
 #
-#   1. builds the server (debug), 2. creates the client venvs (scripts/client-venvs.sh),
+#   1. builds the server (debug), 2. creates the client venvs (scripts/client-venvs.sh) and
+#      installs the JavaScript clients from tests/clients-js/package-lock.json (`npm ci`),
 #   3. starts `leaseq serve` on a free loopback port with a fresh data directory,
-#   4. runs tests/clients with current boto3 (AWS JSON 1.0 protocol, plus the `aws` CLI) and
-#      with boto3 1.28.70 (Query protocol), each run with its own queue-name prefix,
+#   4. runs, each with its own queue names:
+#      - tests/clients with current boto3 (AWS JSON 1.0 protocol, plus the `aws` CLI) and with
+#        boto3 1.28.70 (Query protocol),
+#      - tests/clients-js (node --test): @aws-sdk/client-sqs v3, sqs-producer + sqs-consumer and
+#        README's JavaScript snippets,
+#      - tests/clients-celery: Celery workers on kombu's SQS transport,
+#      - tests/clients-aiobotocore: aiobotocore,
+#      - tests/clients-terraform: Terraform's AWS provider, if the machine has it in a local
+#        provider mirror (it starts and restarts its own server); else a SKIPPED line says why,
 #   5. stops the server (always, via trap) and exits non-zero if anything failed.
 #
 # Environment: LEASEQ_BIN=path uses that binary and skips the build; PYTEST_ARGS adds pytest
-# arguments (e.g. PYTEST_ARGS='-k lease'); LEASEQ_KEEP_DATA=1 keeps the data directory.
+# arguments (e.g. PYTEST_ARGS='-k lease'); LEASEQ_KEEP_DATA=1 keeps the data directory;
+# LEASEQ_TF_MIRROR=dir names the Terraform provider mirror (a directory holding
+# registry.terraform.io/hashicorp/aws/...) instead of looking in the usual places;
+# LEASEQ_CLIENT_SUITES="boto3 js celery aio terraform" picks suites (default: all).
 set -euo pipefail
 
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -27,12 +38,46 @@ echo "== client venvs"
 scripts/client-venvs.sh
 venvs_dir="${LEASEQ_VENVS_DIR:-$repo_root/target/venvs}"
 python="$venvs_dir/json/bin/python"
+suites=" ${LEASEQ_CLIENT_SUITES:-boto3 js celery aio terraform} "
+
+# The JavaScript clients, exactly as package-lock.json pins them. `npm ci` runs again only when
+# the lock file changed (node_modules keeps a copy of the one it was installed from).
+js_dir="$repo_root/tests/clients-js"
+if [[ "$suites" == *" js "* ]]; then
+    command -v node >/dev/null || { echo "test-clients: node is not installed (Node 20+ needed)" >&2; exit 1; }
+    if ! cmp -s "$js_dir/package-lock.json" "$js_dir/node_modules/.leaseq-package-lock.json"; then
+        echo "== npm ci (tests/clients-js)"
+        (cd "$js_dir" && npm ci --no-audit --no-fund --loglevel=error)
+        cp "$js_dir/package-lock.json" "$js_dir/node_modules/.leaseq-package-lock.json"
+    fi
+    echo "== node $(node --version); $(cd "$js_dir" && node -e 'for (const p of ["@aws-sdk/client-sqs", "sqs-producer", "sqs-consumer"]) process.stdout.write(`${p} ${require(`./node_modules/${p}/package.json`).version}; `)')"
+fi
+
+# Terraform's AWS provider from a local mirror: the usual places of one, or LEASEQ_TF_MIRROR. A
+# CI machine without it skips the Terraform scenario (and says so) rather than downloading it.
+find_terraform_mirror() {
+    local dir
+    for dir in ${LEASEQ_TF_MIRROR:-} "$HOME/.terraform.d/plugins" "$HOME/.local/share/terraform/plugins" \
+        /usr/local/share/terraform/plugins /usr/share/terraform/plugins /opt/tf-plugins \
+        /opt/terraform/plugins; do
+        if compgen -G "$dir/registry.terraform.io/hashicorp/aws/*/linux_amd64/terraform-provider-aws*" >/dev/null; then
+            echo "$dir"
+            return 0
+        fi
+    done
+    return 1
+}
 
 data_dir="$(mktemp -d "${TMPDIR:-/tmp}/leaseq-clients.XXXXXX")"
 server_log="$data_dir.log"
 server_pid=""
 
 cleanup() {
+    if [[ -n "${terraform_pid:-}" ]] && kill -0 "$terraform_pid" 2>/dev/null; then
+        # The Terraform run's `timeout` passes the signal on to its pytest.
+        pkill -TERM -P "$terraform_pid" 2>/dev/null || true
+        wait "$terraform_pid" 2>/dev/null || true
+    fi
     if [[ -n "$server_pid" ]] && kill -0 "$server_pid" 2>/dev/null; then
         kill -TERM "$server_pid" 2>/dev/null || true
         # Graceful shutdown should be quick; do not hang the caller if it is not.
@@ -47,7 +92,7 @@ cleanup() {
         wait "$server_pid" 2>/dev/null || true
     fi
     if [[ -z "${LEASEQ_KEEP_DATA:-}" ]]; then
-        rm -rf "$data_dir" "$server_log"
+        rm -rf "$data_dir" "$server_log" "$data_dir.terraform.log" "$data_dir.terraform.log.took"
     else
         echo "test-clients: kept $data_dir and $server_log" >&2
     fi
@@ -103,8 +148,76 @@ run_pytest() {
         failures+=("pytest $venv ($protocol) exited $status")
     fi
 }
-run_pytest json json
-run_pytest query query
+run_suite() {
+    local label="$1"
+    shift
+    echo
+    echo "== $label"
+    local status=0
+    LEASEQ_ENDPOINT="$endpoint" timeout 600 "$@" || status=$?
+    if [[ $status -ne 0 ]]; then
+        failures+=("$label exited $status")
+    fi
+}
+# pytest in a venv: `run_suite LABEL "${pytest_in[@]/VENV/celery}" tests/...`.
+# shellcheck disable=SC2206 # PYTEST_ARGS is word-split on purpose
+pytest_in=("$venvs_dir/VENV/bin/python" -m pytest -p no:cacheprovider -q -rfEs --durations=3 --color=no ${PYTEST_ARGS:-})
+suite_started() { suite_started_at=$(date +%s); }
+suite_took() { timings+=("$1 $(( $(date +%s) - suite_started_at ))s"); }
+timings=()
+
+if [[ "$suites" == *" boto3 "* ]]; then
+    suite_started; run_pytest json json; run_pytest query query; suite_took boto3
+fi
+# Terraform's scenario is mostly waiting (the AWS provider reads a queue's attributes six times,
+# 5 s apart, after every change, and starts its 700 MB binary three times per command), so it
+# runs on its own server beside the suites below. Not beside the boto3 ones: the provider's
+# start-ups load both cores, and the aws CLI test's 5 s leases do not survive that.
+terraform_pid=""
+terraform_log="$data_dir.terraform.log"
+if [[ "$suites" == *" terraform "* ]]; then
+    if ! command -v terraform >/dev/null; then
+        echo; echo "== SKIPPED Terraform: no terraform on PATH"
+    elif ! tf_mirror="$(find_terraform_mirror)"; then
+        echo; echo "== SKIPPED Terraform: no AWS provider in a local mirror (looked in LEASEQ_TF_MIRROR," \
+            "~/.terraform.d/plugins, ~/.local/share/terraform/plugins, /usr/local/share/terraform/plugins," \
+            "/usr/share/terraform/plugins, /opt/tf-plugins, /opt/terraform/plugins)"
+    else
+        echo; echo "== Terraform scenario started in the background: $(TF_CLI_CONFIG_FILE=/dev/null terraform version | head -n 1)," \
+            "AWS provider from $tf_mirror"
+        (
+            tf_started_at=$(date +%s)
+            status=0
+            LEASEQ_TF_MIRROR="$tf_mirror" LEASEQ_BIN="$server_bin" timeout 900 \
+                "${pytest_in[@]/VENV/json}" tests/clients-terraform || status=$?
+            echo $(( $(date +%s) - tf_started_at )) > "$terraform_log.took"
+            exit $status
+        ) >"$terraform_log" 2>&1 &
+        terraform_pid=$!
+    fi
+fi
+
+if [[ "$suites" == *" js "* ]]; then
+    suite_started
+    run_suite "node --test: @aws-sdk/client-sqs, sqs-producer, sqs-consumer" \
+        bash -c 'cd "$1" && node --test --test-reporter=spec sdk.test.mjs producer-consumer.test.mjs snippets.test.mjs' _ "$js_dir"
+    suite_took js
+fi
+if [[ "$suites" == *" celery "* ]]; then
+    suite_started; run_suite "pytest: Celery + kombu[sqs]" "${pytest_in[@]/VENV/celery}" tests/clients-celery; suite_took celery
+fi
+if [[ "$suites" == *" aio "* ]]; then
+    suite_started; run_suite "pytest: aiobotocore" "${pytest_in[@]/VENV/aio}" tests/clients-aiobotocore; suite_took aio
+fi
+if [[ -n "$terraform_pid" ]]; then
+    echo
+    echo "== pytest: Terraform (it ran beside the suites above; its output follows)"
+    terraform_status=0
+    wait "$terraform_pid" || terraform_status=$?
+    cat "$terraform_log"
+    timings+=("terraform $(cat "$terraform_log.took" 2>/dev/null)s beside them")
+    [[ $terraform_status -eq 0 ]] || failures+=("pytest: Terraform exited $terraform_status")
+fi
 
 if ! kill -0 "$server_pid" 2>/dev/null; then
     failures+=("the server died during the tests")
@@ -113,7 +226,7 @@ if ! kill -0 "$server_pid" 2>/dev/null; then
 fi
 
 echo
-echo "== client tests finished in $(( $(date +%s) - started_at ))s"
+echo "== client tests finished in $(( $(date +%s) - started_at ))s (${timings[*]:-})"
 if [[ ${#failures[@]} -gt 0 ]]; then
     printf 'FAILED: %s\n' "${failures[@]}"
     echo "(last lines of the server log)"

@@ -127,16 +127,18 @@ impl LeaseConfig {
 }
 
 /// What [`Outcome::Fail`](crate::Outcome::Fail) does with a message.
-///
-/// SQS has no action that moves one message to its dead-letter queue at once; a server that
-/// gains one (leaseq plans to) would be a third variant here. Until then the portable path is a
-/// copy to a queue of your choice, usually the dead-letter queue of the source queue's
-/// `RedrivePolicy`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum FailurePolicy {
-    /// Send a copy of the message (body and attributes, plus `leaseq.FailureReason`,
-    /// `leaseq.SourceMessageId`, `leaseq.SourceQueueUrl` and `leaseq.ReceiveCount`) to
-    /// `queue_url`, then delete the original.
+    /// Send the message to `queue_url`, then it is gone from the source queue.
+    ///
+    /// On a server with leaseq's `LeaseqFailMessage` action, when `queue_url` is the source
+    /// queue's dead-letter queue, that is one call: the server moves the message (same id and
+    /// attributes) and records the reason. Otherwise (Amazon SQS answers the action as unknown,
+    /// or `queue_url` is another queue) a copy is sent (body and attributes, plus
+    /// `leaseq.FailureReason`, `leaseq.SourceMessageId`, `leaseq.SourceQueueUrl` and
+    /// `leaseq.ReceiveCount`, or those four in one `leaseq.Failure` attribute when the message
+    /// has more than six attributes of its own, or none, only a log line, when it has ten), then
+    /// the original is deleted.
     Quarantine {
         /// The quarantine or dead-letter queue.
         queue_url: String,

@@ -19,7 +19,7 @@ pub enum Outcome {
     /// A permanent failure: retrying cannot help. The message goes to the quarantine queue of
     /// the [`FailurePolicy`](crate::FailurePolicy) with `reason`, and is then deleted.
     Fail {
-        /// Why the message cannot be processed; travels with the quarantined copy.
+        /// Why the message cannot be processed; recorded by the server or carried by the copy.
         reason: String,
     },
 }

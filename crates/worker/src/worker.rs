@@ -100,6 +100,7 @@ impl Worker {
                 failure: self.config.failure.clone(),
                 backoff: self.config.backoff,
                 metrics: metrics.clone(),
+                fail_now: Default::default(),
             },
             handler,
             keeper: keeper.clone(),

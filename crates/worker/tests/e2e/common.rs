@@ -172,3 +172,92 @@ impl Proxy {
         self.cut.send_replace(true);
     }
 }
+
+/// An HTTP proxy in front of a server that answers one action as a server without it does
+/// (Amazon SQS, for leaseq's own actions): the request is forwarded with its `X-Amz-Target`
+/// renamed to an action nobody has, so the answer is the server's own unknown-action error.
+/// Everything else passes through unchanged (the `Host` header too, so queue URLs in answers
+/// point at the proxy).
+pub struct RejectingProxy {
+    pub endpoint: String,
+    /// How many requests for the rejected action came through.
+    pub rejected: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl RejectingProxy {
+    pub async fn start(server: &Server, action: &str) -> RejectingProxy {
+        use http_body_util::{BodyExt as _, Full};
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        use std::sync::Arc;
+
+        let upstream: std::net::SocketAddr = server
+            .endpoint
+            .trim_start_matches("http://")
+            .parse()
+            .unwrap();
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let endpoint = format!("http://{}", listener.local_addr().unwrap());
+        let rejected = Arc::new(AtomicUsize::new(0));
+        let target = format!("AmazonSQS.{action}");
+        let counter = rejected.clone();
+        tokio::spawn(async move {
+            loop {
+                let (stream, _) = listener.accept().await.unwrap();
+                let (counter, target) = (counter.clone(), target.clone());
+                let service = hyper::service::service_fn(
+                    move |request: hyper::Request<hyper::body::Incoming>| {
+                        let (counter, target) = (counter.clone(), target.clone());
+                        async move {
+                            let (parts, body) = request.into_parts();
+                            let body = body.collect().await?.to_bytes();
+                            let mut headers: Vec<(String, String)> = Vec::new();
+                            for (name, value) in &parts.headers {
+                                let mut value = value.to_str().unwrap_or_default().to_string();
+                                if name == "x-amz-target" && value == target {
+                                    counter.fetch_add(1, Ordering::SeqCst);
+                                    value = "AmazonSQS.NoSuchActionAnywhere".to_string();
+                                }
+                                if name != "content-length" {
+                                    headers.push((name.to_string(), value));
+                                }
+                            }
+                            let headers: Vec<(&str, &str)> = headers
+                                .iter()
+                                .map(|(n, v)| (n.as_str(), v.as_str()))
+                                .collect();
+                            let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
+                            let answer = leaseq_testkit::http::request(
+                                upstream,
+                                parts.method.as_str(),
+                                path,
+                                &headers,
+                                &body,
+                            )
+                            .await;
+                            let mut response = hyper::Response::builder().status(answer.status);
+                            for (name, value) in &answer.headers {
+                                if !["content-length", "transfer-encoding", "connection"]
+                                    .contains(&name.as_str())
+                                {
+                                    response = response.header(name, value);
+                                }
+                            }
+                            Ok::<_, hyper::Error>(
+                                response
+                                    .body(Full::new(bytes::Bytes::from(answer.body)))
+                                    .unwrap(),
+                            )
+                        }
+                    },
+                );
+                tokio::spawn(async move {
+                    let io = hyper_util::rt::TokioIo::new(stream);
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(io, service)
+                        .await;
+                });
+            }
+        });
+        RejectingProxy { endpoint, rejected }
+    }
+}

@@ -8,6 +8,7 @@
 //! fixed sleeps of the test itself.
 
 mod common;
+mod fail;
 mod fifo;
 mod idempotency;
 mod lease;

@@ -1,4 +1,4 @@
-//! Outcomes: a permanent failure lands in the dead-letter queue at once with its reason; panics
+//! Outcomes: a permanent failure lands in the quarantine queue at once with its reason; panics
 //! and retries come back (only the failed messages of a batch); shutdown waits, then releases.
 
 use std::collections::HashMap;
@@ -14,9 +14,12 @@ use crate::common::{
 };
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_permanent_failure_lands_in_the_dead_letter_queue_at_once_with_its_reason() {
+async fn a_permanent_failure_lands_in_the_quarantine_queue_at_once_with_its_reason() {
     let server = start_server().await;
-    let dlq = create_queue(&server.client, "orders-dlq", &[]).await;
+    // A quarantine queue that is not the dead-letter queue: `LeaseqFailMessage` (which moves to
+    // the dead-letter queue, see fail.rs) does not apply, so this is the copy.
+    let dlq = create_queue(&server.client, "orders-quarantine", &[]).await;
+    create_queue(&server.client, "orders-dlq", &[]).await;
     let redrive = r#"{"deadLetterTargetArn":"arn:aws:sqs:us-east-1:000000000000:orders-dlq","maxReceiveCount":"5"}"#;
     let queue = create_queue(
         &server.client,
