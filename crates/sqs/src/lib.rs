@@ -18,6 +18,7 @@ pub mod md5;
 pub mod moves;
 pub mod outcome;
 pub mod policy;
+pub mod sigv4;
 
 use std::sync::Arc;
 
