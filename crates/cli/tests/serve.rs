@@ -268,3 +268,105 @@ async fn a_corrupt_log_stops_the_start_unless_salvage_is_asked_for() {
     );
     server.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exposing_the_port_needs_authentication_or_an_explicit_yes() {
+    // No authentication beyond loopback: refused, naming both ways out.
+    let stderr = refused(&["--in-memory", "true", "--listen", "0.0.0.0:0"]);
+    assert!(
+        stderr.contains("auth") && stderr.contains("allow_anonymous"),
+        "{stderr}"
+    );
+    let stderr = refused(&["--auth", "basic", "--in-memory", "true"]);
+    assert!(
+        stderr.contains("auth must be \"sigv4\" or \"none\""),
+        "{stderr}"
+    );
+    let stderr = refused(&["--auth", "sigv4", "--in-memory", "true"]);
+    assert!(stderr.contains("needs at least one key"), "{stderr}");
+    let stderr = refused(&[
+        "--auth",
+        "sigv4",
+        "--credentials",
+        "AKIA1:s:12345",
+        "--in-memory",
+        "true",
+    ]);
+    assert!(stderr.contains("account_id must be 12 digits"), "{stderr}");
+    let dir = scratch("exposure");
+    let config = dir.path().join("leaseq.toml");
+    let config_arg = config.to_str().unwrap();
+    std::fs::write(
+        &config,
+        "auth = \"sigv4\"\n[[credentials]]\naccess_key_id = \"AKIA1\"\nsecret_access_key = \"x\"\nsecret_access_key_file = \"/nonexistent\"\n",
+    )
+    .unwrap();
+    let stderr = refused(&["--config", config_arg, "--in-memory", "true"]);
+    assert!(
+        stderr.contains("exactly one of secret_access_key"),
+        "{stderr}"
+    );
+    assert!(
+        !stderr.contains("\"x\""),
+        "the secret is not repeated: {stderr}"
+    );
+
+    // allow_anonymous = true: it starts on every address.
+    let addr = free_port();
+    let listen = format!("0.0.0.0:{}", addr.port());
+    let mut server = start(
+        &["--in-memory", "true", "--listen", &listen],
+        &[("LEASEQ_ALLOW_ANONYMOUS", "true")],
+        &dir,
+        addr,
+    )
+    .await;
+    let (status, _) = call(addr, "ListQueues", json!({})).await;
+    assert_eq!(status, 200);
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keys_from_the_config_file_a_secret_file_and_the_environment() {
+    let dir = scratch("credentials");
+    let addr = free_port();
+    let secret_file = dir.path().join("secret");
+    std::fs::write(&secret_file, "file-secret\n").unwrap();
+    let config = dir.path().join("leaseq.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "auth = \"sigv4\"\nin_memory = true\nlisten = \"0.0.0.0:{port}\"\n\n\
+             [[credentials]]\naccess_key_id = \"AKIAFILE\"\nsecret_access_key_file = \"{file}\"\n\
+             account_id = \"111111111111\"\n",
+            port = addr.port(),
+            file = secret_file.display()
+        ),
+    )
+    .unwrap();
+    let mut server = start(
+        &["--config", config.to_str().unwrap()],
+        &[("LEASEQ_CREDENTIALS", "AKIAENV:env-secret:222222222222")],
+        &dir,
+        addr,
+    )
+    .await;
+    let endpoint = format!("http://{addr}");
+    let from_file = leaseq_testkit::sdk::sdk_client_signing(&endpoint, "AKIAFILE", "file-secret");
+    from_file.list_queues().send().await.unwrap();
+    let from_env = leaseq_testkit::sdk::sdk_client_signing(&endpoint, "AKIAENV", "env-secret");
+    from_env.list_queues().send().await.unwrap();
+    let wrong = leaseq_testkit::sdk::sdk_client_signing(&endpoint, "AKIAENV", "file-secret");
+    assert!(wrong.list_queues().send().await.is_err());
+    // Unsigned: refused.
+    let (status, body) = call(addr, "ListQueues", json!({})).await;
+    assert_eq!(status, 403, "{body}");
+    // The log names the keys' count, never a secret.
+    let log = server.log();
+    assert!(log.contains("SigV4 with 2 keys"), "{log}");
+    assert!(
+        !log.contains("file-secret") && !log.contains("env-secret"),
+        "{log}"
+    );
+    server.stop().await;
+}

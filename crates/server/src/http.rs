@@ -29,6 +29,7 @@ use hyper::body::Body as HttpBody;
 use leaseq_sqs::error::SqsError;
 use leaseq_sqs::{Context, RawRequest};
 
+use crate::auth::Authenticator;
 use crate::metrics::{Metrics, RequestOutcome};
 use crate::service::{Api, Caller};
 
@@ -44,6 +45,9 @@ pub struct HttpConfig {
     pub account_id: String,
     /// The largest request body read; larger requests are refused unread.
     pub request_body_max_bytes: usize,
+    /// `Some`: every SQS request must be signed (SigV4) by one of its keys, and acts for the
+    /// key's account. `None` (`auth = "none"`): nothing is checked.
+    pub auth: Option<Arc<Authenticator>>,
 }
 
 struct Shared<B> {
@@ -116,6 +120,37 @@ fn sender_id(headers: &HeaderMap, account_id: &str) -> Arc<str> {
         .into()
 }
 
+/// The namespace a request addresses: its key's account (else the home account) in the region
+/// its `Host` names (else the home region); `None` when that is the home namespace.
+fn namespace(
+    config: &HttpConfig,
+    headers: &HeaderMap,
+    verified: Option<&leaseq_sqs::sigv4::Verified>,
+) -> Option<leaseq_sqs::namespace::Namespace> {
+    let region = headers
+        .get(axum::http::header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .and_then(leaseq_sqs::namespace::region_of_host)
+        .filter(|region| *region != config.region);
+    let account = verified
+        .map(|verified| &verified.account_id)
+        .filter(|account| ***account != *config.account_id);
+    if region.is_none() && account.is_none() {
+        return None;
+    }
+    Some(leaseq_sqs::namespace::Namespace {
+        account_id: account
+            .cloned()
+            .unwrap_or_else(|| Arc::from(config.account_id.as_str())),
+        region: Arc::from(region.unwrap_or(&config.region)),
+    })
+}
+
+/// A connection's address for a log line.
+fn address_text(address: Option<SocketAddr>) -> String {
+    address.map(|a| a.to_string()).unwrap_or_default()
+}
+
 /// The router's fallback: an SQS request that reached the router (see [`serve`] for those that
 /// do not).
 async fn handle<B: Api>(State(shared): State<Arc<Shared<B>>>, request: Request) -> Response {
@@ -165,6 +200,26 @@ where
             return reply(leaseq_sqs::encode_error(guessed, &error, &context));
         }
     };
+    // Before decoding: an unauthenticated request learns nothing about queues, not even whether
+    // its parameters are valid.
+    let verified = match &config.auth {
+        None => None,
+        Some(auth) => match auth.verify(&method, &uri, &headers, &body) {
+            Ok(verified) => Some(verified),
+            Err(error) => {
+                let error = SqsError::from(error);
+                tracing::debug!(code = ?error.code, address = %address_text(address), "request not authenticated");
+                if let Some(metrics) = &shared.metrics {
+                    metrics.observe_request(
+                        "Unauthenticated",
+                        RequestOutcome::ClientError,
+                        std::time::Duration::ZERO,
+                    );
+                }
+                return reply(leaseq_sqs::encode_error(guessed, &error, &context));
+            }
+        },
+    };
     let raw = RawRequest {
         method: method.as_str(),
         path: uri.path(),
@@ -182,8 +237,13 @@ where
         }
     };
     let name = action.name();
+    let namespace = namespace(config, &headers, verified.as_ref());
     let caller = Caller {
-        sender_id: sender_id(&headers, &config.account_id),
+        namespace,
+        sender_id: match &verified {
+            Some(verified) => verified.access_key_id.clone(),
+            None => sender_id(&headers, &config.account_id),
+        },
         address,
         user_agent: headers.get(axum::http::header::USER_AGENT).cloned(),
     };

@@ -335,12 +335,15 @@ fn check_time(
     presigned: bool,
     now_ms: u64,
 ) -> Result<(), AuthError> {
-    let date = parse::format_amz_date(date_ms);
-    let now = parse::format_amz_date(now_ms);
+    // The sentences are built only for a refusal: formatting dates costs more than the check.
+    let date = || parse::format_amz_date(date_ms);
+    let now = || parse::format_amz_date(now_ms);
     if date_ms > now_ms.saturating_add(CLOCK_SKEW_MAX_MS) {
         return Err(AuthError::Expired(format!(
-            "Signature not yet current: {date} is still later than {} ({now} + 15 min.)",
-            parse::format_amz_date(now_ms + CLOCK_SKEW_MAX_MS)
+            "Signature not yet current: {} is still later than {} ({} + 15 min.)",
+            date(),
+            parse::format_amz_date(now_ms + CLOCK_SKEW_MAX_MS),
+            now()
         )));
     }
     if presigned {
@@ -350,8 +353,10 @@ fn check_time(
         }
     } else if date_ms.saturating_add(CLOCK_SKEW_MAX_MS) < now_ms {
         return Err(AuthError::Expired(format!(
-            "Signature expired: {date} is now earlier than {} ({now} - 15 min.)",
-            parse::format_amz_date(now_ms - CLOCK_SKEW_MAX_MS)
+            "Signature expired: {} is now earlier than {} ({} - 15 min.)",
+            date(),
+            parse::format_amz_date(now_ms - CLOCK_SKEW_MAX_MS),
+            now()
         )));
     }
     Ok(())
