@@ -17,6 +17,8 @@
 //! - the payload hash: SHA-256 of the body as received, in hex (never a value the client sends
 //!   in `X-Amz-Content-SHA256`: the signature must cover the bytes that are executed).
 
+use std::borrow::Cow;
+
 use sha2::{Digest as _, Sha256};
 
 use super::parse::Signed;
@@ -115,9 +117,20 @@ fn normalize_path(path: &str, out: &mut Vec<u8>) {
     }
 }
 
+/// A query component in canonical form: as sent when it holds only unreserved characters (the
+/// common case, which costs no copy), else percent-decoded and encoded again.
+fn canonical_component(raw: &str) -> Cow<'_, [u8]> {
+    if raw.bytes().all(is_unreserved) {
+        return Cow::Borrowed(raw.as_bytes());
+    }
+    let mut encoded = Vec::with_capacity(raw.len() + 8);
+    uri_encode(&decode_bytes(raw.as_bytes()), false, &mut encoded);
+    Cow::Owned(encoded)
+}
+
 /// The canonical query string of `query` (raw), without `X-Amz-Signature` when `presigned`.
 fn canonical_query(query: &str, presigned: bool, out: &mut Vec<u8>) {
-    let mut pairs: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+    let mut pairs: Vec<(Cow<'_, [u8]>, Cow<'_, [u8]>)> = Vec::new();
     for pair in query.split('&') {
         if pair.is_empty() {
             continue;
@@ -126,11 +139,7 @@ fn canonical_query(query: &str, presigned: bool, out: &mut Vec<u8>) {
         if presigned && name == "X-Amz-Signature" {
             continue;
         }
-        let mut encoded_name = Vec::with_capacity(name.len());
-        uri_encode(&decode_bytes(name.as_bytes()), false, &mut encoded_name);
-        let mut encoded_value = Vec::with_capacity(value.len());
-        uri_encode(&decode_bytes(value.as_bytes()), false, &mut encoded_value);
-        pairs.push((encoded_name, encoded_value));
+        pairs.push((canonical_component(name), canonical_component(value)));
     }
     // Sorted by the encoded name, then the encoded value (byte order, as `aws-sigv4` sorts).
     pairs.sort_unstable();
@@ -151,8 +160,14 @@ fn push_trimmed(value: &[u8], out: &mut Vec<u8>) {
         .iter()
         .rposition(|&b| b != b' ')
         .map_or(start, |i| i + 1);
+    let trimmed = &value[start..end];
+    // Most values have no run of spaces: one copy.
+    if !trimmed.windows(2).any(|pair| pair == b"  ") {
+        out.extend_from_slice(trimmed);
+        return;
+    }
     let mut previous_space = false;
-    for &byte in &value[start..end] {
+    for &byte in trimmed {
         if byte == b' ' {
             if previous_space {
                 continue;

@@ -260,7 +260,8 @@ fn check_signed_headers(list: &str) -> Result<&str, AuthError> {
         count += 1;
         let valid = !name.is_empty()
             && name.bytes().all(|b| {
-                b.is_ascii_lowercase() || b.is_ascii_digit() || b"-_.!#$%&'*+^`|~".contains(&b)
+                matches!(b, b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'!' | b'#' | b'$'
+                    | b'%' | b'&' | b'\'' | b'*' | b'+' | b'^' | b'`' | b'|' | b'~')
             });
         if !valid || count > SIGNED_HEADERS_MAX {
             return Err(AuthError::Incomplete(
