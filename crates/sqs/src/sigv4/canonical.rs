@@ -117,9 +117,12 @@ fn normalize_path(path: &str, out: &mut Vec<u8>) {
     }
 }
 
+/// A query component's canonical bytes, borrowed when they are the bytes sent.
+type Component<'a> = Cow<'a, [u8]>;
+
 /// A query component in canonical form: as sent when it holds only unreserved characters (the
 /// common case, which costs no copy), else percent-decoded and encoded again.
-fn canonical_component(raw: &str) -> Cow<'_, [u8]> {
+fn canonical_component(raw: &str) -> Component<'_> {
     if raw.bytes().all(is_unreserved) {
         return Cow::Borrowed(raw.as_bytes());
     }
@@ -130,7 +133,7 @@ fn canonical_component(raw: &str) -> Cow<'_, [u8]> {
 
 /// The canonical query string of `query` (raw), without `X-Amz-Signature` when `presigned`.
 fn canonical_query(query: &str, presigned: bool, out: &mut Vec<u8>) {
-    let mut pairs: Vec<(Cow<'_, [u8]>, Cow<'_, [u8]>)> = Vec::new();
+    let mut pairs: Vec<(Component<'_>, Component<'_>)> = Vec::new();
     for pair in query.split('&') {
         if pair.is_empty() {
             continue;
