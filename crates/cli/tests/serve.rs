@@ -370,3 +370,35 @@ async fn keys_from_the_config_file_a_secret_file_and_the_environment() {
     );
     server.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn healthcheck_exits_0_only_for_a_ready_server() {
+    let dir = scratch("healthcheck");
+    let addr = free_port();
+    let listen = addr.to_string();
+    let mut server = start(
+        &["--in-memory", "true", "--listen", &listen],
+        &[],
+        &dir,
+        addr,
+    )
+    .await;
+    let check = |endpoint: String| {
+        Command::new(env!("CARGO_BIN_EXE_leaseq"))
+            .args(["healthcheck", "--endpoint", &endpoint, "--timeout", "5"])
+            .env_remove("LEASEQ_ENDPOINT")
+            .output()
+            .unwrap()
+    };
+    let ready = check(format!("http://{addr}"));
+    assert!(ready.status.success(), "{ready:?}");
+    assert_eq!(String::from_utf8_lossy(&ready.stdout).trim(), "ok");
+    server.stop().await;
+    // Nothing listens there now.
+    let gone = check(format!("http://{addr}"));
+    assert!(!gone.status.success());
+    assert!(
+        String::from_utf8_lossy(&gone.stderr).contains("connecting to"),
+        "{gone:?}"
+    );
+}

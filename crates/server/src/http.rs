@@ -79,8 +79,30 @@ pub fn router_with_metrics<B: Api>(
 fn router_of<B: Api>(shared: Arc<Shared<B>>) -> Router {
     Router::new()
         .route("/health", get(|| async { "ok\n" }))
+        // Liveness: the process answers. Readiness: it should get traffic (not draining, its
+        // log not failed; it listens only once recovery is done).
+        .route("/livez", get(|| async { "ok\n" }))
+        .route("/readyz", get(readyz::<B>))
         .fallback(handle::<B>)
         .with_state(shared)
+}
+
+/// `GET /readyz`: 200 `ok`, or 503 with the reason.
+async fn readyz<B: Api>(State(shared): State<Arc<Shared<B>>>) -> Response {
+    let (status, text) = match shared.service.readiness() {
+        Ok(()) => (StatusCode::OK, "ok\n".to_string()),
+        Err(reason) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("not ready: {reason}\n"),
+        ),
+    };
+    let mut response = Response::new(Body::from(text));
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    response
 }
 
 fn base_url(config: &HttpConfig, headers: &HeaderMap) -> String {

@@ -101,6 +101,12 @@ pub trait Api: Send + Sync + 'static {
 
     /// Releases every waiting receive (they answer empty) and refuses new waits.
     fn shut_down(&self);
+
+    /// Whether the service should get traffic (`GET /readyz`): `Err` with the reason while it
+    /// drains (shutting down) or after its log failed.
+    fn readiness(&self) -> Result<(), String> {
+        Ok(())
+    }
 }
 
 /// The service of one node.
@@ -323,6 +329,16 @@ impl Api for Service {
 
     fn shut_down(&self) {
         self.shutdown.send_replace(true);
+    }
+
+    fn readiness(&self) -> Result<(), String> {
+        if let Some(reason) = self.host.stopped_reason() {
+            return Err(format!("the log failed: {reason}"));
+        }
+        if *self.shutdown.borrow() {
+            return Err("shutting down".to_string());
+        }
+        Ok(())
     }
 }
 
