@@ -111,6 +111,12 @@ pub struct ServeArgs {
         hide_env_values = true
     )]
     credentials: Vec<String>,
+    /// Serve the dashboard (`GET /`), `/api/*` and `/metrics` on this address instead of
+    /// `--listen` [default: with `--auth sigv4`, 127.0.0.1:9325; with `--auth none`, on
+    /// `--listen` as before]. Its routes are not authenticated: keep it on loopback or a
+    /// private network.
+    #[arg(long, env = "LEASEQ_ADMIN_LISTEN")]
+    admin_listen: Option<SocketAddr>,
 }
 
 /// The `--config` file.
@@ -134,6 +140,7 @@ struct FileConfig {
     threads: Option<u16>,
     auth: Option<String>,
     allow_anonymous: Option<bool>,
+    admin_listen: Option<SocketAddr>,
     #[serde(default)]
     credentials: Vec<CredentialSpec>,
     #[serde(default)]
@@ -205,6 +212,8 @@ struct Settings {
     /// `None`: one per CPU.
     threads: Option<u16>,
     auth: AuthMode,
+    /// Where the dashboard, `/api/*` and `/metrics` listen; `None`: on `listen`.
+    admin_listen: Option<SocketAddr>,
     /// The keys of `auth = "sigv4"` (their `Debug` prints no secret).
     credentials: Vec<Credential>,
     queues: Vec<QueueSpec>,
@@ -412,6 +421,10 @@ fn settings(args: ServeArgs) -> anyhow::Result<Settings> {
             Some(0) => bail!("threads must be at least 1"),
             threads => threads,
         },
+        admin_listen: args.admin_listen.or(file.admin_listen).or(match auth {
+            AuthMode::SigV4 => Some(SocketAddr::from(([127, 0, 0, 1], 9325))),
+            AuthMode::None => None,
+        }),
         auth,
         credentials,
         queues,
@@ -477,6 +490,25 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
         settings.region,
         settings.account_id,
     );
+    let dashboard_routes = leaseq_server::dashboard::routes(service.clone());
+    let (main_routes, admin) = match settings.admin_listen {
+        None => (dashboard_routes, None),
+        Some(address) => {
+            let listener = tokio::net::TcpListener::bind(address)
+                .await
+                .with_context(|| format!("listening on {address} (admin_listen)"))?;
+            tracing::info!(
+                "dashboard, /api and /metrics on http://{} (admin_listen)",
+                listener.local_addr()?
+            );
+            drop(dashboard_routes);
+            let serving = tokio::spawn(leaseq_server::dashboard::serve_admin(
+                listener,
+                service.clone(),
+            ));
+            (Default::default(), Some(serving))
+        }
+    };
     let shutdown_service = service.clone();
     leaseq_server::http::serve(
         listener,
@@ -486,6 +518,7 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
             region: settings.region.clone(),
             account_id: settings.account_id.clone(),
             request_body_max_bytes: 4 * 1024 * 1024,
+            dashboard_page: settings.admin_listen.is_none(),
             auth: match settings.auth {
                 AuthMode::None => None,
                 AuthMode::SigV4 => Some(Arc::new(Authenticator::new(
@@ -495,7 +528,7 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
             },
         },
         metrics,
-        leaseq_server::dashboard::routes(service.clone()),
+        main_routes,
         async move {
             shutdown_signal().await;
             tracing::info!("shutting down: answering requests in flight, releasing long polls");
@@ -503,6 +536,9 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
         },
     )
     .await;
+    if let Some(admin) = admin {
+        admin.abort();
+    }
     // A checkpoint at shutdown makes the next start replay (almost) nothing.
     if let Err(error) = service.host().checkpoint() {
         tracing::error!(%error, "final checkpoint failed; the next start replays the log");

@@ -402,3 +402,49 @@ async fn healthcheck_exits_0_only_for_a_ready_server() {
         "{gone:?}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_keys_the_dashboard_is_only_on_the_admin_listener() {
+    let dir = scratch("admin-listen");
+    let addr = free_port();
+    let admin = free_port();
+    let (listen, admin_listen) = (addr.to_string(), admin.to_string());
+    let mut server = start(
+        &[
+            "--in-memory",
+            "true",
+            "--listen",
+            &listen,
+            "--auth",
+            "sigv4",
+            "--admin-listen",
+            &admin_listen,
+        ],
+        &[("LEASEQ_CREDENTIALS", "AKIAADMIN:admin-secret")],
+        &dir,
+        addr,
+    )
+    .await;
+    let get = |address: std::net::SocketAddr, path: &'static str| async move {
+        let mut connection = http::Connection::connect(address).await.unwrap();
+        connection.send("GET", path, &[], b"").await.unwrap()
+    };
+    // The SQS port: the dashboard's paths are SQS requests, refused unsigned.
+    for path in ["/", "/metrics", "/api/queues"] {
+        let response = get(addr, path).await;
+        assert_eq!(response.status, 403, "{path}: {}", response.text());
+        assert!(
+            response.text().contains("MissingAuthenticationToken"),
+            "{path}"
+        );
+    }
+    // The admin port: the page, the metrics and the JSON routes.
+    let page = get(admin, "/").await;
+    assert_eq!(page.status, 200);
+    assert!(page.text().contains("<html"), "{}", page.text());
+    assert_eq!(get(admin, "/metrics").await.status, 200);
+    assert_eq!(get(admin, "/api/queues").await.status, 200);
+    // Probes stay on the SQS port, unauthenticated.
+    assert_eq!(get(addr, "/readyz").await.status, 200);
+    server.stop().await;
+}

@@ -48,6 +48,9 @@ pub struct HttpConfig {
     /// `Some`: every SQS request must be signed (SigV4) by one of its keys, and acts for the
     /// key's account. `None` (`auth = "none"`): nothing is checked.
     pub auth: Option<Arc<Authenticator>>,
+    /// Whether a plain `GET /` is the dashboard page (`false` when the dashboard has a listener
+    /// of its own, `--admin-listen`: then it is an SQS request like any other).
+    pub dashboard_page: bool,
 }
 
 struct Shared<B> {
@@ -208,7 +211,12 @@ where
     let target = headers
         .get(leaseq_sqs::headers::TARGET)
         .and_then(|h| h.to_str().ok());
-    if method == Method::GET && uri.path() == "/" && uri.query().is_none() && target.is_none() {
+    if config.dashboard_page
+        && method == Method::GET
+        && uri.path() == "/"
+        && uri.query().is_none()
+        && target.is_none()
+    {
         return crate::dashboard::page();
     }
     let guessed = leaseq_sqs::headers::protocol(target);

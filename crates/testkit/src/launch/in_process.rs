@@ -93,6 +93,7 @@ impl InProcessServer {
             region: REGION.into(),
             account_id: ACCOUNT_ID.into(),
             request_body_max_bytes: options.request_body_max_bytes,
+            dashboard_page: true,
             auth: options.credentials.map(|credentials| {
                 Arc::new(Authenticator::new(Keys::new(credentials), options.clock))
             }),
