@@ -31,8 +31,13 @@ python="$venvs_dir/json/bin/python"
 data_dir="$(mktemp -d "${TMPDIR:-/tmp}/leaseq-clients.XXXXXX")"
 server_log="$data_dir.log"
 server_pid=""
+auth_pid=""
 
 cleanup() {
+    if [[ -n "$auth_pid" ]] && kill -0 "$auth_pid" 2>/dev/null; then
+        kill -TERM "$auth_pid" 2>/dev/null || true
+        wait "$auth_pid" 2>/dev/null || true
+    fi
     if [[ -n "$server_pid" ]] && kill -0 "$server_pid" 2>/dev/null; then
         kill -TERM "$server_pid" 2>/dev/null || true
         # Graceful shutdown should be quick; do not hang the caller if it is not.
@@ -105,6 +110,34 @@ run_pytest() {
 }
 run_pytest json json
 run_pytest query query
+
+# The same clients against a server with auth = "sigv4" (tests/clients-auth: right and wrong
+# keys, two accounts), on its own port, in memory.
+auth_port="$("$python" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+auth_endpoint="http://127.0.0.1:$auth_port"
+echo
+echo "== starting $server_bin serve --auth sigv4 on $auth_endpoint"
+LEASEQ_CREDENTIALS="AKIACLIENTS1:clients-secret-1:111111111111,AKIACLIENTS2:clients-secret-2:222222222222" \
+    "$server_bin" serve --listen "127.0.0.1:$auth_port" --in-memory true --auth sigv4 \
+    --admin-listen 127.0.0.1:0 >"$server_log.auth" 2>&1 &
+auth_pid=$!
+for _ in $(seq 1 100); do
+    "$python" -c "import urllib.request,sys; urllib.request.urlopen(sys.argv[1] + '/health', timeout=1)" \
+        "$auth_endpoint" 2>/dev/null && break
+    sleep 0.1
+done
+for venv in json query; do
+    echo
+    echo "== pytest: $venv venv against auth = sigv4"
+    status=0
+    LEASEQ_AUTH_ENDPOINT="$auth_endpoint" timeout 300 "$venvs_dir/$venv/bin/python" -m pytest \
+        tests/clients-auth -p no:cacheprovider -q -rfEs --color=no || status=$?
+    if [[ $status -ne 0 ]]; then
+        failures+=("pytest $venv against auth = sigv4 exited $status")
+        tail -n 20 "$server_log.auth"
+    fi
+done
+rm -f "$server_log.auth"
 
 if ! kill -0 "$server_pid" 2>/dev/null; then
     failures+=("the server died during the tests")
