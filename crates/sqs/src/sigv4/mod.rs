@@ -342,7 +342,7 @@ fn check_time(
         return Err(AuthError::Expired(format!(
             "Signature not yet current: {} is still later than {} ({} + 15 min.)",
             date(),
-            parse::format_amz_date(now_ms + CLOCK_SKEW_MAX_MS),
+            parse::format_amz_date(now_ms.saturating_add(CLOCK_SKEW_MAX_MS)),
             now()
         )));
     }
