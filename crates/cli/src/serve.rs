@@ -117,6 +117,10 @@ pub struct ServeArgs {
     /// private network.
     #[arg(long, env = "LEASEQ_ADMIN_LISTEN")]
     admin_listen: Option<SocketAddr>,
+    /// The log's format: `text` (colours only when the output is a terminal) or `json` (one
+    /// object per line, for log collectors) [default: text].
+    #[arg(long, env = "LEASEQ_LOG_FORMAT")]
+    log_format: Option<String>,
 }
 
 /// The `--config` file.
@@ -141,6 +145,7 @@ struct FileConfig {
     auth: Option<String>,
     allow_anonymous: Option<bool>,
     admin_listen: Option<SocketAddr>,
+    log_format: Option<String>,
     #[serde(default)]
     credentials: Vec<CredentialSpec>,
     #[serde(default)]
@@ -212,6 +217,8 @@ struct Settings {
     /// `None`: one per CPU.
     threads: Option<u16>,
     auth: AuthMode,
+    /// `log_format = "json"`.
+    log_json: bool,
     /// Where the dashboard, `/api/*` and `/metrics` listen; `None`: on `listen`.
     admin_listen: Option<SocketAddr>,
     /// The keys of `auth = "sigv4"` (their `Debug` prints no secret).
@@ -421,6 +428,11 @@ fn settings(args: ServeArgs) -> anyhow::Result<Settings> {
             Some(0) => bail!("threads must be at least 1"),
             threads => threads,
         },
+        log_json: match args.log_format.or(file.log_format).as_deref() {
+            None | Some("text") => false,
+            Some("json") => true,
+            Some(other) => bail!("log_format must be \"text\" or \"json\", not {other:?}"),
+        },
         admin_listen: args.admin_listen.or(file.admin_listen).or(match auth {
             AuthMode::SigV4 => Some(SocketAddr::from(([127, 0, 0, 1], 9325))),
             AuthMode::None => None,
@@ -434,9 +446,20 @@ fn settings(args: ServeArgs) -> anyhow::Result<Settings> {
 /// Runs the server until SIGINT or SIGTERM.
 pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     let settings = settings(args)?;
-    tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::try_new(&settings.log)?)
-        .init();
+    let filter = tracing_subscriber::EnvFilter::try_new(&settings.log)?;
+    if settings.log_json {
+        tracing_subscriber::fmt()
+            .json()
+            .with_env_filter(filter)
+            .init();
+    } else {
+        // Colour codes only for a person at a terminal, not in files or collectors.
+        use std::io::IsTerminal as _;
+        tracing_subscriber::fmt()
+            .with_ansi(std::io::stdout().is_terminal())
+            .with_env_filter(filter)
+            .init();
+    }
     let mut runtime = tokio::runtime::Builder::new_multi_thread();
     if let Some(threads) = settings.threads {
         runtime.worker_threads(usize::from(threads));

@@ -448,3 +448,53 @@ async fn with_keys_the_dashboard_is_only_on_the_admin_listener() {
     assert_eq!(get(addr, "/readyz").await.status, 200);
     server.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn logs_are_json_lines_or_text_without_colour_codes() {
+    let dir = scratch("log-format");
+    let addr = free_port();
+    let listen = addr.to_string();
+    let mut server = start(
+        &[
+            "--in-memory",
+            "true",
+            "--listen",
+            &listen,
+            "--log-format",
+            "json",
+        ],
+        &[],
+        &dir,
+        addr,
+    )
+    .await;
+    server.stop().await;
+    let log = server.log();
+    let lines: Vec<&str> = log.lines().filter(|line| !line.is_empty()).collect();
+    assert!(!lines.is_empty());
+    for line in &lines {
+        let object: Value = serde_json::from_str(line)
+            .unwrap_or_else(|error| panic!("not a JSON line ({error}): {line}"));
+        assert!(
+            object["level"].is_string() && object["fields"]["message"].is_string(),
+            "{line}"
+        );
+    }
+    assert!(log.contains("leaseq listening on"), "{log}");
+    // Text (the default) into a file: no colour codes.
+    let addr = free_port();
+    let listen = addr.to_string();
+    let mut server = start(
+        &["--in-memory", "true", "--listen", &listen],
+        &[],
+        &dir,
+        addr,
+    )
+    .await;
+    server.stop().await;
+    let log = server.log();
+    assert!(log.contains("leaseq listening on"), "{log}");
+    assert!(!log.contains('\u{1b}'), "{log:?}");
+    let stderr = refused(&["--log-format", "xml"]);
+    assert!(stderr.contains("log_format must be"), "{stderr}");
+}
