@@ -71,12 +71,17 @@ find_terraform_mirror() {
 data_dir="$(mktemp -d "${TMPDIR:-/tmp}/leaseq-clients.XXXXXX")"
 server_log="$data_dir.log"
 server_pid=""
+auth_pid=""
 
 cleanup() {
     if [[ -n "${terraform_pid:-}" ]] && kill -0 "$terraform_pid" 2>/dev/null; then
         # The Terraform run's `timeout` passes the signal on to its pytest.
         pkill -TERM -P "$terraform_pid" 2>/dev/null || true
         wait "$terraform_pid" 2>/dev/null || true
+    fi
+    if [[ -n "$auth_pid" ]] && kill -0 "$auth_pid" 2>/dev/null; then
+        kill -TERM "$auth_pid" 2>/dev/null || true
+        wait "$auth_pid" 2>/dev/null || true
     fi
     if [[ -n "$server_pid" ]] && kill -0 "$server_pid" 2>/dev/null; then
         kill -TERM "$server_pid" 2>/dev/null || true
@@ -217,6 +222,36 @@ if [[ -n "$terraform_pid" ]]; then
     cat "$terraform_log"
     timings+=("terraform $(cat "$terraform_log.took" 2>/dev/null)s beside them")
     [[ $terraform_status -eq 0 ]] || failures+=("pytest: Terraform exited $terraform_status")
+fi
+
+if [[ "$suites" == *" boto3 "* ]]; then
+    # The same clients against a server with auth = "sigv4" (tests/clients-auth: right and wrong
+    # keys, two accounts), on its own port, in memory.
+    auth_port="$("$python" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+    auth_endpoint="http://127.0.0.1:$auth_port"
+    echo
+    echo "== starting $server_bin serve --auth sigv4 on $auth_endpoint"
+    LEASEQ_CREDENTIALS="AKIACLIENTS1:clients-secret-1:111111111111,AKIACLIENTS2:clients-secret-2:222222222222" \
+        "$server_bin" serve --listen "127.0.0.1:$auth_port" --in-memory true --auth sigv4 \
+        --admin-listen 127.0.0.1:0 >"$server_log.auth" 2>&1 &
+    auth_pid=$!
+    for _ in $(seq 1 100); do
+        "$python" -c "import urllib.request,sys; urllib.request.urlopen(sys.argv[1] + '/health', timeout=1)" \
+            "$auth_endpoint" 2>/dev/null && break
+        sleep 0.1
+    done
+    for venv in json query; do
+        echo
+        echo "== pytest: $venv venv against auth = sigv4"
+        status=0
+        LEASEQ_AUTH_ENDPOINT="$auth_endpoint" timeout 300 "$venvs_dir/$venv/bin/python" -m pytest \
+            tests/clients-auth -p no:cacheprovider -q -rfEs --color=no || status=$?
+        if [[ $status -ne 0 ]]; then
+            failures+=("pytest $venv against auth = sigv4 exited $status")
+            tail -n 20 "$server_log.auth"
+        fi
+    done
+    rm -f "$server_log.auth"
 fi
 
 if ! kill -0 "$server_pid" 2>/dev/null; then

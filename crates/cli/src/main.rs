@@ -3,6 +3,7 @@
 
 mod admin;
 mod bench;
+mod healthcheck;
 mod message;
 mod redrive;
 mod serve;
@@ -45,6 +46,9 @@ enum Command {
     /// Move a dead-letter queue's messages home: start (with a canary limit), pause, resume,
     /// change the rate, cancel, and watch progress.
     Redrive(redrive::RedriveArgs),
+    /// Exit 0 if a running server is ready for traffic (`GET /readyz`), 1 if not: a container
+    /// health check for images without curl.
+    Healthcheck(healthcheck::HealthcheckArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -57,5 +61,6 @@ fn main() -> anyhow::Result<()> {
         Command::Message(args) => message::run(args),
         Command::Dlq(args) => redrive::run_dlq(args),
         Command::Redrive(args) => redrive::run_redrive(args),
+        Command::Healthcheck(args) => healthcheck::run(args),
     }
 }

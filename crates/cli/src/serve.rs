@@ -10,6 +10,8 @@ use std::time::Duration;
 use anyhow::{bail, Context as _};
 use clap::Args;
 use leaseq_core::{EngineConfig, ReceiptKey};
+use leaseq_server::auth::{Authenticator, Credential, Keys, Secret};
+use leaseq_server::clock::SystemClock;
 use leaseq_server::{Api, Caller, DataDir, HttpConfig, Metrics, Service, ServiceConfig};
 use leaseq_sqs::{Action, RawRequest};
 use leaseq_wal::FsyncPolicy;
@@ -87,6 +89,38 @@ pub struct ServeArgs {
     /// at the cost of peak throughput.
     #[arg(long, env = "LEASEQ_THREADS", value_parser = clap::value_parser!(u16).range(1..))]
     threads: Option<u16>,
+    /// Authentication of SQS requests: `sigv4` (every request must be signed, in its
+    /// Authorization header or as a presigned URL, by a key of `--credentials` or the config
+    /// file's `[[credentials]]`, and acts for that key's account) or `none` (nothing is
+    /// checked; a signature's access key id, if any, is the sender) [default: none]. With
+    /// `none`, listening on an address other than loopback also needs `--allow-anonymous true`.
+    #[arg(long, env = "LEASEQ_AUTH")]
+    auth: Option<String>,
+    /// Serve without authentication (`--auth none`) on an address other than loopback, where
+    /// anyone who reaches the port may use and delete every queue [default: false].
+    #[arg(long, env = "LEASEQ_ALLOW_ANONYMOUS")]
+    allow_anonymous: Option<bool>,
+    /// Keys accepted with `--auth sigv4`, comma-separated `ACCESS_KEY_ID:SECRET[:ACCOUNT_ID]`;
+    /// `SECRET` may be `@PATH`, a file holding the secret (its trailing newline dropped). The
+    /// account defaults to `--account-id`. Prefer the environment variable or a file: a flag
+    /// shows in `ps`. Added to the config file's `[[credentials]]`.
+    #[arg(
+        long,
+        env = "LEASEQ_CREDENTIALS",
+        value_delimiter = ',',
+        hide_env_values = true
+    )]
+    credentials: Vec<String>,
+    /// Serve the dashboard (`GET /`), `/api/*` and `/metrics` on this address instead of
+    /// `--listen` [default: with `--auth sigv4`, 127.0.0.1:9325; with `--auth none`, on
+    /// `--listen` as before]. Its routes are not authenticated: keep it on loopback or a
+    /// private network.
+    #[arg(long, env = "LEASEQ_ADMIN_LISTEN")]
+    admin_listen: Option<SocketAddr>,
+    /// The log's format: `text` (colours only when the output is a terminal) or `json` (one
+    /// object per line, for log collectors) [default: text].
+    #[arg(long, env = "LEASEQ_LOG_FORMAT")]
+    log_format: Option<String>,
 }
 
 /// The `--config` file.
@@ -108,8 +142,47 @@ struct FileConfig {
     log: Option<String>,
     metrics: Option<bool>,
     threads: Option<u16>,
+    auth: Option<String>,
+    allow_anonymous: Option<bool>,
+    admin_listen: Option<SocketAddr>,
+    log_format: Option<String>,
+    #[serde(default)]
+    credentials: Vec<CredentialSpec>,
     #[serde(default)]
     queues: Vec<QueueSpec>,
+}
+
+/// A `[[credentials]]` entry: a key clients sign with, and the account it acts for.
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct CredentialSpec {
+    access_key_id: String,
+    /// The secret itself, or:
+    secret_access_key: Option<String>,
+    /// a file holding it (a mounted secret).
+    secret_access_key_file: Option<PathBuf>,
+    /// Default: the server's `account_id`.
+    account_id: Option<String>,
+}
+
+impl std::fmt::Debug for CredentialSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never the secret.
+        f.debug_struct("CredentialSpec")
+            .field("access_key_id", &self.access_key_id)
+            .field("secret_access_key_file", &self.secret_access_key_file)
+            .field("account_id", &self.account_id)
+            .finish_non_exhaustive()
+    }
+}
+
+/// How SQS requests are authenticated.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum AuthMode {
+    /// Nothing is checked (today's behaviour, the default).
+    None,
+    /// Every request must carry a valid SigV4 signature of a configured key.
+    SigV4,
 }
 
 /// A queue to create at start-up, with SQS attribute names and values.
@@ -143,7 +216,131 @@ struct Settings {
     metrics: bool,
     /// `None`: one per CPU.
     threads: Option<u16>,
+    auth: AuthMode,
+    /// `log_format = "json"`.
+    log_json: bool,
+    /// Where the dashboard, `/api/*` and `/metrics` listen; `None`: on `listen`.
+    admin_listen: Option<SocketAddr>,
+    /// The keys of `auth = "sigv4"` (their `Debug` prints no secret).
+    credentials: Vec<Credential>,
     queues: Vec<QueueSpec>,
+}
+
+/// Reads a secret from a file, without its trailing newline.
+fn read_secret(path: &std::path::Path) -> anyhow::Result<String> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("reading the secret access key file {}", path.display()))?;
+    let secret = text.trim_end_matches(['\n', '\r']).to_string();
+    if secret.is_empty() {
+        bail!("the secret access key file {} is empty", path.display());
+    }
+    Ok(secret)
+}
+
+/// An account id as AWS writes them: 12 digits.
+fn check_account_id(account_id: &str) -> anyhow::Result<()> {
+    if account_id.len() != 12 || !account_id.bytes().all(|b| b.is_ascii_digit()) {
+        bail!("account_id must be 12 digits, not {account_id:?}");
+    }
+    Ok(())
+}
+
+/// The keys of the file's `[[credentials]]` and of `--credentials`.
+fn credentials(
+    file: Vec<CredentialSpec>,
+    flags: Vec<String>,
+    default_account: &str,
+) -> anyhow::Result<Vec<Credential>> {
+    let mut out: Vec<Credential> = Vec::new();
+    for spec in file {
+        let secret = match (spec.secret_access_key, &spec.secret_access_key_file) {
+            (Some(secret), None) if !secret.is_empty() => secret,
+            (None, Some(path)) => read_secret(path)?,
+            _ => bail!(
+                "[[credentials]] {:?}: set exactly one of secret_access_key and \
+                 secret_access_key_file",
+                spec.access_key_id
+            ),
+        };
+        out.push(credential(
+            spec.access_key_id,
+            secret,
+            spec.account_id,
+            default_account,
+        )?);
+    }
+    for flag in flags.iter().filter(|flag| !flag.is_empty()) {
+        let mut parts = flag.splitn(3, ':');
+        let (Some(id), Some(secret)) = (parts.next(), parts.next()) else {
+            bail!("--credentials entries are ACCESS_KEY_ID:SECRET[:ACCOUNT_ID]");
+        };
+        let secret = match secret.strip_prefix('@') {
+            Some(path) => read_secret(std::path::Path::new(path))?,
+            None => secret.to_string(),
+        };
+        let account = parts.next().map(str::to_string);
+        out.push(credential(
+            id.to_string(),
+            secret,
+            account,
+            default_account,
+        )?);
+    }
+    let mut ids: Vec<&str> = out.iter().map(|c| &*c.access_key_id).collect();
+    ids.sort_unstable();
+    if let Some(pair) = ids.windows(2).find(|pair| pair[0] == pair[1]) {
+        bail!("the access key id {:?} is configured twice", pair[0]);
+    }
+    Ok(out)
+}
+
+fn credential(
+    access_key_id: String,
+    secret: String,
+    account_id: Option<String>,
+    default_account: &str,
+) -> anyhow::Result<Credential> {
+    if access_key_id.is_empty()
+        || access_key_id.len() > leaseq_sqs::sigv4::parse::ACCESS_KEY_ID_LENGTH_MAX
+        || !access_key_id.bytes().all(|b| b.is_ascii_alphanumeric())
+    {
+        bail!("access_key_id {access_key_id:?} must be 1 to 128 letters and digits");
+    }
+    if secret.is_empty() {
+        bail!("the secret of access key id {access_key_id:?} is empty");
+    }
+    let account_id = account_id.unwrap_or_else(|| default_account.to_string());
+    check_account_id(&account_id)
+        .with_context(|| format!("the account of access key id {access_key_id:?}"))?;
+    Ok(Credential {
+        access_key_id: access_key_id.into(),
+        secret: Secret::new(secret),
+        account_id: account_id.into(),
+    })
+}
+
+/// Refuses settings that would expose every queue to anyone: no authentication beyond loopback
+/// unless `allow_anonymous` says so, and `sigv4` without a key to sign with.
+fn check_exposure(
+    auth: AuthMode,
+    allow_anonymous: bool,
+    listen: SocketAddr,
+    credentials: &[Credential],
+) -> anyhow::Result<()> {
+    match auth {
+        AuthMode::None if !listen.ip().is_loopback() && !allow_anonymous => bail!(
+            "refusing to listen on {listen} with auth = \"none\": anyone who can reach it could \
+             read, send and delete every message. Set auth = \"sigv4\" with [[credentials]] \
+             (--auth sigv4 --credentials, LEASEQ_AUTH, LEASEQ_CREDENTIALS), or \
+             allow_anonymous = true (--allow-anonymous true, LEASEQ_ALLOW_ANONYMOUS) to serve \
+             it unauthenticated anyway"
+        ),
+        AuthMode::SigV4 if credentials.is_empty() => bail!(
+            "auth = \"sigv4\" needs at least one key: [[credentials]] in the config file or \
+             --credentials (LEASEQ_CREDENTIALS)"
+        ),
+        _ => Ok(()),
+    }
 }
 
 fn parse_fsync(text: &str) -> anyhow::Result<FsyncPolicy> {
@@ -172,16 +369,33 @@ fn settings(args: ServeArgs) -> anyhow::Result<Settings> {
     if in_memory && postgres.is_some() {
         bail!("--in-memory and --postgres exclude each other: choose where the log lives");
     }
+    let listen = args
+        .listen
+        .or(file.listen)
+        .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 9324)));
+    let account_id = args
+        .account_id
+        .or(file.account_id)
+        .unwrap_or_else(|| "000000000000".into());
+    check_account_id(&account_id)?;
+    let auth = match args.auth.or(file.auth).as_deref() {
+        None | Some("none") => AuthMode::None,
+        Some("sigv4") => AuthMode::SigV4,
+        Some(other) => bail!("auth must be \"sigv4\" or \"none\", not {other:?}"),
+    };
+    let allow_anonymous = args
+        .allow_anonymous
+        .or(file.allow_anonymous)
+        .unwrap_or(false);
+    let credentials = credentials(file.credentials, args.credentials, &account_id)?;
+    check_exposure(auth, allow_anonymous, listen, &credentials)?;
     let mut queues = file.queues;
     queues.extend(args.queues.into_iter().map(|name| QueueSpec {
         name,
         ..QueueSpec::default()
     }));
     Ok(Settings {
-        listen: args
-            .listen
-            .or(file.listen)
-            .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 9324))),
+        listen,
         data_dir: args
             .data_dir
             .or(file.data_dir)
@@ -190,10 +404,7 @@ fn settings(args: ServeArgs) -> anyhow::Result<Settings> {
             .region
             .or(file.region)
             .unwrap_or_else(|| "us-east-1".into()),
-        account_id: args
-            .account_id
-            .or(file.account_id)
-            .unwrap_or_else(|| "000000000000".into()),
+        account_id,
         external_url: args.external_url.or(file.external_url),
         reject_stale_deletes: args
             .reject_stale_deletes
@@ -217,6 +428,17 @@ fn settings(args: ServeArgs) -> anyhow::Result<Settings> {
             Some(0) => bail!("threads must be at least 1"),
             threads => threads,
         },
+        log_json: match args.log_format.or(file.log_format).as_deref() {
+            None | Some("text") => false,
+            Some("json") => true,
+            Some(other) => bail!("log_format must be \"text\" or \"json\", not {other:?}"),
+        },
+        admin_listen: args.admin_listen.or(file.admin_listen).or(match auth {
+            AuthMode::SigV4 => Some(SocketAddr::from(([127, 0, 0, 1], 9325))),
+            AuthMode::None => None,
+        }),
+        auth,
+        credentials,
         queues,
     })
 }
@@ -224,9 +446,20 @@ fn settings(args: ServeArgs) -> anyhow::Result<Settings> {
 /// Runs the server until SIGINT or SIGTERM.
 pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     let settings = settings(args)?;
-    tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::try_new(&settings.log)?)
-        .init();
+    let filter = tracing_subscriber::EnvFilter::try_new(&settings.log)?;
+    if settings.log_json {
+        tracing_subscriber::fmt()
+            .json()
+            .with_env_filter(filter)
+            .init();
+    } else {
+        // Colour codes only for a person at a terminal, not in files or collectors.
+        use std::io::IsTerminal as _;
+        tracing_subscriber::fmt()
+            .with_ansi(std::io::stdout().is_terminal())
+            .with_env_filter(filter)
+            .init();
+    }
     let mut runtime = tokio::runtime::Builder::new_multi_thread();
     if let Some(threads) = settings.threads {
         runtime.worker_threads(usize::from(threads));
@@ -270,12 +503,35 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
             settings.fsync
         )
     };
+    let auth = match settings.auth {
+        AuthMode::None => "no authentication".to_string(),
+        AuthMode::SigV4 => format!("SigV4 with {} keys", settings.credentials.len()),
+    };
     tracing::info!(
-        "leaseq listening on http://{} (region {}, account {}, {storage})",
+        "leaseq listening on http://{} (region {}, account {}, {storage}, {auth})",
         listener.local_addr()?,
         settings.region,
         settings.account_id,
     );
+    let dashboard_routes = leaseq_server::dashboard::routes(service.clone());
+    let (main_routes, admin) = match settings.admin_listen {
+        None => (dashboard_routes, None),
+        Some(address) => {
+            let listener = tokio::net::TcpListener::bind(address)
+                .await
+                .with_context(|| format!("listening on {address} (admin_listen)"))?;
+            tracing::info!(
+                "dashboard, /api and /metrics on http://{} (admin_listen)",
+                listener.local_addr()?
+            );
+            drop(dashboard_routes);
+            let serving = tokio::spawn(leaseq_server::dashboard::serve_admin(
+                listener,
+                service.clone(),
+            ));
+            (Default::default(), Some(serving))
+        }
+    };
     let shutdown_service = service.clone();
     leaseq_server::http::serve(
         listener,
@@ -285,9 +541,17 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
             region: settings.region.clone(),
             account_id: settings.account_id.clone(),
             request_body_max_bytes: 4 * 1024 * 1024,
+            dashboard_page: settings.admin_listen.is_none(),
+            auth: match settings.auth {
+                AuthMode::None => None,
+                AuthMode::SigV4 => Some(Arc::new(Authenticator::new(
+                    Keys::new(settings.credentials.clone()),
+                    Arc::new(SystemClock),
+                ))),
+            },
         },
         metrics,
-        leaseq_server::dashboard::routes(service.clone()),
+        main_routes,
         async move {
             shutdown_signal().await;
             tracing::info!("shutting down: answering requests in flight, releasing long polls");
@@ -295,6 +559,9 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
         },
     )
     .await;
+    if let Some(admin) = admin {
+        admin.abort();
+    }
     // A checkpoint at shutdown makes the next start replay (almost) nothing.
     if let Err(error) = service.host().checkpoint() {
         tracing::error!(%error, "final checkpoint failed; the next start replays the log");

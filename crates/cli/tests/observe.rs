@@ -98,6 +98,17 @@ async fn metrics_page_shows_counts_lease_histograms_requests_and_the_log() {
     let name = queue_name("metrics");
     queue_with_traffic(&server, &name).await;
     let page = get(server.addr, "/metrics").await;
+    // What is running, as Prometheus' build_info convention has it.
+    assert_eq!(
+        sample(
+            &page,
+            &format!(
+                "leaseq_build_info{{version=\"{}\"}}",
+                env!("CARGO_PKG_VERSION")
+            )
+        ),
+        1.0
+    );
     let q = format!("queue=\"{name}\"");
     assert_eq!(
         sample(

@@ -268,3 +268,233 @@ async fn a_corrupt_log_stops_the_start_unless_salvage_is_asked_for() {
     );
     server.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exposing_the_port_needs_authentication_or_an_explicit_yes() {
+    // No authentication beyond loopback: refused, naming both ways out.
+    let stderr = refused(&["--in-memory", "true", "--listen", "0.0.0.0:0"]);
+    assert!(
+        stderr.contains("auth") && stderr.contains("allow_anonymous"),
+        "{stderr}"
+    );
+    let stderr = refused(&["--auth", "basic", "--in-memory", "true"]);
+    assert!(
+        stderr.contains("auth must be \"sigv4\" or \"none\""),
+        "{stderr}"
+    );
+    let stderr = refused(&["--auth", "sigv4", "--in-memory", "true"]);
+    assert!(stderr.contains("needs at least one key"), "{stderr}");
+    let stderr = refused(&[
+        "--auth",
+        "sigv4",
+        "--credentials",
+        "AKIA1:s:12345",
+        "--in-memory",
+        "true",
+    ]);
+    assert!(stderr.contains("account_id must be 12 digits"), "{stderr}");
+    let dir = scratch("exposure");
+    let config = dir.path().join("leaseq.toml");
+    let config_arg = config.to_str().unwrap();
+    std::fs::write(
+        &config,
+        "auth = \"sigv4\"\n[[credentials]]\naccess_key_id = \"AKIA1\"\nsecret_access_key = \"x\"\nsecret_access_key_file = \"/nonexistent\"\n",
+    )
+    .unwrap();
+    let stderr = refused(&["--config", config_arg, "--in-memory", "true"]);
+    assert!(
+        stderr.contains("exactly one of secret_access_key"),
+        "{stderr}"
+    );
+    assert!(
+        !stderr.contains("\"x\""),
+        "the secret is not repeated: {stderr}"
+    );
+
+    // allow_anonymous = true: it starts on every address.
+    let addr = free_port();
+    let listen = format!("0.0.0.0:{}", addr.port());
+    let mut server = start(
+        &["--in-memory", "true", "--listen", &listen],
+        &[("LEASEQ_ALLOW_ANONYMOUS", "true")],
+        &dir,
+        addr,
+    )
+    .await;
+    let (status, _) = call(addr, "ListQueues", json!({})).await;
+    assert_eq!(status, 200);
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keys_from_the_config_file_a_secret_file_and_the_environment() {
+    let dir = scratch("credentials");
+    let addr = free_port();
+    let secret_file = dir.path().join("secret");
+    std::fs::write(&secret_file, "file-secret\n").unwrap();
+    let config = dir.path().join("leaseq.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "auth = \"sigv4\"\nin_memory = true\nlisten = \"0.0.0.0:{port}\"\n\n\
+             [[credentials]]\naccess_key_id = \"AKIAFILE\"\nsecret_access_key_file = \"{file}\"\n\
+             account_id = \"111111111111\"\n",
+            port = addr.port(),
+            file = secret_file.display()
+        ),
+    )
+    .unwrap();
+    let mut server = start(
+        &["--config", config.to_str().unwrap()],
+        &[("LEASEQ_CREDENTIALS", "AKIAENV:env-secret:222222222222")],
+        &dir,
+        addr,
+    )
+    .await;
+    let endpoint = format!("http://{addr}");
+    let from_file = leaseq_testkit::sdk::sdk_client_signing(&endpoint, "AKIAFILE", "file-secret");
+    from_file.list_queues().send().await.unwrap();
+    let from_env = leaseq_testkit::sdk::sdk_client_signing(&endpoint, "AKIAENV", "env-secret");
+    from_env.list_queues().send().await.unwrap();
+    let wrong = leaseq_testkit::sdk::sdk_client_signing(&endpoint, "AKIAENV", "file-secret");
+    assert!(wrong.list_queues().send().await.is_err());
+    // Unsigned: refused.
+    let (status, body) = call(addr, "ListQueues", json!({})).await;
+    assert_eq!(status, 403, "{body}");
+    // The log names the keys' count, never a secret.
+    let log = server.log();
+    assert!(log.contains("SigV4 with 2 keys"), "{log}");
+    assert!(
+        !log.contains("file-secret") && !log.contains("env-secret"),
+        "{log}"
+    );
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn healthcheck_exits_0_only_for_a_ready_server() {
+    let dir = scratch("healthcheck");
+    let addr = free_port();
+    let listen = addr.to_string();
+    let mut server = start(
+        &["--in-memory", "true", "--listen", &listen],
+        &[],
+        &dir,
+        addr,
+    )
+    .await;
+    let check = |endpoint: String| {
+        Command::new(env!("CARGO_BIN_EXE_leaseq"))
+            .args(["healthcheck", "--endpoint", &endpoint, "--timeout", "5"])
+            .env_remove("LEASEQ_ENDPOINT")
+            .output()
+            .unwrap()
+    };
+    let ready = check(format!("http://{addr}"));
+    assert!(ready.status.success(), "{ready:?}");
+    assert_eq!(String::from_utf8_lossy(&ready.stdout).trim(), "ok");
+    server.stop().await;
+    // Nothing listens there now.
+    let gone = check(format!("http://{addr}"));
+    assert!(!gone.status.success());
+    assert!(
+        String::from_utf8_lossy(&gone.stderr).contains("connecting to"),
+        "{gone:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_keys_the_dashboard_is_only_on_the_admin_listener() {
+    let dir = scratch("admin-listen");
+    let addr = free_port();
+    let admin = free_port();
+    let (listen, admin_listen) = (addr.to_string(), admin.to_string());
+    let mut server = start(
+        &[
+            "--in-memory",
+            "true",
+            "--listen",
+            &listen,
+            "--auth",
+            "sigv4",
+            "--admin-listen",
+            &admin_listen,
+        ],
+        &[("LEASEQ_CREDENTIALS", "AKIAADMIN:admin-secret")],
+        &dir,
+        addr,
+    )
+    .await;
+    let get = |address: std::net::SocketAddr, path: &'static str| async move {
+        let mut connection = http::Connection::connect(address).await.unwrap();
+        connection.send("GET", path, &[], b"").await.unwrap()
+    };
+    // The SQS port: the dashboard's paths are SQS requests, refused unsigned.
+    for path in ["/", "/metrics", "/api/queues"] {
+        let response = get(addr, path).await;
+        assert_eq!(response.status, 403, "{path}: {}", response.text());
+        assert!(
+            response.text().contains("MissingAuthenticationToken"),
+            "{path}"
+        );
+    }
+    // The admin port: the page, the metrics and the JSON routes.
+    let page = get(admin, "/").await;
+    assert_eq!(page.status, 200);
+    assert!(page.text().contains("<html"), "{}", page.text());
+    assert_eq!(get(admin, "/metrics").await.status, 200);
+    assert_eq!(get(admin, "/api/queues").await.status, 200);
+    // Probes stay on the SQS port, unauthenticated.
+    assert_eq!(get(addr, "/readyz").await.status, 200);
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn logs_are_json_lines_or_text_without_colour_codes() {
+    let dir = scratch("log-format");
+    let addr = free_port();
+    let listen = addr.to_string();
+    let mut server = start(
+        &[
+            "--in-memory",
+            "true",
+            "--listen",
+            &listen,
+            "--log-format",
+            "json",
+        ],
+        &[],
+        &dir,
+        addr,
+    )
+    .await;
+    server.stop().await;
+    let log = server.log();
+    let lines: Vec<&str> = log.lines().filter(|line| !line.is_empty()).collect();
+    assert!(!lines.is_empty());
+    for line in &lines {
+        let object: Value = serde_json::from_str(line)
+            .unwrap_or_else(|error| panic!("not a JSON line ({error}): {line}"));
+        assert!(
+            object["level"].is_string() && object["fields"]["message"].is_string(),
+            "{line}"
+        );
+    }
+    assert!(log.contains("leaseq listening on"), "{log}");
+    // Text (the default) into a file: no colour codes.
+    let addr = free_port();
+    let listen = addr.to_string();
+    let mut server = start(
+        &["--in-memory", "true", "--listen", &listen],
+        &[],
+        &dir,
+        addr,
+    )
+    .await;
+    server.stop().await;
+    let log = server.log();
+    assert!(log.contains("leaseq listening on"), "{log}");
+    assert!(!log.contains('\u{1b}'), "{log:?}");
+    let stderr = refused(&["--log-format", "xml"]);
+    assert!(stderr.contains("log_format must be"), "{stderr}");
+}

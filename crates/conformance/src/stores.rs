@@ -36,6 +36,7 @@ pub fn caller(user_agent: Option<&str>) -> Caller {
     Caller {
         sender_id: Arc::from("AIDACONFORMANCE"),
         address: None,
+        namespace: None,
         user_agent: user_agent.and_then(|agent| agent.parse().ok()),
     }
 }

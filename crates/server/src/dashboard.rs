@@ -66,6 +66,16 @@ pub fn routes(service: Arc<Service>) -> Router {
         .with_state(service)
 }
 
+/// Serves the admin surface on a listener of its own (`leaseq serve --admin-listen`): the page
+/// on `GET /`, and [`routes`]; until the task is dropped or aborted. Nothing here is
+/// authenticated, which is why it is not on the SQS listener then.
+pub async fn serve_admin(listener: tokio::net::TcpListener, service: Arc<Service>) {
+    let router = routes(service).route("/", get(|| async { page() }));
+    if let Err(error) = axum::serve(listener, router).await {
+        tracing::error!(%error, "the admin listener failed");
+    }
+}
+
 /// The paths [`routes`] serves, in the order it mounts them. Each starts with one of
 /// [`crate::http::ROUTED_PATH_PREFIXES`], or the accept loop would never route a request to it
 /// (checked by a test).

@@ -116,9 +116,22 @@ impl EngineHost {
         Ok((result, journal, tail_lsn))
     }
 
-    /// Waits until the log is durable up to `tail_lsn`.
+    /// Waits until the log is durable up to `tail_lsn`. A flush that poisoned the log stops
+    /// the host as a failed append does: nothing is served until a restart.
     pub async fn durable(&self, tail_lsn: Lsn) -> Result<(), SqsError> {
-        self.store.wait_durable(tail_lsn).await.map_err(log_failed)
+        self.store.wait_durable(tail_lsn).await.map_err(|error| {
+            let poisoned = error.is_poisoned() || error.is_storage_full();
+            let error = log_failed(error);
+            if poisoned {
+                let _ = self.stopped.set(error.message.clone());
+            }
+            error
+        })
+    }
+
+    /// Why the host serves nothing any more (its log failed), if it does not.
+    pub fn stopped_reason(&self) -> Option<&str> {
+        self.stopped.get().map(String::as_str)
     }
 
     /// Keeps log segments from being removed while the guard lives: taken before an operation

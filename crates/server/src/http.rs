@@ -29,6 +29,7 @@ use hyper::body::Body as HttpBody;
 use leaseq_sqs::error::SqsError;
 use leaseq_sqs::{Context, RawRequest};
 
+use crate::auth::Authenticator;
 use crate::metrics::{Metrics, RequestOutcome};
 use crate::service::{Api, Caller};
 
@@ -44,6 +45,12 @@ pub struct HttpConfig {
     pub account_id: String,
     /// The largest request body read; larger requests are refused unread.
     pub request_body_max_bytes: usize,
+    /// `Some`: every SQS request must be signed (SigV4) by one of its keys, and acts for the
+    /// key's account. `None` (`auth = "none"`): nothing is checked.
+    pub auth: Option<Arc<Authenticator>>,
+    /// Whether a plain `GET /` is the dashboard page (`false` when the dashboard has a listener
+    /// of its own, `--admin-listen`: then it is an SQS request like any other).
+    pub dashboard_page: bool,
 }
 
 struct Shared<B> {
@@ -75,8 +82,30 @@ pub fn router_with_metrics<B: Api>(
 fn router_of<B: Api>(shared: Arc<Shared<B>>) -> Router {
     Router::new()
         .route("/health", get(|| async { "ok\n" }))
+        // Liveness: the process answers. Readiness: it should get traffic (not draining, its
+        // log not failed; it listens only once recovery is done).
+        .route("/livez", get(|| async { "ok\n" }))
+        .route("/readyz", get(readyz::<B>))
         .fallback(handle::<B>)
         .with_state(shared)
+}
+
+/// `GET /readyz`: 200 `ok`, or 503 with the reason.
+async fn readyz<B: Api>(State(shared): State<Arc<Shared<B>>>) -> Response {
+    let (status, text) = match shared.service.readiness() {
+        Ok(()) => (StatusCode::OK, "ok\n".to_string()),
+        Err(reason) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("not ready: {reason}\n"),
+        ),
+    };
+    let mut response = Response::new(Body::from(text));
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    response
 }
 
 fn base_url(config: &HttpConfig, headers: &HeaderMap) -> String {
@@ -116,6 +145,37 @@ fn sender_id(headers: &HeaderMap, account_id: &str) -> Arc<str> {
         .into()
 }
 
+/// The namespace a request addresses: its key's account (else the home account) in the region
+/// its `Host` names (else the home region); `None` when that is the home namespace.
+fn namespace(
+    config: &HttpConfig,
+    headers: &HeaderMap,
+    verified: Option<&leaseq_sqs::sigv4::Verified>,
+) -> Option<leaseq_sqs::namespace::Namespace> {
+    let region = headers
+        .get(axum::http::header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .and_then(leaseq_sqs::namespace::region_of_host)
+        .filter(|region| *region != config.region);
+    let account = verified
+        .map(|verified| &verified.account_id)
+        .filter(|account| ***account != *config.account_id);
+    if region.is_none() && account.is_none() {
+        return None;
+    }
+    Some(leaseq_sqs::namespace::Namespace {
+        account_id: account
+            .cloned()
+            .unwrap_or_else(|| Arc::from(config.account_id.as_str())),
+        region: Arc::from(region.unwrap_or(&config.region)),
+    })
+}
+
+/// A connection's address for a log line.
+fn address_text(address: Option<SocketAddr>) -> String {
+    address.map(|a| a.to_string()).unwrap_or_default()
+}
+
 /// The router's fallback: an SQS request that reached the router (see [`serve`] for those that
 /// do not).
 async fn handle<B: Api>(State(shared): State<Arc<Shared<B>>>, request: Request) -> Response {
@@ -151,7 +211,12 @@ where
     let target = headers
         .get(leaseq_sqs::headers::TARGET)
         .and_then(|h| h.to_str().ok());
-    if method == Method::GET && uri.path() == "/" && uri.query().is_none() && target.is_none() {
+    if config.dashboard_page
+        && method == Method::GET
+        && uri.path() == "/"
+        && uri.query().is_none()
+        && target.is_none()
+    {
         return crate::dashboard::page();
     }
     let guessed = leaseq_sqs::headers::protocol(target);
@@ -164,6 +229,26 @@ where
             let error = SqsError::request_too_large(config.request_body_max_bytes);
             return reply(leaseq_sqs::encode_error(guessed, &error, &context));
         }
+    };
+    // Before decoding: an unauthenticated request learns nothing about queues, not even whether
+    // its parameters are valid.
+    let verified = match &config.auth {
+        None => None,
+        Some(auth) => match auth.verify(&method, &uri, &headers, &body) {
+            Ok(verified) => Some(verified),
+            Err(error) => {
+                let error = SqsError::from(error);
+                tracing::debug!(code = ?error.code, address = %address_text(address), "request not authenticated");
+                if let Some(metrics) = &shared.metrics {
+                    metrics.observe_request(
+                        "Unauthenticated",
+                        RequestOutcome::ClientError,
+                        std::time::Duration::ZERO,
+                    );
+                }
+                return reply(leaseq_sqs::encode_error(guessed, &error, &context));
+            }
+        },
     };
     let raw = RawRequest {
         method: method.as_str(),
@@ -188,8 +273,13 @@ where
         leaseq_sqs::headers::adopt_trace_id(&mut action, trace_id);
     }
     let name = action.name();
+    let namespace = namespace(config, &headers, verified.as_ref());
     let caller = Caller {
-        sender_id: sender_id(&headers, &config.account_id),
+        namespace,
+        sender_id: match &verified {
+            Some(verified) => verified.access_key_id.clone(),
+            None => sender_id(&headers, &config.account_id),
+        },
         address,
         user_agent: headers.get(axum::http::header::USER_AGENT).cloned(),
     };

@@ -16,11 +16,13 @@
 //! - [`metrics`] observes requests and leases and renders them for Prometheus; [`advisor`]
 //!   recommends a visibility timeout; [`dashboard`] serves `/metrics`, `/api/queues` and the
 //!   dashboard page.
+//! - [`auth`]: SigV4 verification of SQS requests (`auth = "sigv4"`) on the service's clock.
 //! - [`data_dir`]: the data directory (lock, receipt key) of the file log.
 //!
 //! Invariant: only this crate reads the real clock (`clock::now_ms`).
 
 pub mod advisor;
+pub mod auth;
 pub mod checkpoint;
 pub mod clock;
 pub mod dashboard;

@@ -201,6 +201,17 @@ pub struct Scrape<'a> {
 /// The Prometheus text exposition (format 0.0.4) of a scrape.
 pub fn render(scrape: &Scrape) -> String {
     let mut page = Page::default();
+    // The Prometheus convention for what is running: a constant 1 labelled with the version.
+    page.family(
+        "leaseq_build_info",
+        "gauge",
+        "The leaseq build serving these metrics (always 1).",
+    );
+    page.sample(
+        "leaseq_build_info",
+        &[("version", env!("CARGO_PKG_VERSION"))],
+        1,
+    );
     render_queue_gauges(&mut page, scrape);
     render_fifo_groups(&mut page, scrape);
     render_queue_counters(&mut page, scrape);

@@ -51,6 +51,7 @@ async fn an_unlogged_change_stops_the_server_until_restart() {
         .await
         .unwrap();
 
+    assert_eq!(backend.readiness(), Ok(()));
     let refused = backend.execute(send("x".repeat(8192)), &caller).await;
     assert_eq!(refused.unwrap_err().code, ErrorCode::ServiceUnavailable);
     // Everything after it is refused too, reads included.
@@ -62,6 +63,9 @@ async fn an_unlogged_change_stops_the_server_until_restart() {
         next_token: None,
     };
     assert!(backend.execute(list, &caller).await.is_err());
+    // GET /readyz says so (503), with the reason.
+    let reason = backend.readiness().unwrap_err();
+    assert!(reason.starts_with("the log failed"), "{reason}");
     drop(backend);
 
     let restarted = open(&dir);

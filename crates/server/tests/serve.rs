@@ -114,3 +114,27 @@ async fn shutdown_closes_idle_connections_and_returns() {
         "no longer listening"
     );
 }
+
+#[tokio::test]
+async fn livez_and_readyz_until_the_server_drains() {
+    let server = start().await;
+    let mut connection = Connection::connect(server.addr()).await.unwrap();
+    assert_eq!(
+        exchange(&mut connection, "GET", "/livez", "", "").await,
+        (200, "ok\n".to_string())
+    );
+    assert_eq!(
+        exchange(&mut connection, "GET", "/readyz", "", "").await,
+        (200, "ok\n".to_string())
+    );
+    // The first step of a graceful stop: not ready any more (a load balancer stops sending),
+    // still alive and answering.
+    server.release_long_polls();
+    let (status, text) = exchange(&mut connection, "GET", "/readyz", "", "").await;
+    assert_eq!((status, text.as_str()), (503, "not ready: shutting down\n"));
+    assert_eq!(
+        exchange(&mut connection, "GET", "/livez", "", "").await.0,
+        200
+    );
+    server.stop().await;
+}

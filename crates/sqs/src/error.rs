@@ -76,6 +76,17 @@ pub enum ErrorCode {
     InternalError,
     /// The server cannot answer now (shutting down, overloaded, storage unavailable).
     ServiceUnavailable,
+    /// The request carries no signature while the server requires one (SigV4).
+    MissingAuthenticationToken,
+    /// The request's signature parameters are malformed or incomplete.
+    IncompleteSignature,
+    /// The access key id is not one the server knows.
+    InvalidClientTokenId,
+    /// The signature is not the one the key's secret makes (or its scope is wrong).
+    SignatureDoesNotMatch,
+    /// The signature's date is more than 15 minutes from the server's time, or a presigned
+    /// URL has expired.
+    RequestExpired,
 }
 
 /// How a code appears on the wire: `(JSON __type, Query code, HTTP status, sender fault)`.
@@ -102,7 +113,7 @@ const fn wire(
 
 impl ErrorCode {
     /// Every code, for tests and documentation.
-    pub const ALL: [ErrorCode; 31] = [
+    pub const ALL: [ErrorCode; 36] = [
         ErrorCode::QueueDoesNotExist,
         ErrorCode::QueueNameExists,
         ErrorCode::QueueDeletedRecently,
@@ -134,6 +145,11 @@ impl ErrorCode {
         ErrorCode::RequestEntityTooLarge,
         ErrorCode::InternalError,
         ErrorCode::ServiceUnavailable,
+        ErrorCode::MissingAuthenticationToken,
+        ErrorCode::IncompleteSignature,
+        ErrorCode::InvalidClientTokenId,
+        ErrorCode::SignatureDoesNotMatch,
+        ErrorCode::RequestExpired,
     ];
 
     /// The table. Modeled SQS errors use the `com.amazonaws.sqs` namespace; the generic errors
@@ -323,6 +339,40 @@ impl ErrorCode {
                 "ServiceUnavailable",
                 503,
                 false,
+            ),
+            // Authentication, from AWS's common-errors table (codes and statuses: the SQS API
+            // reference's "Common Errors"; SignatureDoesNotMatch's 403 and RequestExpired's 400
+            // as SQS answers them). JSON names are the service framework's (`coral`) exception
+            // shapes; SDKs of the JSON era dispatch on the Query code in `x-amzn-query-error`.
+            MissingAuthenticationToken => wire(
+                "com.amazon.coral.service#MissingAuthenticationTokenException",
+                "MissingAuthenticationToken",
+                403,
+                true,
+            ),
+            IncompleteSignature => wire(
+                "com.amazon.coral.service#IncompleteSignatureException",
+                "IncompleteSignature",
+                400,
+                true,
+            ),
+            InvalidClientTokenId => wire(
+                "com.amazon.coral.service#UnrecognizedClientException",
+                "InvalidClientTokenId",
+                403,
+                true,
+            ),
+            SignatureDoesNotMatch => wire(
+                "com.amazon.coral.service#InvalidSignatureException",
+                "SignatureDoesNotMatch",
+                403,
+                true,
+            ),
+            RequestExpired => wire(
+                "com.amazon.coral.service#RequestExpired",
+                "RequestExpired",
+                400,
+                true,
             ),
         }
     }

@@ -16,8 +16,10 @@ pub mod error;
 pub mod headers;
 pub mod md5;
 pub mod moves;
+pub mod namespace;
 pub mod outcome;
 pub mod policy;
+pub mod sigv4;
 
 use std::sync::Arc;
 
@@ -30,14 +32,22 @@ pub use encode::{encode, encode_error, Response};
 pub use error::{ErrorCode, SqsError};
 pub use outcome::{Context, Outcome, PeekedEntry, ProcessingPercentiles, VisibilityAdvice};
 
-/// The URL of a queue: `{base_url}/{account_id}/{name}`.
+/// The URL of a queue: `{base_url}/{account_id}/{name}`, the account being the home one
+/// (`ctx`'s) or the one of a namespaced engine name ([`namespace`]).
 pub fn queue_url(ctx: &Context, name: &str) -> String {
-    format!("{}/{}/{}", ctx.base_url, ctx.account_id, name)
+    match namespace::split(name) {
+        Some((account_id, _, name)) => format!("{}/{account_id}/{name}", ctx.base_url),
+        None => format!("{}/{}/{}", ctx.base_url, ctx.account_id, name),
+    }
 }
 
-/// The ARN of a queue: `arn:aws:sqs:{region}:{account_id}:{name}`.
+/// The ARN of a queue: `arn:aws:sqs:{region}:{account_id}:{name}`, in the home namespace
+/// (`ctx`'s) or that of a namespaced engine name ([`namespace`]).
 pub fn queue_arn(ctx: &Context, name: &str) -> String {
-    format!("arn:aws:sqs:{}:{}:{}", ctx.region, ctx.account_id, name)
+    match namespace::split(name) {
+        Some((account_id, region, name)) => format!("arn:aws:sqs:{region}:{account_id}:{name}"),
+        None => format!("arn:aws:sqs:{}:{}:{}", ctx.region, ctx.account_id, name),
+    }
 }
 
 /// Lowercase hex digits by value, for the MD5s and JSON's `\u00XX` escapes.
@@ -108,6 +118,16 @@ mod tests {
         assert_eq!(
             queue_arn(&ctx(), "jobs"),
             "arn:aws:sqs:us-east-1:000000000000:jobs"
+        );
+        // A queue of another account and region keeps the host the client used.
+        let other = "111111111111:eu-west-1:jobs";
+        assert_eq!(
+            queue_url(&ctx(), other),
+            "http://localhost:9324/111111111111/jobs"
+        );
+        assert_eq!(
+            queue_arn(&ctx(), other),
+            "arn:aws:sqs:eu-west-1:111111111111:jobs"
         );
     }
 

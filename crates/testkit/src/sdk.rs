@@ -17,11 +17,22 @@ use md5::{Digest as _, Md5};
 /// A client's connection pool belongs to the tokio runtime that created it, and every
 /// `#[tokio::test]` has a runtime of its own: make one client per test.
 pub fn sdk_client(endpoint: &str) -> Client {
+    sdk_client_signing(endpoint, "test", "test")
+}
+
+/// [`sdk_client`] signing with this access key id and secret (for servers with `auth = "sigv4"`).
+pub fn sdk_client_signing(endpoint: &str, access_key_id: &str, secret: &str) -> Client {
     let http_client = aws_smithy_http_client::Builder::new().build_http();
     let config = aws_sdk_sqs::Config::builder()
         .endpoint_url(endpoint)
         .region(Region::new("us-east-1"))
-        .credentials_provider(Credentials::new("test", "test", None, None, "static"))
+        .credentials_provider(Credentials::new(
+            access_key_id,
+            secret,
+            None,
+            None,
+            "static",
+        ))
         .behavior_version(BehaviorVersion::latest())
         .retry_config(RetryConfig::disabled())
         .http_client(http_client)

@@ -272,8 +272,11 @@ pub(crate) fn check_visibility(seconds: u32, limits: &Limits) -> Result<()> {
 }
 
 /// SQS queue names: 1 to 80 characters from A-Z, a-z, 0-9, `-` and `_`; a FIFO queue's name
-/// ends in `.fifo` (counted in the 80).
-pub fn validate_queue_name(name: &str, limits: &Limits) -> Result<()> {
+/// ends in `.fifo` (counted in the 80). The server may prefix a name with its namespace,
+/// `ACCOUNT:REGION:` (a queue of another account or region than its home one); the rule is
+/// the name's after that prefix.
+pub fn validate_queue_name(full_name: &str, limits: &Limits) -> Result<()> {
+    let name = full_name.rsplit(':').next().unwrap_or(full_name);
     let base = name.strip_suffix(".fifo").unwrap_or(name);
     let valid = !base.is_empty()
         && name.len() <= limits.queue_name_length_max

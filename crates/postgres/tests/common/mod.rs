@@ -46,6 +46,7 @@ pub async fn call(service: &Service, action: &str, body: Value) -> Result<Value,
     let caller = Caller {
         sender_id: Arc::from("AIDATEST"),
         address: None,
+        namespace: None,
         user_agent: None,
     };
     let name = action.name();

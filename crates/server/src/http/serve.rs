@@ -34,12 +34,12 @@ use super::{handle_sqs, router_of, HttpConfig, Shared};
 use crate::metrics::Metrics;
 use crate::service::Api;
 
-/// The path prefixes the router may serve: `GET /health` and the dashboard's routes
+/// The path prefixes the router may serve: `GET /health`, `/livez`, `/readyz` and the dashboard's routes
 /// ([`crate::dashboard::routes`]: `/metrics` and `/api/...`). A request with any other path is
 /// an SQS request (queue URLs are `/{account_id}/{queue}`, or `/`) and goes straight to the
 /// SQS handler; one with a routed prefix that no route serves reaches the same handler as the
 /// router's fallback.
-pub const ROUTED_PATH_PREFIXES: &[&str] = &["/health", "/metrics", "/api/"];
+pub const ROUTED_PATH_PREFIXES: &[&str] = &["/health", "/livez", "/readyz", "/metrics", "/api/"];
 
 /// Serves `service`'s SQS API (counting requests into `metrics`, if given), `GET /health` and
 /// `routes` on `listener` until `shutdown` completes; then stops accepting connections, lets

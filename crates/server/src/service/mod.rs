@@ -35,6 +35,7 @@ use std::sync::Arc;
 use axum::http::HeaderValue;
 use leaseq_core::{Client, Engine, EngineConfig, Error, Journal, ReceiptKey, Record};
 use leaseq_sqs::error::SqsError;
+use leaseq_sqs::namespace::Namespace;
 use leaseq_sqs::{Action, Context, Outcome};
 use tokio::sync::watch;
 
@@ -69,6 +70,10 @@ pub struct Caller {
     /// The request's `User-Agent` header, if any (kept as the header: most requests never
     /// look at it).
     pub user_agent: Option<HeaderValue>,
+    /// The account and region whose queues the request addresses (its SigV4 key's account,
+    /// the region its endpoint's host names); `None` is the home namespace (the service's
+    /// `account_id` and `region`). See `leaseq_sqs::namespace`.
+    pub namespace: Option<Namespace>,
 }
 
 impl Caller {
@@ -96,6 +101,12 @@ pub trait Api: Send + Sync + 'static {
 
     /// Releases every waiting receive (they answer empty) and refuses new waits.
     fn shut_down(&self);
+
+    /// Whether the service should get traffic (`GET /readyz`): `Err` with the reason while it
+    /// drains (shutting down) or after its log failed.
+    fn readiness(&self) -> Result<(), String> {
+        Ok(())
+    }
 }
 
 /// The service of one node.
@@ -221,6 +232,19 @@ impl Service {
         }
     }
 
+    /// The prefix of the engine's names of the caller's queues: empty for the home namespace.
+    fn namespace_prefix(&self, caller: &Caller) -> String {
+        match &caller.namespace {
+            Some(namespace)
+                if *namespace.account_id != *self.config.account_id
+                    || *namespace.region != *self.config.region =>
+            {
+                namespace.prefix()
+            }
+            _ => String::new(),
+        }
+    }
+
     /// The wire context of this node's queues (for ARNs in policies).
     fn context(&self) -> Context {
         Context {
@@ -253,7 +277,9 @@ impl Service {
 impl Api for Service {
     /// One arm per message action, each a call into the file of its group; the others are in
     /// [`Service::execute_queue_action`].
-    async fn execute(&self, action: Action, caller: &Caller) -> Result<Outcome, SqsError> {
+    async fn execute(&self, mut action: Action, caller: &Caller) -> Result<Outcome, SqsError> {
+        let prefix = self.namespace_prefix(caller);
+        leaseq_sqs::namespace::qualify(&mut action, &prefix)?;
         match action {
             Action::SendMessage { queue, message } => {
                 self.send_message(&queue.name, message, caller).await
@@ -306,6 +332,16 @@ impl Api for Service {
 
     fn shut_down(&self) {
         self.shutdown.send_replace(true);
+    }
+
+    fn readiness(&self) -> Result<(), String> {
+        if let Some(reason) = self.host.stopped_reason() {
+            return Err(format!("the log failed: {reason}"));
+        }
+        if *self.shutdown.borrow() {
+            return Err("shutting down".to_string());
+        }
+        Ok(())
     }
 }
 

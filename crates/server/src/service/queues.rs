@@ -75,7 +75,12 @@ impl Service {
         max_results: Option<usize>,
         next_token: Option<String>,
     ) -> Result<Outcome, SqsError> {
-        let names = self.read(|e| Ok(e.list_queues(prefix))).await?;
+        let mut names = self.read(|e| Ok(e.list_queues(prefix))).await?;
+        // The home namespace's names hold no separator; another's prefix holds one. Either way
+        // a caller lists its own namespace's queues only (see `leaseq_sqs::namespace`).
+        let separator = leaseq_sqs::namespace::SEPARATOR;
+        let namespaced = prefix.contains(separator);
+        names.retain(|name| name.contains(separator) == namespaced);
         let (names, next_token) = leaseq_sqs::paginate(names, max_results, next_token.as_deref())?;
         Ok(Outcome::QueueUrls { names, next_token })
     }

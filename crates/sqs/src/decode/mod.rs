@@ -269,8 +269,8 @@ fn queue_ref(input: &Input, path: &str) -> Result<QueueRef, SqsError> {
     }
 }
 
-/// The queue name of a URL or path: `http(s)://host/ACCOUNT/name`, `/ACCOUNT/name` or the
-/// legacy `/queue/name`.
+/// The queue name of a URL or path: `http(s)://host/ACCOUNT/name`, `/ACCOUNT/name`, the
+/// legacy `/queue/name`, or the bare `name`.
 pub fn queue_name_of_url(url: &str) -> Result<QueueRef, SqsError> {
     let scheme = ["http://", "https://"].into_iter().find(|scheme| {
         url.get(..scheme.len())
@@ -291,6 +291,12 @@ pub fn queue_name_of_url(url: &str) -> Result<QueueRef, SqsError> {
         .position(|byte| byte == b'?' || byte == b'#')
         .unwrap_or(path.len());
     let path = &path[..end];
+    // A bare queue name (no scheme, no slash) is a QueueUrl too, as SQS answers it.
+    if scheme.is_none() && !path.is_empty() && !path.contains('/') {
+        return Ok(QueueRef {
+            name: path.to_string(),
+        });
+    }
     let mut segments = path.split('/').filter(|s| !s.is_empty());
     match (segments.next(), segments.next(), segments.next()) {
         (Some(_account_or_queue), Some(name), None) => Ok(QueueRef {

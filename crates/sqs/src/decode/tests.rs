@@ -575,11 +575,14 @@ fn queue_url_forms_and_request_path() {
         "hTtPs://host/1/jobs#fragment",
         "/1//jobs/",
         "http://é/1/jobs",
+        // Just the name: SQS takes it as the caller's queue of that name (AWS-recorded
+        // behaviour listed in issue 19, "Addressing").
+        "jobs",
     ] {
         assert_eq!(queue_name_of_url(url).unwrap(), jobs(), "{url}");
     }
     for bad in [
-        "jobs",
+        "/jobs",
         "http://host",
         "http://host/a/b/c",
         "",

@@ -10,6 +10,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use leaseq_core::{EngineConfig, ReceiptKey};
+use leaseq_server::auth::{Authenticator, Credential, Keys};
 use leaseq_server::clock::{SharedClock, SystemClock};
 use leaseq_server::{Api as _, HttpConfig, Metrics, Service, ServiceConfig};
 use tokio::net::TcpListener;
@@ -31,6 +32,9 @@ pub struct Options {
     /// [`leaseq_server::clock::ManualClock`] makes long polls, lease and delay ends and move
     /// pacing wait for the test to move time.
     pub clock: SharedClock,
+    /// `Some`: `auth = "sigv4"` with these keys (verified on `clock`); `None`: `auth = "none"`
+    /// (`leaseq serve`'s default).
+    pub credentials: Option<Vec<Credential>>,
 }
 
 impl Default for Options {
@@ -38,6 +42,7 @@ impl Default for Options {
         Options {
             request_body_max_bytes: 4 << 20,
             clock: Arc::new(SystemClock),
+            credentials: None,
         }
     }
 }
@@ -69,7 +74,7 @@ impl InProcessServer {
         let service = Arc::new(
             Service::in_memory(config, ReceiptKey::new([7; 16]))
                 .with_metrics(metrics.clone())
-                .with_clock(options.clock),
+                .with_clock(options.clock.clone()),
         );
         tokio::spawn(service.clone().drive_moves());
         let listener = TcpListener::bind("127.0.0.1:0")
@@ -88,6 +93,10 @@ impl InProcessServer {
             region: REGION.into(),
             account_id: ACCOUNT_ID.into(),
             request_body_max_bytes: options.request_body_max_bytes,
+            dashboard_page: true,
+            auth: options.credentials.map(|credentials| {
+                Arc::new(Authenticator::new(Keys::new(credentials), options.clock))
+            }),
         };
         let routes = leaseq_server::dashboard::routes(service.clone());
         let serving = tokio::spawn(leaseq_server::http::serve(

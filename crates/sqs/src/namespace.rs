@@ -1,0 +1,273 @@
+//! Queue namespaces: a queue belongs to an account and a region, so two accounts (or one
+//! account in two regions) can each have a queue `jobs`, with their own URLs and ARNs.
+//!
+//! The engine knows queues by one name. A queue of the server's home account and region (its
+//! `account_id` and `region` settings) keeps its plain name, so every existing log, snapshot and
+//! client keeps working unchanged; a queue of another namespace is known to the engine as
+//! `ACCOUNT:REGION:NAME` (a queue name never holds `:`, so the two cannot collide). Clients
+//! never see that form: [`qualify`] turns the names of a request into the caller's namespace
+//! before the service runs it, and [`crate::queue_url`] / [`crate::queue_arn`] split it back
+//! into the URL path (`/ACCOUNT/NAME`) and the ARN (`arn:aws:sqs:REGION:ACCOUNT:NAME`).
+//!
+//! Every queue a request names (by URL, by name, or by ARN in a redrive policy, a redrive
+//! allow policy, a move task or its handle) is taken in the caller's namespace: SQS's
+//! dead-letter queues, redrive sources and move-task queues must be in the account and region of
+//! the queue they serve.
+//!
+//! The caller's account is that of its SigV4 key (`auth = "sigv4"`), else the home account; its
+//! region is the one its endpoint's host names ([`region_of_host`]), else the home region.
+
+use std::sync::Arc;
+
+use leaseq_core::RedriveAllowPolicy;
+
+use crate::action::Action;
+use crate::error::SqsError;
+
+/// What separates the account, the region and the name in the engine's name of a queue outside
+/// the home namespace.
+pub const SEPARATOR: char = ':';
+
+/// An account and a region.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Namespace {
+    /// The 12-digit account id.
+    pub account_id: Arc<str>,
+    /// The region, e.g. `us-east-1`.
+    pub region: Arc<str>,
+}
+
+impl Namespace {
+    /// The prefix of the engine's names of this namespace's queues: `ACCOUNT:REGION:`.
+    pub fn prefix(&self) -> String {
+        format!("{}{SEPARATOR}{}{SEPARATOR}", self.account_id, self.region)
+    }
+}
+
+/// `(account, region, name)` of the engine's name of a queue outside the home namespace, or
+/// `None` for a home queue's plain name.
+pub fn split(internal: &str) -> Option<(&str, &str, &str)> {
+    let (account, rest) = internal.split_once(SEPARATOR)?;
+    let (region, name) = rest.split_once(SEPARATOR)?;
+    Some((account, region, name))
+}
+
+/// The name a client sees of the engine's name of a queue.
+pub fn local_name(internal: &str) -> &str {
+    split(internal).map_or(internal, |(_, _, name)| name)
+}
+
+/// Takes every queue name of `action` into the namespace whose engine names start with
+/// `prefix` ([`Namespace::prefix`]; empty for the home namespace).
+///
+/// A name a client sent never holds [`SEPARATOR`] (no queue name does), so no request reaches
+/// a queue of another namespace by spelling its engine name: such a name is refused as an
+/// invalid queue name (`CreateQueue`, `ListQueues`' prefix) or as a queue that does not exist.
+pub fn qualify(action: &mut Action, prefix: &str) -> Result<(), SqsError> {
+    let mut foreign = false;
+    let mut put = |name: &mut String| {
+        foreign |= name.contains(SEPARATOR);
+        if !prefix.is_empty() {
+            name.insert_str(0, prefix);
+        }
+    };
+    match action {
+        Action::CreateQueue {
+            name, attributes, ..
+        } => {
+            if name.contains(SEPARATOR) {
+                return Err(SqsError::from(leaseq_core::Error::Malformed {
+                    field: leaseq_core::Field::QueueName,
+                    value: name.clone(),
+                    length_max: leaseq_core::Limits::SQS.queue_name_length_max,
+                }));
+            }
+            put(name);
+            qualify_patch(attributes, prefix);
+        }
+        Action::GetQueueUrl { name } => put(name),
+        Action::ListQueues { prefix: list, .. } => {
+            if list.contains(SEPARATOR) {
+                return Err(SqsError::invalid_parameter(
+                    "QueueNamePrefix",
+                    list,
+                    "Can only include alphanumeric characters, hyphens, or underscores.",
+                ));
+            }
+            put(list)
+        }
+        Action::SetQueueAttributes { queue, attributes } => {
+            put(&mut queue.name);
+            qualify_patch(attributes, prefix);
+        }
+        Action::DeleteQueue { queue }
+        | Action::GetQueueAttributes { queue }
+        | Action::PurgeQueue { queue }
+        | Action::SendMessage { queue, .. }
+        | Action::SendMessageBatch { queue, .. }
+        | Action::ReceiveMessage { queue, .. }
+        | Action::DeleteMessage { queue, .. }
+        | Action::DeleteMessageBatch { queue, .. }
+        | Action::ChangeMessageVisibility { queue, .. }
+        | Action::ChangeMessageVisibilityBatch { queue, .. }
+        | Action::TagQueue { queue, .. }
+        | Action::UntagQueue { queue, .. }
+        | Action::ListQueueTags { queue }
+        | Action::ListDeadLetterSourceQueues { queue, .. }
+        | Action::AddPermission { queue, .. }
+        | Action::RemovePermission { queue, .. }
+        | Action::GetVisibilityAdvice { queue }
+        | Action::LeaseqFailMessage { queue, .. }
+        | Action::LeaseqGetMessageHistory { queue, .. }
+        | Action::LeaseqPeekMessages { queue, .. } => put(&mut queue.name),
+        Action::StartMessageMoveTask {
+            source,
+            destination,
+            ..
+        } => {
+            put(source);
+            if let Some(destination) = destination {
+                put(destination);
+            }
+        }
+        Action::ListMessageMoveTasks { source, .. } => put(source),
+        Action::CancelMessageMoveTask { task }
+        | Action::LeaseqChangeMessageMoveTask { task, .. } => put(&mut task.source),
+    }
+    if foreign {
+        return Err(SqsError::from(leaseq_core::Error::QueueDoesNotExist));
+    }
+    Ok(())
+}
+
+fn qualify_patch(patch: &mut leaseq_core::QueueConfigPatch, prefix: &str) {
+    // Names from ARNs: `queue_name_of_arn` never yields one with a separator.
+    if prefix.is_empty() {
+        return;
+    }
+    if let Some(Some(policy)) = &mut patch.redrive_policy {
+        policy.dead_letter_queue.insert_str(0, prefix);
+    }
+    if let Some(Some(RedriveAllowPolicy::ByQueue(names))) = &mut patch.redrive_allow_policy {
+        for name in names {
+            name.insert_str(0, prefix);
+        }
+    }
+}
+
+/// The region an SQS endpoint's host names, if any (a port is ignored):
+/// `sqs.REGION.amazonaws.com` (and any other domain after `sqs.REGION.`, such as
+/// `sqs.eu-west-1.localhost`), the legacy `REGION.queue.amazonaws.com` (any domain after
+/// `REGION.queue.`), and `queue.amazonaws.com`, which is `us-east-1`.
+pub fn region_of_host(host: &str) -> Option<&str> {
+    let host = match host.rsplit_once(':') {
+        // Not an IPv6 literal's colon: the part after it is a port.
+        Some((name, port)) if !name.contains(':') && port.bytes().all(|b| b.is_ascii_digit()) => {
+            name
+        }
+        _ => host,
+    };
+    let mut labels = host.split('.');
+    let (first, second, third) = (labels.next()?, labels.next(), labels.next());
+    let region = match (first, second, third) {
+        ("queue", Some("amazonaws"), Some("com")) => "us-east-1",
+        (label, Some(region), Some(_)) if label.eq_ignore_ascii_case("sqs") => region,
+        (region, Some(queue), Some(_)) if queue.eq_ignore_ascii_case("queue") => region,
+        _ => return None,
+    };
+    is_region(region).then_some(region)
+}
+
+/// A region name as AWS spells them: lowercase letters and digits in hyphenated parts, with a
+/// digit at the end (`us-east-1`, `eu-central-2`, `us-gov-west-1`).
+fn is_region(region: &str) -> bool {
+    region.len() <= 32
+        && region.contains('-')
+        && region.ends_with(|c: char| c.is_ascii_digit())
+        && region.split('-').all(|part| {
+            !part.is_empty()
+                && part
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::action::QueueRef;
+
+    #[test]
+    fn hosts_name_regions() {
+        // The endpoint forms of the SQS developer guide's "Amazon SQS endpoints" and the legacy
+        // ones SDKs still accept (https://docs.aws.amazon.com/general/latest/gr/sqs-service.html).
+        let cases = [
+            ("sqs.eu-west-1.amazonaws.com", Some("eu-west-1")),
+            ("sqs.us-gov-west-1.amazonaws.com:443", Some("us-gov-west-1")),
+            ("ap-south-1.queue.amazonaws.com", Some("ap-south-1")),
+            ("queue.amazonaws.com", Some("us-east-1")),
+            ("sqs.eu-central-2.localhost:9324", Some("eu-central-2")),
+            ("eu-west-3.queue.localhost", Some("eu-west-3")),
+            ("localhost:9324", None),
+            ("127.0.0.1:9324", None),
+            ("[::1]:9324", None),
+            ("sqs.localhost", None),
+            ("sqs.NOT_A_REGION.localhost", None),
+            ("queues.internal", None),
+        ];
+        for (host, region) in cases {
+            assert_eq!(region_of_host(host), region, "{host}");
+        }
+    }
+
+    #[test]
+    fn names_split_and_qualify() {
+        assert_eq!(split("jobs"), None);
+        assert_eq!(
+            split("111111111111:eu-west-1:jobs"),
+            Some(("111111111111", "eu-west-1", "jobs"))
+        );
+        assert_eq!(local_name("111111111111:eu-west-1:jobs.fifo"), "jobs.fifo");
+        let namespace = Namespace {
+            account_id: "111111111111".into(),
+            region: "eu-west-1".into(),
+        };
+        let mut action = Action::PurgeQueue {
+            queue: QueueRef {
+                name: "jobs".into(),
+            },
+        };
+        qualify(&mut action, &namespace.prefix()).unwrap();
+        assert_eq!(
+            action,
+            Action::PurgeQueue {
+                queue: QueueRef {
+                    name: "111111111111:eu-west-1:jobs".into()
+                }
+            }
+        );
+        // No client reaches another namespace by spelling its engine name, from home or not.
+        for prefix in ["", "222222222222:us-east-1:"] {
+            let mut spelled = Action::PurgeQueue {
+                queue: QueueRef {
+                    name: "111111111111:eu-west-1:jobs".into(),
+                },
+            };
+            let error = qualify(&mut spelled, prefix).unwrap_err();
+            assert_eq!(error.code, crate::ErrorCode::QueueDoesNotExist);
+            let mut create = Action::CreateQueue {
+                name: "111111111111:eu-west-1:jobs".into(),
+                attributes: Default::default(),
+                tags: Default::default(),
+            };
+            let error = qualify(&mut create, prefix).unwrap_err();
+            assert_eq!(error.code, crate::ErrorCode::InvalidParameterValue);
+            let mut list = Action::ListQueues {
+                prefix: "111111111111:".into(),
+                max_results: None,
+                next_token: None,
+            };
+            assert!(qualify(&mut list, prefix).is_err());
+        }
+    }
+}
