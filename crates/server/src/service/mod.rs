@@ -338,6 +338,10 @@ impl Api for Service {
         if let Some(reason) = self.host.stopped_reason() {
             return Err(format!("the log failed: {reason}"));
         }
+        // A store that is poisoned, or reconnecting (PostgreSQL away), takes no requests.
+        if let Err(error) = self.host.store().writable() {
+            return Err(format!("the log is unavailable: {error}"));
+        }
         if *self.shutdown.borrow() {
             return Err("shutting down".to_string());
         }
