@@ -7,6 +7,7 @@
 use std::collections::BTreeMap;
 
 use crate::error::{Error, Field, Result};
+use crate::fair::{FairConfig, IN_FLIGHT_MIN_MAX, PROCESSING_WINDOW_MAX_SECONDS};
 use crate::fifo::{DeduplicationScope, FifoConfig, FifoThroughputLimit};
 use crate::limits::Limits;
 
@@ -34,6 +35,8 @@ pub struct QueueConfig {
     pub passthrough: BTreeMap<String, String>,
     /// The FIFO settings; `Some` exactly for a FIFO queue (chosen at creation, never changed).
     pub fifo: Option<FifoConfig>,
+    /// Fair-queue settings (standard queues; see [`crate::fair`]).
+    pub fairness: FairConfig,
 }
 
 impl Default for QueueConfig {
@@ -49,6 +52,7 @@ impl Default for QueueConfig {
             policy: None,
             passthrough: BTreeMap::new(),
             fifo: None,
+            fairness: FairConfig::default(),
         }
     }
 }
@@ -115,6 +119,12 @@ pub struct QueueConfigPatch {
     pub deduplication_scope: Option<DeduplicationScope>,
     /// See [`FifoConfig::throughput_limit`] (FIFO queues only).
     pub fifo_throughput_limit: Option<FifoThroughputLimit>,
+    /// See [`FairConfig::enabled`] (standard queues only).
+    pub fair_queue: Option<bool>,
+    /// See [`FairConfig::in_flight_min`] (standard queues only).
+    pub fair_in_flight_min: Option<u32>,
+    /// See [`FairConfig::processing_window_seconds`] (standard queues only).
+    pub fair_processing_window_seconds: Option<u32>,
 }
 
 impl QueueConfigPatch {
@@ -126,6 +136,19 @@ impl QueueConfigPatch {
             Some("DeduplicationScope")
         } else if self.fifo_throughput_limit.is_some() {
             Some("FifoThroughputLimit")
+        } else {
+            None
+        }
+    }
+
+    /// Whether the patch names a fair-queue setting (standard queues only).
+    pub(crate) fn fair_setting(&self) -> Option<&'static str> {
+        if self.fair_queue.is_some() {
+            Some("LeaseqFairQueue")
+        } else if self.fair_in_flight_min.is_some() {
+            Some("LeaseqFairInFlightMin")
+        } else if self.fair_processing_window_seconds.is_some() {
+            Some("LeaseqFairProcessingWindowSeconds")
         } else {
             None
         }
@@ -210,6 +233,26 @@ impl QueueConfig {
                 next.passthrough.insert(key.clone(), value.clone());
             }
         }
+        if next.fifo.is_some() {
+            if let Some(name) = patch.fair_setting() {
+                return Err(Error::UnknownSetting(name.into()));
+            }
+        }
+        if let Some(v) = patch.fair_queue {
+            next.fairness.enabled = v;
+        }
+        if let Some(v) = patch.fair_in_flight_min {
+            next.fairness.in_flight_min =
+                check_range(Field::FairInFlightMin, v, 1, IN_FLIGHT_MIN_MAX)?;
+        }
+        if let Some(v) = patch.fair_processing_window_seconds {
+            next.fairness.processing_window_seconds = check_range(
+                Field::FairProcessingWindowSeconds,
+                v,
+                1,
+                PROCESSING_WINDOW_MAX_SECONDS,
+            )?;
+        }
         match &mut next.fifo {
             Some(fifo) => {
                 if let Some(v) = patch.content_based_deduplication {
@@ -276,7 +319,25 @@ impl QueueConfig {
             p.fifo_throughput_limit
                 .and_then(|v| differs("FifoThroughputLimit", v == fifo.throughput_limit)),
         ];
-        let first = checks.into_iter().chain(fifo_checks).flatten().next();
+        let fair = &self.fairness;
+        let fair_checks = [
+            p.fair_queue
+                .and_then(|v| differs("LeaseqFairQueue", v == fair.enabled)),
+            p.fair_in_flight_min
+                .and_then(|v| differs("LeaseqFairInFlightMin", v == fair.in_flight_min)),
+            p.fair_processing_window_seconds.and_then(|v| {
+                differs(
+                    "LeaseqFairProcessingWindowSeconds",
+                    v == fair.processing_window_seconds,
+                )
+            }),
+        ];
+        let first = checks
+            .into_iter()
+            .chain(fifo_checks)
+            .chain(fair_checks)
+            .flatten()
+            .next();
         first.or_else(|| {
             p.passthrough
                 .iter()

@@ -61,6 +61,12 @@ pub enum Field {
     SourceArn,
     /// A move task's handle.
     TaskHandle,
+    /// Queue setting: in-flight messages before a tenant's concurrency share counts
+    /// (`LeaseqFairInFlightMin`).
+    FairInFlightMin,
+    /// Queue setting: how far back a fair queue counts processing time
+    /// (`LeaseqFairProcessingWindowSeconds`).
+    FairProcessingWindowSeconds,
 }
 
 /// What is wrong with one message attribute (named in [`Error::InvalidMessageAttribute`]).

@@ -12,6 +12,7 @@ pub mod codec;
 pub mod config;
 pub mod engine;
 pub mod error;
+pub mod fair;
 pub mod fifo;
 pub mod histogram;
 pub mod history;
@@ -29,6 +30,7 @@ pub use engine::{
     QueueInfo, ReceiveRequest, Sent,
 };
 pub use error::{AttributeProblem, Error, Field, Result, TargetProblem};
+pub use fair::{FairConfig, FairState, ProcessingWindow, Tenant};
 pub use fifo::{DeduplicationScope, FifoConfig, FifoMessage, FifoThroughputLimit};
 pub use history::{Attempt, AttemptHistory, AttemptOutcome, Client};
 pub use limits::Limits;

@@ -62,6 +62,15 @@ pub const READABLE: [&str; 22] = [
     "All",
 ];
 
+/// leaseq's own queue attributes (fair queues: `docs/design/fairness.md`). Settable like SQS's
+/// on standard queues; `GetQueueAttributes` returns them only when asked for by name, so `All`
+/// answers exactly what SQS answers.
+pub const LEASEQ_SETTINGS: [&str; 3] = [
+    "LeaseqFairQueue",
+    "LeaseqFairInFlightMin",
+    "LeaseqFairProcessingWindowSeconds",
+];
+
 /// The `byQueue` list of a redrive-allow policy holds at most this many ARNs.
 const SOURCE_QUEUE_ARNS_MAX: usize = 10;
 
@@ -96,7 +105,8 @@ fn seconds(name: &str, value: &str) -> Result<u32, SqsError> {
 
 /// Checks the names of `GetQueueAttributes` (`All` or any readable attribute).
 pub fn check_readable(names: &[String]) -> Result<(), SqsError> {
-    match names.iter().find(|name| !READABLE.contains(&name.as_str())) {
+    let readable = |name: &str| READABLE.contains(&name) || LEASEQ_SETTINGS.contains(&name);
+    match names.iter().find(|name| !readable(name.as_str())) {
         Some(name) => Err(unknown_attribute(name)),
         None => Ok(()),
     }
@@ -154,6 +164,11 @@ pub fn parse_settings(attributes: &BTreeMap<String, String>) -> Result<QueueConf
                     "perMessageGroupId" => FifoThroughputLimit::PerMessageGroupId,
                     _ => return Err(invalid_attribute_value(name)),
                 })
+            }
+            "LeaseqFairQueue" => patch.fair_queue = Some(boolean(name, value)?),
+            "LeaseqFairInFlightMin" => patch.fair_in_flight_min = Some(seconds(name, value)?),
+            "LeaseqFairProcessingWindowSeconds" => {
+                patch.fair_processing_window_seconds = Some(seconds(name, value)?)
             }
             other => return Err(unknown_attribute(other)),
         }
@@ -366,6 +381,14 @@ fn attribute_value(name: &str, info: &QueueInfo, ctx: &Context) -> Option<String
             FifoThroughputLimit::PerQueue => "perQueue".into(),
             FifoThroughputLimit::PerMessageGroupId => "perMessageGroupId".into(),
         },
+        // Standard queues only, as FIFO settings are FIFO queues' only.
+        "LeaseqFairQueue" if config.fifo.is_none() => config.fairness.enabled.to_string(),
+        "LeaseqFairInFlightMin" if config.fifo.is_none() => {
+            config.fairness.in_flight_min.to_string()
+        }
+        "LeaseqFairProcessingWindowSeconds" if config.fifo.is_none() => {
+            config.fairness.processing_window_seconds.to_string()
+        }
         _ => return None,
     })
 }
@@ -374,9 +397,12 @@ fn attribute_value(name: &str, info: &QueueInfo, ctx: &Context) -> Option<String
 /// order.
 pub fn render(info: &QueueInfo, names: &[String], ctx: &Context) -> Vec<(&'static str, String)> {
     let all = names.iter().any(|name| name == "All");
+    let named = |name: &str| names.iter().any(|wanted| wanted == name);
+    let leaseq = LEASEQ_SETTINGS.iter().filter(|&&name| named(name));
     READABLE
         .iter()
-        .filter(|&&name| name != "All" && (all || names.iter().any(|wanted| wanted == name)))
+        .filter(|&&name| name != "All" && (all || named(name)))
+        .chain(leaseq)
         .filter_map(|&name| attribute_value(name, info, ctx).map(|value| (name, value)))
         .collect()
 }
@@ -440,6 +466,28 @@ mod tests {
             let error = settings(&[(name, bad)]).unwrap_err();
             assert_eq!(error.code, ErrorCode::InvalidAttributeValue, "{name}");
         }
+    }
+
+    #[test]
+    fn fair_queue_settings() {
+        let patch = settings(&[
+            ("LeaseqFairQueue", "false"),
+            ("LeaseqFairInFlightMin", "5"),
+            ("LeaseqFairProcessingWindowSeconds", "120"),
+        ])
+        .unwrap();
+        assert_eq!(patch.fair_queue, Some(false));
+        assert_eq!(patch.fair_in_flight_min, Some(5));
+        assert_eq!(patch.fair_processing_window_seconds, Some(120));
+        for (name, bad) in [
+            ("LeaseqFairQueue", "off"),
+            ("LeaseqFairInFlightMin", "-1"),
+            ("LeaseqFairProcessingWindowSeconds", "1m"),
+        ] {
+            let error = settings(&[(name, bad)]).unwrap_err();
+            assert_eq!(error.code, ErrorCode::InvalidAttributeValue, "{name}");
+        }
+        assert!(check_readable(&["LeaseqFairQueue".into()]).is_ok());
     }
 
     #[test]

@@ -465,6 +465,8 @@ fn field_name(field: leaseq_core::Field) -> &'static str {
         DestinationArn => "DestinationArn",
         SourceArn => "SourceArn",
         TaskHandle => "TaskHandle",
+        FairInFlightMin => "LeaseqFairInFlightMin",
+        FairProcessingWindowSeconds => "LeaseqFairProcessingWindowSeconds",
     }
 }
 
@@ -481,6 +483,8 @@ fn is_queue_setting(field: leaseq_core::Field) -> bool {
             | MaximumMessageSize
             | ReceiveMessageWaitTimeSeconds
             | Policy
+            | FairInFlightMin
+            | FairProcessingWindowSeconds
     )
 }
 

@@ -277,6 +277,11 @@ pub fn parse_patch(attributes: Vec<(String, String)>) -> Result<QueueConfigPatch
                     _ => return Err(format!("FifoThroughputLimit {value:?}: unknown")),
                 })
             }
+            "LeaseqFairQueue" => patch.fair_queue = Some(parse_number::<bool>(&key, &value)?),
+            "LeaseqFairInFlightMin" => patch.fair_in_flight_min = Some(seconds()?),
+            "LeaseqFairProcessingWindowSeconds" => {
+                patch.fair_processing_window_seconds = Some(seconds()?)
+            }
             key if PASSTHROUGH_ATTRIBUTES.contains(&key) => {
                 patch.passthrough.insert(key.to_string(), value);
             }

@@ -501,7 +501,14 @@ fn system_attribute<'a>(name: &str, delivery: &'a Delivery, ctx: &Context) -> Op
             crate::queue_arn(ctx, delivery.dead_letter_source.as_deref()?).into()
         }
         "MessageGroupId" => delivery.fifo.as_ref()?.group_id.to_string().into(),
-        "MessageDeduplicationId" => delivery.fifo.as_ref()?.deduplication_id.to_string().into(),
+        // A standard queue's message may have a group id (fair queues) but never a
+        // deduplication id.
+        "MessageDeduplicationId" => {
+            let fifo = delivery.fifo.as_ref()?;
+            (!fifo.deduplication_id.is_empty())
+                .then(|| fifo.deduplication_id.to_string())?
+                .into()
+        }
         "SequenceNumber" => delivery.sequence_number.as_deref()?.into(),
         _ => return None,
     })
