@@ -8,6 +8,7 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 
+use crate::backoff::RedeliveryBackoff;
 use crate::config::{QueueConfig, RedriveAllowPolicy, RedrivePolicy};
 use crate::fair::{FairConfig, ProcessingWindow};
 use crate::fifo::{AttemptLease, DeduplicationScope, FifoConfig, FifoMessage, FifoThroughputLimit};
@@ -50,7 +51,8 @@ fn counter_fields(c: &QueueCounters) -> [u64; COUNTER_FIELDS] {
 /// Version 6 added fair queues: a standard queue's message with a group id (`Send` and
 /// `RestoreMessage` under their grouped tags 15 and 16, the group id at the end), the fair-queue
 /// settings at the end of a queue's config, and the snapshot records `RestoreTenant` and
-/// `RestoreFairTotal`. Older records decode with the default fair settings.
+/// `RestoreFairTotal`, and the redelivery backoff at the very end of a config (its attribute
+/// text, optional). Older records decode with the default fair settings and no backoff.
 pub const FORMAT_VERSION: u8 = 6;
 
 /// The oldest version this build still decodes.
@@ -858,6 +860,8 @@ impl Writer<'_> {
         self.u8(u8::from(c.fairness.enabled));
         self.u32(c.fairness.in_flight_min);
         self.u32(c.fairness.processing_window_seconds);
+        let backoff = c.redelivery_backoff.as_ref().map(ToString::to_string);
+        self.opt_str(backoff.as_deref());
     }
     fn processing(&mut self, p: &ProcessingWindow) {
         self.u64(p.start_ms);
@@ -1187,12 +1191,25 @@ impl<'a> Reader<'a, '_> {
         };
         c.policy = self.opt_string("policy flag")?;
         c.passthrough = self.map()?;
+        // Version 6: the fair settings and the redelivery backoff (as its attribute text).
         if self.version >= 6 {
             c.fairness = FairConfig {
                 enabled: self.flag("fair queue flag")?,
                 in_flight_min: self.u32()?,
                 processing_window_seconds: self.u32()?,
             };
+            let at = self.at;
+            if let Some(text) = self.opt_string("redelivery backoff flag")? {
+                c.redelivery_backoff = RedeliveryBackoff::parse(&text)
+                    .ok()
+                    .flatten()
+                    .map(Some)
+                    .ok_or(DecodeError::Invalid {
+                        what: "redelivery backoff",
+                        value: text.len() as u64,
+                        at,
+                    })?;
+            }
         }
         Ok(c)
     }
@@ -1760,6 +1777,18 @@ mod tests {
             },
             ..QueueConfig::default()
         };
+        let with_backoff = Record::SetConfig {
+            now_ms: 1,
+            queue_id: 2,
+            config: QueueConfig {
+                redelivery_backoff: RedeliveryBackoff::parse("exponential(1s,5m) jitter=20%")
+                    .unwrap(),
+                ..config.clone()
+            },
+        };
+        let mut bytes = Vec::new();
+        encode(&with_backoff, &mut bytes);
+        assert_eq!(decode(&bytes), Ok(with_backoff));
         let record = Record::SetConfig {
             now_ms: 1,
             queue_id: 2,
@@ -1768,8 +1797,9 @@ mod tests {
         let mut bytes = Vec::new();
         encode(&record, &mut bytes);
         assert_eq!(decode(&bytes), Ok(record));
-        // Version 6 added the fair settings, the config's last 1 + 4 + 4 bytes.
-        bytes.truncate(bytes.len() - 9);
+        // Version 6 added the fair settings and the redelivery backoff (none: a 0 flag), the
+        // config's last 1 + 4 + 4 + 1 bytes.
+        bytes.truncate(bytes.len() - 10);
         bytes[0] = 5;
         let expected = Record::SetConfig {
             now_ms: 1,

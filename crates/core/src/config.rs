@@ -6,6 +6,7 @@
 
 use std::collections::BTreeMap;
 
+use crate::backoff::RedeliveryBackoff;
 use crate::error::{Error, Field, Result};
 use crate::fair::{FairConfig, IN_FLIGHT_MIN_MAX, PROCESSING_WINDOW_MAX_SECONDS};
 use crate::fifo::{DeduplicationScope, FifoConfig, FifoThroughputLimit};
@@ -37,6 +38,9 @@ pub struct QueueConfig {
     pub fifo: Option<FifoConfig>,
     /// Fair-queue settings (standard queues; see [`crate::fair`]).
     pub fairness: FairConfig,
+    /// `LeaseqRedeliveryBackoff`: how long a message whose lease ran out waits before it is
+    /// ready again (see [`crate::backoff`]); `None` (the default) redelivers at once, as SQS.
+    pub redelivery_backoff: Option<RedeliveryBackoff>,
 }
 
 impl Default for QueueConfig {
@@ -53,6 +57,7 @@ impl Default for QueueConfig {
             passthrough: BTreeMap::new(),
             fifo: None,
             fairness: FairConfig::default(),
+            redelivery_backoff: None,
         }
     }
 }
@@ -125,6 +130,8 @@ pub struct QueueConfigPatch {
     pub fair_in_flight_min: Option<u32>,
     /// See [`FairConfig::processing_window_seconds`] (standard queues only).
     pub fair_processing_window_seconds: Option<u32>,
+    /// See [`QueueConfig::redelivery_backoff`]; `Some(None)` turns it off.
+    pub redelivery_backoff: Option<Option<RedeliveryBackoff>>,
 }
 
 impl QueueConfigPatch {
@@ -253,6 +260,9 @@ impl QueueConfig {
                 PROCESSING_WINDOW_MAX_SECONDS,
             )?;
         }
+        if let Some(backoff) = &patch.redelivery_backoff {
+            next.redelivery_backoff = backoff.clone();
+        }
         match &mut next.fifo {
             Some(fifo) => {
                 if let Some(v) = patch.content_based_deduplication {
@@ -332,10 +342,15 @@ impl QueueConfig {
                 )
             }),
         ];
+        let backoff = p
+            .redelivery_backoff
+            .as_ref()
+            .and_then(|v| differs("LeaseqRedeliveryBackoff", *v == self.redelivery_backoff));
         let first = checks
             .into_iter()
             .chain(fifo_checks)
             .chain(fair_checks)
+            .chain([backoff])
             .flatten()
             .next();
         first.or_else(|| {

@@ -8,6 +8,7 @@
 //!
 //! Start at [`Engine`]; the states of a message and their indexes are described in [`queue`].
 
+pub mod backoff;
 pub mod codec;
 pub mod config;
 pub mod engine;
@@ -24,6 +25,7 @@ pub mod receipt;
 pub mod record;
 pub mod store;
 
+pub use backoff::{BackoffSchedule, RedeliveryBackoff};
 pub use config::{QueueConfig, QueueConfigPatch, RedriveAllowPolicy, RedrivePolicy};
 pub use engine::{
     Created, DeleteOutcome, Delivery, Engine, EngineConfig, FrozenEngine, Journal, LeaseView,

@@ -493,18 +493,33 @@ impl Queue {
             }
             let was = message.state;
             let was_slot = Self::fair_slot(message, seq);
-            message.state = MessageState::Ready;
-            self.ready.insert(message.sent_at_ms, seq);
-            let sent_at_ms = message.sent_at_ms;
+            // Redelivery backoff: a lease that ran out makes the message wait (delayed) for the
+            // schedule's delay of this attempt, decided now, at the lease's own deadline.
+            let backoff_ms = match (&self.config.redelivery_backoff, was) {
+                (Some(backoff), MessageState::InFlight) => {
+                    backoff.delay_ms(message.receive_count, &message.id.0)
+                }
+                _ => 0,
+            };
+            let (now_state, now_slot) = if backoff_ms > 0 {
+                message.state = MessageState::Delayed;
+                message.visible_at_ms = at + backoff_ms;
+                self.delayed += 1;
+                self.timers.insert((at + backoff_ms, seq));
+                (MessageState::Delayed, Slot::Delayed)
+            } else {
+                message.state = MessageState::Ready;
+                self.ready.insert(message.sent_at_ms, seq);
+                (MessageState::Ready, Slot::Ready(message.sent_at_ms, seq))
+            };
             if self.fair.is_some() {
                 let group = self.messages.get(seq).and_then(|m| m.fifo.as_ref());
                 let group = group.map(|fifo| fifo.group_id.clone());
                 self.set_fair_clock(at);
-                let now = Slot::Ready(sent_at_ms, seq);
-                self.fair_update(group.as_ref(), Some(was_slot), Some(now));
+                self.fair_update(group.as_ref(), Some(was_slot), Some(now_slot));
             }
             let group_id = self.group_of(seq);
-            self.fifo_update(group_id, seq, Some(was), Some(MessageState::Ready));
+            self.fifo_update(group_id, seq, Some(was), Some(now_state));
         }
         while let Some((sent_at_ms, seq)) = self.oldest_sent() {
             if sent_at_ms + retention_ms > now_ms {
@@ -693,7 +708,8 @@ impl Queue {
     }
 
     /// Makes message `seq` in flight until `visible_at_ms` (a new lease, or a changed one), or
-    /// ready at once when `visible_at_ms <= now_ms`.
+    /// ready at once when `visible_at_ms <= now_ms` (delayed for the redelivery backoff instead,
+    /// if the queue's backoff counts releases and this ends a lease).
     pub fn set_visibility(&mut self, seq: u64, now_ms: u64, visible_at_ms: u64) {
         let message = self.messages.get(seq).expect("lease of a live message");
         let was_slot = Self::fair_slot(message, seq);
@@ -702,7 +718,23 @@ impl Queue {
         self.unindex_state(seq, state, sent_at_ms, old_visible_at_ms);
         let message = self.messages.get_mut(seq).expect("lease of a live message");
         message.visible_at_ms = visible_at_ms;
-        if visible_at_ms <= now_ms {
+        // A release (visibility 0) of a lease waits out the backoff too if the queue says so.
+        let backoff_ms = match &self.config.redelivery_backoff {
+            Some(backoff)
+                if backoff.releases
+                    && state == MessageState::InFlight
+                    && visible_at_ms <= now_ms =>
+            {
+                backoff.delay_ms(message.receive_count, &message.id.0)
+            }
+            _ => 0,
+        };
+        if backoff_ms > 0 {
+            message.state = MessageState::Delayed;
+            message.visible_at_ms = now_ms + backoff_ms;
+            self.delayed += 1;
+            self.timers.insert((message.visible_at_ms, seq));
+        } else if visible_at_ms <= now_ms {
             message.state = MessageState::Ready;
             self.ready.insert(message.sent_at_ms, seq);
         } else {

@@ -11,6 +11,9 @@
 //!   tenant's message is ready, then that of the noisy tenant with the fewest in flight (oldest
 //!   first among equals). So no quiet tenant's ready message waits while a noisy tenant's message
 //!   is delivered;
+//! - **redelivery backoff** (seeds 1 and 3 mod 4 run with `exponential(1s,20s) jitter=30%`,
+//!   the latter with `releases`): a message whose lease ran out is delivered again only after its
+//!   attempt's delay, a released one at once (or after the delay, with `releases`);
 //! - **noisy needs a backlog and recent sends:** a noisy tenant has ready or delayed messages and
 //!   sent in the last 5 minutes;
 //! - restarts lose nothing: the rebuilt engine has the same messages, the same tenants (noisy
@@ -23,8 +26,8 @@ use std::collections::HashMap;
 use std::fmt::Write as _;
 
 use leaseq_core::{
-    codec, Engine, EngineConfig, Journal, MessageId, QueueConfigPatch, ReceiptKey, ReceiveRequest,
-    SendInput,
+    codec, DeleteOutcome, Engine, EngineConfig, Journal, MessageId, MessageState, QueueConfigPatch,
+    ReceiptKey, ReceiveRequest, RedeliveryBackoff, SendInput,
 };
 use leaseq_testkit::sim::{Progress, Seeds};
 use rand::rngs::StdRng;
@@ -63,6 +66,7 @@ fn fair_simulation() {
         totals.noisy_deliveries += sim.totals.noisy_deliveries;
         totals.restarts += sim.totals.restarts;
         totals.quiet_again += sim.totals.quiet_again;
+        totals.backed_off += sim.totals.backed_off;
     }
     // The run must have exercised what it claims to check.
     assert!(
@@ -71,6 +75,10 @@ fn fair_simulation() {
     );
     assert!(totals.noisy_deliveries > 0, "no noisy delivery: {totals:?}");
     assert!(totals.restarts > 0, "no restart: {totals:?}");
+    assert!(
+        totals.backed_off > 0,
+        "no redelivery after a backoff: {totals:?}"
+    );
 }
 
 #[derive(Debug, Default)]
@@ -82,6 +90,16 @@ struct Totals {
     restarts: u64,
     /// Noisy tenants seen quiet again after their quiet period.
     quiet_again: u64,
+    /// Redeliveries of a message whose lease had run out, under a backoff.
+    backed_off: u64,
+}
+
+/// When a message may be delivered again at the earliest, after its attempt `attempt`.
+struct Track {
+    attempt: u32,
+    earliest_ms: u64,
+    /// Whether the attempt's lease ran out (rather than being released).
+    expired: bool,
 }
 
 struct Sim {
@@ -95,7 +113,11 @@ struct Sim {
     next_id: u64,
     /// Message id → sequence number.
     seqs: HashMap<MessageId, u64>,
-    receipts: Vec<String>,
+    ids: HashMap<u64, MessageId>,
+    /// Receipts held, with their message.
+    receipts: Vec<(String, u64)>,
+    backoff: Option<RedeliveryBackoff>,
+    tracks: HashMap<u64, Track>,
     trace: Vec<String>,
     totals: Totals,
 }
@@ -106,7 +128,13 @@ impl Sim {
         let key = ReceiptKey::new([9; 16]);
         let mut engine = Engine::new(config.clone(), key.clone());
         let mut journal = Journal::new();
+        let backoff = match seed % 4 {
+            1 => RedeliveryBackoff::parse("exponential(1s,20s) jitter=30%").unwrap(),
+            3 => RedeliveryBackoff::parse("exponential(1s,20s) jitter=30% releases").unwrap(),
+            _ => None,
+        };
         let patch = QueueConfigPatch {
+            redelivery_backoff: Some(backoff.clone()),
             visibility_timeout_seconds: Some(20),
             fair_in_flight_min: Some(3),
             fair_processing_window_seconds: Some(10),
@@ -125,7 +153,10 @@ impl Sim {
             step: 0,
             next_id: 0,
             seqs: HashMap::new(),
+            ids: HashMap::new(),
             receipts: Vec::new(),
+            backoff,
+            tracks: HashMap::new(),
             trace: Vec::new(),
             totals: Totals::default(),
         }
@@ -181,6 +212,7 @@ impl Sim {
             .send(self.now_ms, QUEUE, input, message_id, &mut self.journal)
             .expect("send accepted");
         self.seqs.insert(sent.message_id, sent.seq);
+        self.ids.insert(sent.seq, sent.message_id);
         self.note(format!("send {group:?} -> seq {}", sent.seq));
     }
 
@@ -256,14 +288,49 @@ impl Sim {
                 self.totals.overtakes += u64::from(overtook);
             }
         }
-        for delivery in deliveries {
+        for (delivery, seq) in deliveries.into_iter().zip(seqs) {
+            let attempt = delivery.receive_count;
+            if let Some(track) = self.tracks.get(&seq) {
+                assert_eq!(track.attempt + 1, attempt, "attempts of {seq}");
+                assert!(
+                    self.now_ms >= track.earliest_ms,
+                    "{seq} delivered at {} before its backoff ended at {}",
+                    self.now_ms,
+                    track.earliest_ms
+                );
+                if self.backoff.is_some() && track.expired {
+                    self.totals.backed_off += 1;
+                }
+            }
+            let earliest_ms = if visibility == 0 {
+                self.now_ms
+            } else {
+                let deadline_ms = self.now_ms + u64::from(visibility) * 1000;
+                deadline_ms + self.delay_ms(seq, attempt)
+            };
+            let expired = visibility > 0;
+            self.tracks.insert(
+                seq,
+                Track {
+                    attempt,
+                    earliest_ms,
+                    expired,
+                },
+            );
             if visibility > 0 {
-                self.receipts.push(delivery.receipt);
+                self.receipts.push((delivery.receipt, seq));
             }
         }
     }
 
-    fn take_receipt(&mut self) -> Option<String> {
+    /// The backoff delay after attempt `attempt` of message `seq` (0 without backoff).
+    fn delay_ms(&self, seq: u64, attempt: u32) -> u64 {
+        self.backoff
+            .as_ref()
+            .map_or(0, |backoff| backoff.delay_ms(attempt, &self.ids[&seq].0))
+    }
+
+    fn take_receipt(&mut self) -> Option<(String, u64)> {
         if self.receipts.is_empty() {
             return None;
         }
@@ -272,17 +339,20 @@ impl Sim {
     }
 
     fn delete(&mut self) {
-        let Some(receipt) = self.take_receipt() else {
+        let Some((receipt, seq)) = self.take_receipt() else {
             return;
         };
         let result = self
             .engine
             .delete(self.now_ms, QUEUE, &receipt, &mut self.journal);
+        if matches!(result, Ok((DeleteOutcome::Deleted, _))) {
+            self.tracks.remove(&seq);
+        }
         self.note(format!("delete -> {:?}", result.map(|r| r.0)));
     }
 
     fn change_visibility(&mut self) {
-        let Some(receipt) = self.take_receipt() else {
+        let Some((receipt, seq)) = self.take_receipt() else {
             return;
         };
         let seconds = if self.rng.random_bool(0.5) {
@@ -290,11 +360,38 @@ impl Sim {
         } else {
             self.rng.random_range(1..60)
         };
+        self.engine
+            .queue_info(self.now_ms, QUEUE)
+            .expect("queue exists");
+        let in_flight = self
+            .engine
+            .queue(QUEUE)
+            .and_then(|queue| queue.message(seq))
+            .is_some_and(|message| message.state == MessageState::InFlight);
         let result =
             self.engine
                 .change_visibility(self.now_ms, QUEUE, &receipt, seconds, &mut self.journal);
-        if seconds > 0 && result.is_ok() {
-            self.receipts.push(receipt);
+        if result.is_ok() {
+            let releases = self
+                .backoff
+                .as_ref()
+                .is_some_and(|backoff| backoff.releases);
+            let attempt = self.tracks[&seq].attempt;
+            let delay_ms = self.delay_ms(seq, attempt);
+            let track = self
+                .tracks
+                .get_mut(&seq)
+                .expect("a leased message is tracked");
+            track.expired = seconds > 0 || (releases && in_flight);
+            track.earliest_ms = match seconds {
+                // A release waits only when the option says so, and only if it ends a lease.
+                0 if releases && in_flight => self.now_ms + delay_ms,
+                0 => self.now_ms,
+                seconds => self.now_ms + u64::from(seconds) * 1000 + delay_ms,
+            };
+            if seconds > 0 {
+                self.receipts.push((receipt, seq));
+            }
         }
         self.note(format!("change-visibility {seconds}s -> {result:?}"));
     }
@@ -336,6 +433,7 @@ impl Sim {
             .purge_queue(self.now_ms, QUEUE, &mut self.journal);
         if result.is_ok() {
             self.receipts.clear();
+            self.tracks.clear();
         }
         self.note(format!("purge -> {result:?}"));
     }

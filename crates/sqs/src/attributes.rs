@@ -62,13 +62,14 @@ pub const READABLE: [&str; 22] = [
     "All",
 ];
 
-/// leaseq's own queue attributes (fair queues: `docs/design/fairness.md`). Settable like SQS's
-/// on standard queues; `GetQueueAttributes` returns them only when asked for by name, so `All`
+/// leaseq's own queue attributes (fair queues: `docs/design/fairness.md`, standard queues only;
+/// redelivery backoff: `docs/design/leases.md`, any queue). Settable like SQS's; `GetQueueAttributes` returns them only when asked for by name, so `All`
 /// answers exactly what SQS answers.
-pub const LEASEQ_SETTINGS: [&str; 3] = [
+pub const LEASEQ_SETTINGS: [&str; 4] = [
     "LeaseqFairQueue",
     "LeaseqFairInFlightMin",
     "LeaseqFairProcessingWindowSeconds",
+    "LeaseqRedeliveryBackoff",
 ];
 
 /// The `byQueue` list of a redrive-allow policy holds at most this many ARNs.
@@ -169,6 +170,15 @@ pub fn parse_settings(attributes: &BTreeMap<String, String>) -> Result<QueueConf
             "LeaseqFairInFlightMin" => patch.fair_in_flight_min = Some(seconds(name, value)?),
             "LeaseqFairProcessingWindowSeconds" => {
                 patch.fair_processing_window_seconds = Some(seconds(name, value)?)
+            }
+            "LeaseqRedeliveryBackoff" => {
+                let backoff = leaseq_core::RedeliveryBackoff::parse(value).map_err(|reason| {
+                    SqsError::new(
+                        ErrorCode::InvalidAttributeValue,
+                        format!("Invalid value for the parameter {name}. Reason: {reason}."),
+                    )
+                })?;
+                patch.redelivery_backoff = Some(backoff);
             }
             other => return Err(unknown_attribute(other)),
         }
@@ -389,6 +399,10 @@ fn attribute_value(name: &str, info: &QueueInfo, ctx: &Context) -> Option<String
         "LeaseqFairProcessingWindowSeconds" if config.fifo.is_none() => {
             config.fairness.processing_window_seconds.to_string()
         }
+        "LeaseqRedeliveryBackoff" => config
+            .redelivery_backoff
+            .as_ref()
+            .map_or_else(String::new, ToString::to_string),
         _ => return None,
     })
 }
@@ -488,6 +502,24 @@ mod tests {
             assert_eq!(error.code, ErrorCode::InvalidAttributeValue, "{name}");
         }
         assert!(check_readable(&["LeaseqFairQueue".into()]).is_ok());
+    }
+
+    #[test]
+    fn redelivery_backoff_setting() {
+        let patch = settings(&[("LeaseqRedeliveryBackoff", "1s,5s,30s,2m releases")]).unwrap();
+        let backoff = patch.redelivery_backoff.unwrap().unwrap();
+        assert_eq!(backoff.to_string(), "1s,5s,30s,2m releases");
+        let off = settings(&[("LeaseqRedeliveryBackoff", "")]).unwrap();
+        assert_eq!(off.redelivery_backoff, Some(None));
+        let error = settings(&[("LeaseqRedeliveryBackoff", "1s,soon")]).unwrap_err();
+        assert_eq!(error.code, ErrorCode::InvalidAttributeValue);
+        assert!(
+            error.message.starts_with(
+                "Invalid value for the parameter LeaseqRedeliveryBackoff. Reason: \"soon\""
+            ),
+            "{}",
+            error.message
+        );
     }
 
     #[test]

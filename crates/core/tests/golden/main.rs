@@ -713,6 +713,9 @@ impl Harness {
         if let Some(at) = found.first_received_at_ms {
             write!(head, " first_received={}", fmt_time(at)).unwrap();
         }
+        if let Some(at) = found.visible_at_ms {
+            write!(head, " visible_at={}", fmt_time(at)).unwrap();
+        }
         if let (Some(source), Some(at)) = (&found.dead_letter_source, found.dead_lettered_at_ms) {
             write!(head, " dead_lettered_from={source} at={}", fmt_time(at)).unwrap();
         }
@@ -1024,6 +1027,12 @@ fn config_lines(config: &QueueConfig) -> Vec<String> {
         lines.push(format!(
             "LeaseqFairProcessingWindowSeconds={}",
             fair.processing_window_seconds
+        ));
+    }
+    if let Some(backoff) = &config.redelivery_backoff {
+        lines.push(format!(
+            "LeaseqRedeliveryBackoff={}",
+            quote(&backoff.to_string())
         ));
     }
     if let Some(fifo) = &config.fifo {

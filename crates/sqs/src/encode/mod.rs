@@ -298,6 +298,7 @@ fn message_history<'a>(
         ),
         ("DeadLetteredTimestamp", history.dead_lettered_at_ms),
         ("DeletedTimestamp", history.deleted_at_ms),
+        ("VisibleTimestamp", history.visible_at_ms),
     ];
     for (name, value) in optional {
         if let Some(value) = value {
@@ -394,6 +395,10 @@ fn peeked<'a>(entry: &'a crate::outcome::PeekedEntry, ctx: &Context) -> Node<'a>
             Node::Number(message.redrive_generation.into()),
         ),
     ];
+    if message.state != leaseq_core::MessageState::Ready {
+        // When a delayed message (a delay, or a redelivery backoff) or a lease ends.
+        members.push(("LeaseqVisibleAt", Node::Number(message.visible_at_ms)));
+    }
     if let Some(reason) = &entry.failure_reason {
         members.push(("LeaseqFailureReason", text(reason.as_ref())));
     }
