@@ -860,6 +860,7 @@ impl Writer<'_> {
         self.u8(u8::from(c.fairness.enabled));
         self.u32(c.fairness.in_flight_min);
         self.u32(c.fairness.processing_window_seconds);
+        self.u32(c.fairness.comparable_factor);
         let backoff = c.redelivery_backoff.as_ref().map(ToString::to_string);
         self.opt_str(backoff.as_deref());
     }
@@ -1197,6 +1198,7 @@ impl<'a> Reader<'a, '_> {
                 enabled: self.flag("fair queue flag")?,
                 in_flight_min: self.u32()?,
                 processing_window_seconds: self.u32()?,
+                comparable_factor: self.u32()?,
             };
             let at = self.at;
             if let Some(text) = self.opt_string("redelivery backoff flag")? {
@@ -1774,6 +1776,7 @@ mod tests {
                 enabled: false,
                 in_flight_min: 3,
                 processing_window_seconds: 10,
+                comparable_factor: 3,
             },
             ..QueueConfig::default()
         };
@@ -1798,8 +1801,8 @@ mod tests {
         encode(&record, &mut bytes);
         assert_eq!(decode(&bytes), Ok(record));
         // Version 6 added the fair settings and the redelivery backoff (none: a 0 flag), the
-        // config's last 1 + 4 + 4 + 1 bytes.
-        bytes.truncate(bytes.len() - 10);
+        // config's last 1 + 4 + 4 + 4 + 1 bytes.
+        bytes.truncate(bytes.len() - 14);
         bytes[0] = 5;
         let expected = Record::SetConfig {
             now_ms: 1,

@@ -8,7 +8,9 @@ use std::collections::BTreeMap;
 
 use crate::backoff::RedeliveryBackoff;
 use crate::error::{Error, Field, Result};
-use crate::fair::{FairConfig, IN_FLIGHT_MIN_MAX, PROCESSING_WINDOW_MAX_SECONDS};
+use crate::fair::{
+    FairConfig, COMPARABLE_FACTOR_MAX, IN_FLIGHT_MIN_MAX, PROCESSING_WINDOW_MAX_SECONDS,
+};
 use crate::fifo::{DeduplicationScope, FifoConfig, FifoThroughputLimit};
 use crate::limits::Limits;
 
@@ -130,6 +132,8 @@ pub struct QueueConfigPatch {
     pub fair_in_flight_min: Option<u32>,
     /// See [`FairConfig::processing_window_seconds`] (standard queues only).
     pub fair_processing_window_seconds: Option<u32>,
+    /// See [`FairConfig::comparable_factor`] (standard queues only).
+    pub fair_comparable_factor: Option<u32>,
     /// See [`QueueConfig::redelivery_backoff`]; `Some(None)` turns it off.
     pub redelivery_backoff: Option<Option<RedeliveryBackoff>>,
 }
@@ -156,6 +160,8 @@ impl QueueConfigPatch {
             Some("LeaseqFairInFlightMin")
         } else if self.fair_processing_window_seconds.is_some() {
             Some("LeaseqFairProcessingWindowSeconds")
+        } else if self.fair_comparable_factor.is_some() {
+            Some("LeaseqFairComparableFactor")
         } else {
             None
         }
@@ -260,6 +266,10 @@ impl QueueConfig {
                 PROCESSING_WINDOW_MAX_SECONDS,
             )?;
         }
+        if let Some(v) = patch.fair_comparable_factor {
+            next.fairness.comparable_factor =
+                check_range(Field::FairComparableFactor, v, 1, COMPARABLE_FACTOR_MAX)?;
+        }
         if let Some(backoff) = &patch.redelivery_backoff {
             next.redelivery_backoff = backoff.clone();
         }
@@ -341,6 +351,8 @@ impl QueueConfig {
                     v == fair.processing_window_seconds,
                 )
             }),
+            p.fair_comparable_factor
+                .and_then(|v| differs("LeaseqFairComparableFactor", v == fair.comparable_factor)),
         ];
         let backoff = p
             .redelivery_backoff

@@ -67,6 +67,8 @@ pub enum Field {
     /// Queue setting: how far back a fair queue counts processing time
     /// (`LeaseqFairProcessingWindowSeconds`).
     FairProcessingWindowSeconds,
+    /// Queue setting: when a noisy tenant is quiet again (`LeaseqFairComparableFactor`).
+    FairComparableFactor,
 }
 
 /// What is wrong with one message attribute (named in [`Error::InvalidMessageAttribute`]).

@@ -12,13 +12,16 @@
 //!   *processing-time share* (of the leases that ended in the last processing window) is above
 //!   [`SHARE_PERCENT`] of the queue's.
 //! - It stops being noisy when its backlog (ready and delayed messages) drains, or after
-//!   [`QUIET_PERIOD_MS`] (5 minutes) without a send, or when its shares drop again.
+//!   [`QUIET_PERIOD_MS`] (5 minutes) without a send, or when its shares drop to levels
+//!   comparable to the quiet tenants' (at most `comparable_factor`, default 2, times the other
+//!   tenants' average, in flight and in processing time).
 //! - Whenever a quiet tenant's message is ready, a receive takes it first (oldest first); among
 //!   noisy tenants, the one with the fewest messages in flight goes first. Nothing is dropped or
 //!   throttled.
 //!
 //! AWS leaves the processing window open; leaseq's is `LeaseqFairProcessingWindowSeconds`
-//! (default 60 s), a sliding window of two buckets. `in_flight_min` is `LeaseqFairInFlightMin`
+//! (default 60 s), a sliding window of two buckets; "comparable" is
+//! `LeaseqFairComparableFactor`. `in_flight_min` is `LeaseqFairInFlightMin`
 //! and fairness can be switched off with `LeaseqFairQueue=false` (the state is kept, the order is
 //! the plain oldest-first one).
 //!
@@ -51,6 +54,10 @@ pub const IN_FLIGHT_MIN_DEFAULT: u32 = 30;
 pub const PROCESSING_WINDOW_DEFAULT_SECONDS: u32 = 60;
 /// Bounds of `LeaseqFairProcessingWindowSeconds`.
 pub const PROCESSING_WINDOW_MAX_SECONDS: u32 = 3_600;
+/// The default of `comparable_factor` (leaseq's choice; AWS says "comparable").
+pub const COMPARABLE_FACTOR_DEFAULT: u32 = 2;
+/// Bound of `LeaseqFairComparableFactor`.
+pub const COMPARABLE_FACTOR_MAX: u32 = 100;
 /// Bound of `LeaseqFairInFlightMin`.
 pub const IN_FLIGHT_MIN_MAX: u32 = 120_000;
 
@@ -64,6 +71,9 @@ pub struct FairConfig {
     pub in_flight_min: u32,
     /// `LeaseqFairProcessingWindowSeconds`: how far back "recent processing time" reaches.
     pub processing_window_seconds: u32,
+    /// `LeaseqFairComparableFactor`: a noisy tenant is quiet again once its in-flight messages
+    /// and recent processing time are at most this many times the other tenants' average.
+    pub comparable_factor: u32,
 }
 
 impl Default for FairConfig {
@@ -72,6 +82,7 @@ impl Default for FairConfig {
             enabled: true,
             in_flight_min: IN_FLIGHT_MIN_DEFAULT,
             processing_window_seconds: PROCESSING_WINDOW_DEFAULT_SECONDS,
+            comparable_factor: COMPARABLE_FACTOR_DEFAULT,
         }
     }
 }
@@ -146,6 +157,24 @@ impl Tenant {
     fn is_empty(&self) -> bool {
         self.ready.is_empty() && self.delayed == 0 && self.in_flight == 0
     }
+
+    fn keys(&self) -> TenantKeys {
+        TenantKeys {
+            head: self.head(),
+            noisy: self.noisy,
+            in_flight: self.in_flight,
+            last_sent_at_ms: self.last_sent_at_ms,
+        }
+    }
+}
+
+/// What a tenant's index entries are made of.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct TenantKeys {
+    head: Option<(u64, u64)>,
+    noisy: bool,
+    in_flight: u32,
+    last_sent_at_ms: u64,
 }
 
 /// What a message was or became, for [`FairState::update`].
@@ -210,6 +239,19 @@ impl FairState {
         self.noisy.first().map(|(_, head, _)| *head)
     }
 
+    /// The noisy tenants (at most one per noisy share, so few), by most in flight first.
+    pub fn noisy_tenants(&self) -> Vec<(Arc<str>, &Tenant)> {
+        let mut noisy: Vec<(Arc<str>, &Tenant)> = self
+            .quiet_timers
+            .iter()
+            .map(|(_, group_id)| (group_id.clone(), &self.tenants[group_id]))
+            .collect();
+        noisy.sort_by(|a, b| {
+            (b.1.in_flight, b.1.ready.len(), &b.0).cmp(&(a.1.in_flight, a.1.ready.len(), &a.0))
+        });
+        noisy
+    }
+
     /// Whether `group_id`'s tenant is noisy.
     pub fn is_noisy(&self, group_id: &str) -> bool {
         self.tenants
@@ -264,8 +306,14 @@ impl FairState {
     ) {
         let at_ms = self.clock_ms;
         let window_ms = u64::from(config.processing_window_seconds.max(1)) * 1000;
-        self.unindex(group_id);
-        let tenant = self.tenants.entry(group_id.clone()).or_default();
+        // The tenant's keys in the indexes before the change: most changes leave them as they
+        // are (a delete of a quiet tenant's message moves nothing), and then the indexes are not
+        // touched.
+        let before = self.tenants.get(group_id).map(Tenant::keys);
+        let tenant = match self.tenants.get_mut(group_id) {
+            Some(tenant) => tenant,
+            None => self.tenants.entry(group_id.clone()).or_default(),
+        };
         match was {
             None => tenant.last_sent_at_ms = tenant.last_sent_at_ms.max(at_ms),
             Some(Slot::Ready(sent_at_ms, seq)) => {
@@ -292,14 +340,39 @@ impl FairState {
             Some(Slot::InFlight { .. }) => tenant.in_flight += 1,
         }
         if tenant.is_empty() {
-            if tenant.noisy {
+            if before.is_some() {
+                self.unindex_keys(group_id, before);
+            }
+            if self.tenants[group_id].noisy {
                 self.noisy_count -= 1;
             }
             self.tenants.remove(group_id);
             return;
         }
         self.decide(config, group_id, at_ms, totals);
-        self.index(group_id);
+        let after = self.tenants[group_id].keys();
+        if before != Some(after) {
+            self.unindex_keys(group_id, before);
+            self.index(group_id);
+        }
+    }
+
+    /// Removes the index entries of `group_id` made with `keys` (as [`Tenant::keys`] gave
+    /// them), if any.
+    fn unindex_keys(&mut self, group_id: &Arc<str>, keys: Option<TenantKeys>) {
+        let Some(keys) = keys else { return };
+        if let Some(head) = keys.head {
+            let found = if keys.noisy {
+                self.noisy.remove(&(keys.in_flight, head, group_id.clone()))
+            } else {
+                self.quiet.remove(&(head, group_id.clone()))
+            };
+            assert!(found, "tenant {group_id} missing from its head index");
+        }
+        if keys.noisy {
+            self.quiet_timers
+                .remove(&(keys.last_sent_at_ms + QUIET_PERIOD_MS, group_id.clone()));
+        }
     }
 
     /// Sets the tenant's noisy flag from its numbers and the queue's at `at_ms` (the tenant must
@@ -307,6 +380,7 @@ impl FairState {
     fn decide(&mut self, config: &FairConfig, group_id: &Arc<str>, at_ms: u64, totals: Totals) {
         let window_ms = u64::from(config.processing_window_seconds.max(1)) * 1000;
         let queue_recent_ms = self.processing.recent_ms(at_ms, window_ms);
+        let others = self.tenants.len().saturating_sub(1) as u64;
         let tenant = self.tenants.get_mut(group_id).expect("tenant exists");
         let has_backlog = !tenant.ready.is_empty() || tenant.delayed > 0;
         let sending = at_ms < tenant.last_sent_at_ms + QUIET_PERIOD_MS;
@@ -315,7 +389,20 @@ impl FairState {
         let tenant_recent_ms = tenant.processing.recent_ms(at_ms, window_ms);
         let processing =
             queue_recent_ms > 0 && tenant_recent_ms * 100 > SHARE_PERCENT * queue_recent_ms;
-        let noisy = !group_id.is_empty() && has_backlog && sending && (concurrency || processing);
+        // Once noisy, a tenant stays so until its shares are comparable to the quiet tenants'
+        // (AWS: "until the noisy neighbor's concurrency share and processing time share drop to
+        // levels comparable to quiet tenants"): at most `comparable_factor` times the average
+        // of the other tenants with messages, in flight and in recent processing time.
+        let factor = u64::from(config.comparable_factor);
+        let other_in_flight = (totals.in_flight as u64).saturating_sub(tenant.in_flight.into());
+        let other_recent_ms = queue_recent_ms.saturating_sub(tenant_recent_ms);
+        let comparable = others == 0
+            || (u64::from(tenant.in_flight) * others <= factor * other_in_flight
+                && u128::from(tenant_recent_ms) * u128::from(others)
+                    <= u128::from(factor) * u128::from(other_recent_ms));
+        let stays = tenant.noisy && !comparable;
+        let noisy =
+            !group_id.is_empty() && has_backlog && sending && (concurrency || processing || stays);
         if noisy != tenant.noisy {
             tenant.noisy = noisy;
             if noisy {
@@ -435,6 +522,47 @@ impl FairState {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A noisy tenant whose share fell under 10% stays noisy while it holds more than
+    /// `comparable_factor` times the other tenants' average, and is quiet once it does not.
+    #[test]
+    fn a_noisy_tenant_stays_noisy_until_its_share_is_comparable() {
+        for (factor, noisy_after_send) in [(2, true), (3, false)] {
+            let config = FairConfig {
+                in_flight_min: 2,
+                comparable_factor: factor,
+                ..FairConfig::default()
+            };
+            let mut fair = FairState::default();
+            let mut in_flight = 0;
+            let mut change = |fair: &mut FairState, group: &str, was, now, delta: i64| {
+                in_flight = (in_flight as i64 + delta) as usize;
+                let totals = Totals { in_flight };
+                fair.update(&config, &Arc::from(group), was, now, totals);
+            };
+            let leased = Some(Slot::InFlight { leased_at_ms: 0 });
+            for seq in 1..=4 {
+                change(&mut fair, "big", None, Some(Slot::Ready(0, seq)), 0);
+            }
+            for seq in 1..=3 {
+                change(&mut fair, "big", Some(Slot::Ready(0, seq)), leased, 1);
+            }
+            assert!(fair.is_noisy("big"), "3 of 3 in flight");
+            // 30 quiet tenants with one in flight each: "big" holds 3 of 33 (9%).
+            for tenant in 0..30 {
+                let group = format!("quiet-{tenant}");
+                let seq = 100 + tenant;
+                change(&mut fair, &group, None, Some(Slot::Ready(0, seq)), 0);
+                change(&mut fair, &group, Some(Slot::Ready(0, seq)), leased, 1);
+            }
+            // Its next change: 3 in flight against an average of 1.
+            change(&mut fair, "big", None, Some(Slot::Ready(0, 5)), 0);
+            assert_eq!(fair.is_noisy("big"), noisy_after_send, "factor {factor}");
+            // Down to 2 in flight: comparable with factor 2 too.
+            change(&mut fair, "big", leased, None, -1);
+            assert!(!fair.is_noisy("big"), "factor {factor}");
+        }
+    }
 
     #[test]
     fn the_window_forgets_old_processing_time_gradually() {

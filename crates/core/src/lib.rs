@@ -29,7 +29,7 @@ pub use backoff::{BackoffSchedule, RedeliveryBackoff};
 pub use config::{QueueConfig, QueueConfigPatch, RedriveAllowPolicy, RedrivePolicy};
 pub use engine::{
     Created, DeleteOutcome, Delivery, Engine, EngineConfig, FrozenEngine, Journal, LeaseView,
-    QueueInfo, ReceiveRequest, Sent,
+    NoisyGroup, QueueInfo, ReceiveRequest, Sent,
 };
 pub use error::{AttributeProblem, Error, Field, Result, TargetProblem};
 pub use fair::{FairConfig, FairState, ProcessingWindow, Tenant};

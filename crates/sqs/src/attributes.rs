@@ -65,10 +65,11 @@ pub const READABLE: [&str; 22] = [
 /// leaseq's own queue attributes (fair queues: `docs/design/fairness.md`, standard queues only;
 /// redelivery backoff: `docs/design/leases.md`, any queue). Settable like SQS's; `GetQueueAttributes` returns them only when asked for by name, so `All`
 /// answers exactly what SQS answers.
-pub const LEASEQ_SETTINGS: [&str; 4] = [
+pub const LEASEQ_SETTINGS: [&str; 5] = [
     "LeaseqFairQueue",
     "LeaseqFairInFlightMin",
     "LeaseqFairProcessingWindowSeconds",
+    "LeaseqFairComparableFactor",
     "LeaseqRedeliveryBackoff",
 ];
 
@@ -170,6 +171,9 @@ pub fn parse_settings(attributes: &BTreeMap<String, String>) -> Result<QueueConf
             "LeaseqFairInFlightMin" => patch.fair_in_flight_min = Some(seconds(name, value)?),
             "LeaseqFairProcessingWindowSeconds" => {
                 patch.fair_processing_window_seconds = Some(seconds(name, value)?)
+            }
+            "LeaseqFairComparableFactor" => {
+                patch.fair_comparable_factor = Some(seconds(name, value)?)
             }
             "LeaseqRedeliveryBackoff" => {
                 let backoff = leaseq_core::RedeliveryBackoff::parse(value).map_err(|reason| {
@@ -398,6 +402,9 @@ fn attribute_value(name: &str, info: &QueueInfo, ctx: &Context) -> Option<String
         }
         "LeaseqFairProcessingWindowSeconds" if config.fifo.is_none() => {
             config.fairness.processing_window_seconds.to_string()
+        }
+        "LeaseqFairComparableFactor" if config.fifo.is_none() => {
+            config.fairness.comparable_factor.to_string()
         }
         "LeaseqRedeliveryBackoff" => config
             .redelivery_backoff

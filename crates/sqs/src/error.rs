@@ -467,6 +467,7 @@ fn field_name(field: leaseq_core::Field) -> &'static str {
         TaskHandle => "TaskHandle",
         FairInFlightMin => "LeaseqFairInFlightMin",
         FairProcessingWindowSeconds => "LeaseqFairProcessingWindowSeconds",
+        FairComparableFactor => "LeaseqFairComparableFactor",
     }
 }
 
@@ -485,6 +486,7 @@ fn is_queue_setting(field: leaseq_core::Field) -> bool {
             | Policy
             | FairInFlightMin
             | FairProcessingWindowSeconds
+            | FairComparableFactor
     )
 }
 

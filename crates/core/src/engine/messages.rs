@@ -227,7 +227,14 @@ impl Engine {
     }
 
     pub(super) fn delivery(&self, queue_id: u64, seq: u64) -> Delivery<PayloadRef> {
-        let message = self.queues[&queue_id].message(seq).expect("just leased");
+        let queue = &self.queues[&queue_id];
+        let message = queue.message(seq).expect("just leased");
+        let tenant_noisy = queue.fair().map(|fair| {
+            message
+                .fifo
+                .as_ref()
+                .is_some_and(|fifo| fair.is_noisy(&fifo.group_id))
+        });
         Delivery {
             message_id: message.id,
             receipt: self.key.seal(Receipt {
@@ -252,6 +259,7 @@ impl Engine {
                     .checked_sub(2)
                     .map(|before| attempts[before].outcome)
             }),
+            tenant_noisy,
         }
     }
 

@@ -1023,6 +1023,12 @@ fn config_lines(config: &QueueConfig) -> Vec<String> {
     if fair.in_flight_min != default.in_flight_min {
         lines.push(format!("LeaseqFairInFlightMin={}", fair.in_flight_min));
     }
+    if fair.comparable_factor != default.comparable_factor {
+        lines.push(format!(
+            "LeaseqFairComparableFactor={}",
+            fair.comparable_factor
+        ));
+    }
     if fair.processing_window_seconds != default.processing_window_seconds {
         lines.push(format!(
             "LeaseqFairProcessingWindowSeconds={}",

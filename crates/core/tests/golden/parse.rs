@@ -285,6 +285,7 @@ pub fn parse_patch(attributes: Vec<(String, String)>) -> Result<QueueConfigPatch
             }
             "LeaseqFairQueue" => patch.fair_queue = Some(parse_number::<bool>(&key, &value)?),
             "LeaseqFairInFlightMin" => patch.fair_in_flight_min = Some(seconds()?),
+            "LeaseqFairComparableFactor" => patch.fair_comparable_factor = Some(seconds()?),
             "LeaseqFairProcessingWindowSeconds" => {
                 patch.fair_processing_window_seconds = Some(seconds()?)
             }
