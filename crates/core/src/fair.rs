@@ -295,7 +295,9 @@ impl FairState {
     }
 
     /// Message of `group_id` went from `was` to `now` (`None`: not in the queue), at
-    /// `self.clock_ms`. Re-decides whether the tenant is noisy.
+    /// `self.clock_ms`. Re-decides whether the tenant is noisy. One lookup of the tenant; the
+    /// indexes are touched only when the tenant's keys in them changed (a delete of a quiet
+    /// tenant's message, for example, moves nothing).
     pub(crate) fn update(
         &mut self,
         config: &FairConfig,
@@ -306,14 +308,16 @@ impl FairState {
     ) {
         let at_ms = self.clock_ms;
         let window_ms = u64::from(config.processing_window_seconds.max(1)) * 1000;
-        // The tenant's keys in the indexes before the change: most changes leave them as they
-        // are (a delete of a quiet tenant's message moves nothing), and then the indexes are not
-        // touched.
-        let before = self.tenants.get(group_id).map(Tenant::keys);
-        let tenant = match self.tenants.get_mut(group_id) {
-            Some(tenant) => tenant,
-            None => self.tenants.entry(group_id.clone()).or_default(),
+        let tenants_before = self.tenants.len();
+        let (tenant, others) = match self.tenants.entry(group_id.clone()) {
+            std::collections::hash_map::Entry::Occupied(entry) => {
+                (entry.into_mut(), tenants_before - 1)
+            }
+            std::collections::hash_map::Entry::Vacant(entry) => {
+                (entry.insert(Tenant::default()), tenants_before)
+            }
         };
+        let before = tenant.keys();
         match was {
             None => tenant.last_sent_at_ms = tenant.last_sent_at_ms.max(at_ms),
             Some(Slot::Ready(sent_at_ms, seq)) => {
@@ -340,27 +344,43 @@ impl FairState {
             Some(Slot::InFlight { .. }) => tenant.in_flight += 1,
         }
         if tenant.is_empty() {
-            if before.is_some() {
-                self.unindex_keys(group_id, before);
-            }
-            if self.tenants[group_id].noisy {
+            if tenant.noisy {
                 self.noisy_count -= 1;
             }
             self.tenants.remove(group_id);
+            self.unindex_keys(group_id, before);
             return;
         }
-        self.decide(config, group_id, at_ms, totals);
-        let after = self.tenants[group_id].keys();
-        if before != Some(after) {
+        let queue_recent_ms = self.processing.recent_ms(at_ms, window_ms);
+        let noisy = decide(
+            config,
+            group_id,
+            tenant,
+            Shares {
+                at_ms,
+                window_ms,
+                queue_recent_ms,
+                others: others as u64,
+                in_flight: totals.in_flight as u64,
+            },
+        );
+        if noisy != tenant.noisy {
+            tenant.noisy = noisy;
+            if noisy {
+                self.noisy_count += 1;
+            } else {
+                self.noisy_count -= 1;
+            }
+        }
+        let after = tenant.keys();
+        if before != after {
             self.unindex_keys(group_id, before);
-            self.index(group_id);
+            self.index_keys(group_id, after);
         }
     }
 
-    /// Removes the index entries of `group_id` made with `keys` (as [`Tenant::keys`] gave
-    /// them), if any.
-    fn unindex_keys(&mut self, group_id: &Arc<str>, keys: Option<TenantKeys>) {
-        let Some(keys) = keys else { return };
+    /// Removes the index entries of `group_id` made with `keys` (as [`Tenant::keys`] gave them).
+    fn unindex_keys(&mut self, group_id: &Arc<str>, keys: TenantKeys) {
         if let Some(head) = keys.head {
             let found = if keys.noisy {
                 self.noisy.remove(&(keys.in_flight, head, group_id.clone()))
@@ -375,41 +395,18 @@ impl FairState {
         }
     }
 
-    /// Sets the tenant's noisy flag from its numbers and the queue's at `at_ms` (the tenant must
-    /// be unindexed).
-    fn decide(&mut self, config: &FairConfig, group_id: &Arc<str>, at_ms: u64, totals: Totals) {
-        let window_ms = u64::from(config.processing_window_seconds.max(1)) * 1000;
-        let queue_recent_ms = self.processing.recent_ms(at_ms, window_ms);
-        let others = self.tenants.len().saturating_sub(1) as u64;
-        let tenant = self.tenants.get_mut(group_id).expect("tenant exists");
-        let has_backlog = !tenant.ready.is_empty() || tenant.delayed > 0;
-        let sending = at_ms < tenant.last_sent_at_ms + QUIET_PERIOD_MS;
-        let concurrency = tenant.in_flight >= config.in_flight_min.max(1)
-            && u64::from(tenant.in_flight) * 100 > SHARE_PERCENT * totals.in_flight as u64;
-        let tenant_recent_ms = tenant.processing.recent_ms(at_ms, window_ms);
-        let processing =
-            queue_recent_ms > 0 && tenant_recent_ms * 100 > SHARE_PERCENT * queue_recent_ms;
-        // Once noisy, a tenant stays so until its shares are comparable to the quiet tenants'
-        // (AWS: "until the noisy neighbor's concurrency share and processing time share drop to
-        // levels comparable to quiet tenants"): at most `comparable_factor` times the average
-        // of the other tenants with messages, in flight and in recent processing time.
-        let factor = u64::from(config.comparable_factor);
-        let other_in_flight = (totals.in_flight as u64).saturating_sub(tenant.in_flight.into());
-        let other_recent_ms = queue_recent_ms.saturating_sub(tenant_recent_ms);
-        let comparable = others == 0
-            || (u64::from(tenant.in_flight) * others <= factor * other_in_flight
-                && u128::from(tenant_recent_ms) * u128::from(others)
-                    <= u128::from(factor) * u128::from(other_recent_ms));
-        let stays = tenant.noisy && !comparable;
-        let noisy =
-            !group_id.is_empty() && has_backlog && sending && (concurrency || processing || stays);
-        if noisy != tenant.noisy {
-            tenant.noisy = noisy;
-            if noisy {
-                self.noisy_count += 1;
+    /// Adds the index entries of `group_id` for `keys`.
+    fn index_keys(&mut self, group_id: &Arc<str>, keys: TenantKeys) {
+        if let Some(head) = keys.head {
+            if keys.noisy {
+                self.noisy.insert((keys.in_flight, head, group_id.clone()));
             } else {
-                self.noisy_count -= 1;
+                self.quiet.insert((head, group_id.clone()));
             }
+        }
+        if keys.noisy {
+            self.quiet_timers
+                .insert((keys.last_sent_at_ms + QUIET_PERIOD_MS, group_id.clone()));
         }
     }
 
@@ -517,6 +514,49 @@ impl FairState {
         assert_eq!(noisy, self.noisy_count);
         assert_eq!(noisy, self.quiet_timers.len());
     }
+}
+
+/// The queue-wide numbers a tenant's noisiness is decided against.
+struct Shares {
+    at_ms: u64,
+    window_ms: u64,
+    queue_recent_ms: u64,
+    /// Other tenants with messages.
+    others: u64,
+    /// The queue's messages in flight.
+    in_flight: u64,
+}
+
+/// Whether `tenant` is noisy now (AWS's rules; see the module documentation).
+fn decide(config: &FairConfig, group_id: &str, tenant: &Tenant, shares: Shares) -> bool {
+    let has_backlog = !tenant.ready.is_empty() || tenant.delayed > 0;
+    let sending = shares.at_ms < tenant.last_sent_at_ms + QUIET_PERIOD_MS;
+    if group_id.is_empty() || !has_backlog || !sending {
+        return false;
+    }
+    let in_flight = u64::from(tenant.in_flight);
+    let concurrency = tenant.in_flight >= config.in_flight_min.max(1)
+        && in_flight * 100 > SHARE_PERCENT * shares.in_flight;
+    let tenant_recent_ms = tenant.processing.recent_ms(shares.at_ms, shares.window_ms);
+    let queue_recent_ms = shares.queue_recent_ms;
+    let processing =
+        queue_recent_ms > 0 && tenant_recent_ms * 100 > SHARE_PERCENT * queue_recent_ms;
+    if concurrency || processing {
+        return true;
+    }
+    // Once noisy, a tenant stays so until its shares are comparable to the quiet tenants' (AWS:
+    // "until the noisy neighbor's concurrency share and processing time share drop to levels
+    // comparable to quiet tenants"): at most `comparable_factor` times the average of the other
+    // tenants with messages, in flight and in recent processing time.
+    let factor = u64::from(config.comparable_factor);
+    let others = shares.others;
+    let other_in_flight = shares.in_flight.saturating_sub(in_flight);
+    let other_recent_ms = queue_recent_ms.saturating_sub(tenant_recent_ms);
+    let comparable = others == 0
+        || (in_flight * others <= factor * other_in_flight
+            && u128::from(tenant_recent_ms) * u128::from(others)
+                <= u128::from(factor) * u128::from(other_recent_ms));
+    tenant.noisy && !comparable
 }
 
 #[cfg(test)]
