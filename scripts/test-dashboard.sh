@@ -5,8 +5,9 @@
 #   2. builds the server (debug) and starts it in memory on a free loopback port,
 #   3. creates a queue with three messages and leases one of them, through the JSON API (curl),
 #   4. loads `GET /` in headless Chromium, lets its scripts run (virtual time), dumps the DOM and
-#      checks that the queue's row shows 2 visible and 1 in flight, and the lease table the one
-#      lease (attempt 1),
+#      checks that the queue's row shows 2 visible and 1 in flight, the lease table the one
+#      lease (attempt 1), and the noisiest tenants table the queue's noisy tenant (a fair queue:
+#      its messages carry a group id),
 #   5. saves a screenshot as target/artifacts/dashboard.png,
 #   6. dead-letters five messages of a second queue (one by its receive count, four failed at
 #      once with LeaseqFailMessage) and clicks through the dead-letter buttons in headless
@@ -74,9 +75,10 @@ sqs() {
 }
 queue="dashboard-test-$RANDOM"
 url="$endpoint/000000000000/$queue"
-sqs CreateQueue "{\"QueueName\":\"$queue\"}" >/dev/null
+# A fair queue: its messages carry a group id, and one in flight is enough to make "loud" noisy.
+sqs CreateQueue "{\"QueueName\":\"$queue\",\"Attributes\":{\"LeaseqFairInFlightMin\":\"1\"}}" >/dev/null
 for i in 1 2 3; do
-    sqs SendMessage "{\"QueueUrl\":\"$url\",\"MessageBody\":\"job-$i\"}" >/dev/null
+    sqs SendMessage "{\"QueueUrl\":\"$url\",\"MessageBody\":\"job-$i\",\"MessageGroupId\":\"loud\"}" >/dev/null
 done
 sqs ReceiveMessage "{\"QueueUrl\":\"$url\",\"MaxNumberOfMessages\":1}" | grep -q ReceiptHandle
 
@@ -138,6 +140,11 @@ leases = re.search(r'<table id="leases">.*?<tbody>(.*?)</tbody>', dom, re.S)
 lease_rows = re.findall(r'<tr>(.*?)</tr>', leases.group(1), re.S) if leases else []
 attempts = [re.findall(r'<td class="attempt">([^<]*)</td>', row) for row in lease_rows]
 checks.append(("the leases table shows one lease, attempt 1 (it shows %r)" % attempts, attempts == [["1"]]))
+tenants = re.search(r'<table id="tenants">.*?<tbody>(.*?)</tbody>', dom, re.S)
+tenant_rows = re.findall(r'<tr data-tenant="([^"]*)">(.*?)</tr>', tenants.group(1), re.S) if tenants else []
+shown = [(name, dict(re.findall(r'<td class="([a-z-]+)">([^<]*)</td>', cells))) for name, cells in tenant_rows]
+checks.append(("the noisiest tenants table shows 'loud', 1 in flight, 2 ready (it shows %r)" % shown,
+               [(name, cells.get("in-flight"), cells.get("visible")) for name, cells in shown] == [("loud", "1", "2")]))
 links = [re.search(r'<td class="message-id"><button class="history-link"[^>]*>([0-9a-f-]{36})</button>', row)
          for row in lease_rows]
 checks.append(("the lease's message id opens its history", len(links) == 1 and links[0] is not None))

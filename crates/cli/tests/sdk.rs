@@ -170,6 +170,8 @@ fn attribute_md5_helper_matches_a_published_vector() {
 // The tests, one file per area; one test binary, so the SDK is linked once.
 #[path = "sdk/bad_input.rs"]
 mod bad_input;
+#[path = "sdk/fair.rs"]
+mod fair;
 #[path = "sdk/fidelity.rs"]
 mod fidelity;
 #[path = "sdk/fifo.rs"]

@@ -64,7 +64,7 @@ name = "jobs-dlq"
 
 [[queues]]
 name = "jobs"
-attributes = {{ VisibilityTimeout = "45", RedrivePolicy = '{{"deadLetterTargetArn":"arn:aws:sqs:eu-west-1:123456789012:jobs-dlq","maxReceiveCount":"3"}}' }}
+attributes = {{ VisibilityTimeout = "45", RedrivePolicy = '{{"deadLetterTargetArn":"arn:aws:sqs:eu-west-1:123456789012:jobs-dlq","maxReceiveCount":"3"}}', LeaseqRedeliveryBackoff = "1s,5s,30s,2m", LeaseqFairInFlightMin = "10" }}
 tags = {{ team = "payments" }}
 "#,
             data = dir.path().join("data").display()
@@ -98,6 +98,20 @@ tags = {{ team = "payments" }}
     assert_eq!(redrive["maxReceiveCount"], 3);
     let (_, tags) = call(addr, "ListQueueTags", json!({"QueueUrl": url})).await;
     assert_eq!(tags["Tags"]["team"], "payments");
+    // leaseq's own attributes from [[queues]], returned when named.
+    let names = ["LeaseqRedeliveryBackoff", "LeaseqFairInFlightMin"];
+    let (status, leaseq) = call(
+        addr,
+        "GetQueueAttributes",
+        json!({"QueueUrl": url, "AttributeNames": names}),
+    )
+    .await;
+    assert_eq!(status, 200, "{leaseq}");
+    assert_eq!(
+        leaseq["Attributes"]["LeaseqRedeliveryBackoff"],
+        "1s,5s,30s,2m"
+    );
+    assert_eq!(leaseq["Attributes"]["LeaseqFairInFlightMin"], "10");
 
     for i in 0..5 {
         let (status, _) = call(

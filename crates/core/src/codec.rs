@@ -8,7 +8,9 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 
+use crate::backoff::RedeliveryBackoff;
 use crate::config::{QueueConfig, RedriveAllowPolicy, RedrivePolicy};
+use crate::fair::{FairConfig, ProcessingWindow};
 use crate::fifo::{AttemptLease, DeduplicationScope, FifoConfig, FifoMessage, FifoThroughputLimit};
 use crate::history::{Attempt, AttemptHistory, AttemptOutcome, Client};
 use crate::message::{AttributeValue, Location, MessageAttribute, MessageId, Payload, PayloadRef};
@@ -45,7 +47,13 @@ fn counter_fields(c: &QueueCounters) -> [u64; COUNTER_FIELDS] {
 ///
 /// Version 5 added `RestoreGroupRelease` (snapshots of FIFO groups released while messages of
 /// theirs are in flight); no older record changed.
-pub const FORMAT_VERSION: u8 = 5;
+///
+/// Version 6 added fair queues: a standard queue's message with a group id (`Send` and
+/// `RestoreMessage` under their grouped tags 15 and 16, the group id at the end), the fair-queue
+/// settings at the end of a queue's config, and the snapshot records `RestoreTenant` and
+/// `RestoreFairTotal`, and the redelivery backoff at the very end of a config (its attribute
+/// text, optional). Older records decode with the default fair settings and no backoff.
+pub const FORMAT_VERSION: u8 = 6;
 
 /// The oldest version this build still decodes.
 const FORMAT_VERSION_MIN: u8 = 1;
@@ -91,6 +99,12 @@ const TAG_RESTORE_ENGINE: u8 = 11;
 const TAG_RESTORE_QUEUE: u8 = 12;
 const TAG_RESTORE_MESSAGE: u8 = 13;
 const TAG_RELOCATE: u8 = 14;
+// Fair queues, format version 6: a standard queue's message with a group id (the group id at
+// the end, as FIFO twins do; no deduplication id), and the tenants' snapshot records.
+const TAG_SEND_GROUPED: u8 = 15;
+const TAG_RESTORE_GROUPED_MESSAGE: u8 = 16;
+const TAG_RESTORE_TENANT: u8 = 17;
+const TAG_RESTORE_FAIR_TOTAL: u8 = 18;
 // FIFO queues. A record about a FIFO queue or message uses the FIFO twin of its tag: the same
 // fields, then the FIFO ones at the end. Standard queues' records keep their encoding, so logs
 // written before FIFO queues existed decode unchanged. The FIFO tags start at 32 to leave the
@@ -117,6 +131,16 @@ fn config_tag(config: &QueueConfig, standard: u8, fifo: u8) -> u8 {
         fifo
     } else {
         standard
+    }
+}
+
+/// The tag of a record that carries a message: standard, FIFO (a deduplication id) or grouped
+/// (a standard queue's message with a group id and no deduplication id).
+fn message_tag(fifo: Option<&FifoMessage>, standard: u8, fifo_tag: u8, grouped: u8) -> u8 {
+    match fifo {
+        None => standard,
+        Some(fifo) if fifo.deduplication_id.is_empty() => grouped,
+        Some(_) => fifo_tag,
     }
 }
 
@@ -168,11 +192,7 @@ pub fn encode(record: &Record, out: &mut Vec<u8>) {
             payload,
             fifo,
         } => {
-            let tag = if fifo.is_some() {
-                TAG_SEND_FIFO
-            } else {
-                TAG_SEND
-            };
+            let tag = message_tag(fifo.as_deref(), TAG_SEND, TAG_SEND_FIFO, TAG_SEND_GROUPED);
             w.head(tag, *now_ms, *queue_id);
             w.u64(*seq);
             w.0.extend_from_slice(&message_id.0);
@@ -269,11 +289,12 @@ pub fn encode(record: &Record, out: &mut Vec<u8>) {
             seq,
             message,
         } => {
-            let tag = if message.fifo.is_some() {
-                TAG_RESTORE_FIFO_MESSAGE
-            } else {
-                TAG_RESTORE_MESSAGE
-            };
+            let tag = message_tag(
+                message.fifo.as_deref(),
+                TAG_RESTORE_MESSAGE,
+                TAG_RESTORE_FIFO_MESSAGE,
+                TAG_RESTORE_GROUPED_MESSAGE,
+            );
             w.head(tag, *now_ms, *queue_id);
             w.u64(*seq);
             w.message(message);
@@ -319,6 +340,28 @@ pub fn encode(record: &Record, out: &mut Vec<u8>) {
         } => {
             w.head(TAG_RESTORE_GROUP_RELEASE, *now_ms, *queue_id);
             w.str(group_id);
+        }
+        Record::RestoreTenant {
+            now_ms,
+            queue_id,
+            group_id,
+            last_sent_at_ms,
+            processing,
+            noisy,
+        } => {
+            w.head(TAG_RESTORE_TENANT, *now_ms, *queue_id);
+            w.str(group_id);
+            w.u64(*last_sent_at_ms);
+            w.processing(processing);
+            w.u8(u8::from(*noisy));
+        }
+        Record::RestoreFairTotal {
+            now_ms,
+            queue_id,
+            processing,
+        } => {
+            w.head(TAG_RESTORE_FAIR_TOTAL, *now_ms, *queue_id);
+            w.processing(processing);
         }
         Record::SetMoveTask { now_ms, task } => {
             w.head(TAG_SET_MOVE_TASK, *now_ms, task.source_queue_id);
@@ -460,6 +503,39 @@ fn decode_with(bytes: &[u8], shared: &mut Decoder) -> Result<Record, DecodeError
             visible_at_ms: r.u64()?,
             payload: Arc::new(r.payload()?),
             fifo: r.fifo_message(tag == TAG_SEND_FIFO)?,
+        },
+        TAG_SEND_GROUPED if version >= 6 => Record::Send {
+            now_ms,
+            queue_id,
+            seq: r.u64()?,
+            message_id: MessageId(r.array()?),
+            visible_at_ms: r.u64()?,
+            payload: Arc::new(r.payload()?),
+            fifo: Some(r.group()?),
+        },
+        TAG_RESTORE_GROUPED_MESSAGE if version >= 6 => {
+            let seq = r.u64()?;
+            let mut message = r.message()?;
+            message.fifo = Some(r.group()?);
+            Record::RestoreMessage {
+                now_ms,
+                queue_id,
+                seq,
+                message,
+            }
+        }
+        TAG_RESTORE_TENANT if version >= 6 => Record::RestoreTenant {
+            now_ms,
+            queue_id,
+            group_id: r.string()?,
+            last_sent_at_ms: r.u64()?,
+            processing: r.processing()?,
+            noisy: r.flag("noisy flag")?,
+        },
+        TAG_RESTORE_FAIR_TOTAL if version >= 6 => Record::RestoreFairTotal {
+            now_ms,
+            queue_id,
+            processing: r.processing()?,
         },
         TAG_LEASE => Record::Lease {
             now_ms,
@@ -781,6 +857,17 @@ impl Writer<'_> {
         }
         self.opt_str(c.policy.as_deref());
         self.map(&c.passthrough);
+        self.u8(u8::from(c.fairness.enabled));
+        self.u32(c.fairness.in_flight_min);
+        self.u32(c.fairness.processing_window_seconds);
+        self.u32(c.fairness.comparable_factor);
+        let backoff = c.redelivery_backoff.as_ref().map(ToString::to_string);
+        self.opt_str(backoff.as_deref());
+    }
+    fn processing(&mut self, p: &ProcessingWindow) {
+        self.u64(p.start_ms);
+        self.u64(p.current_ms);
+        self.u64(p.previous_ms);
     }
     /// The FIFO settings, written only for a FIFO queue (its record has the FIFO tag).
     fn fifo_config(&mut self, c: &QueueConfig) {
@@ -795,11 +882,14 @@ impl Writer<'_> {
             FifoThroughputLimit::PerMessageGroupId => 1,
         });
     }
-    /// Group and deduplication id, written only for a FIFO message (FIFO tag).
+    /// Group and deduplication id, written only for a FIFO message (FIFO tag); the group id
+    /// alone for a standard queue's message with one (grouped tag).
     fn fifo_message(&mut self, fifo: Option<&FifoMessage>) {
         let Some(fifo) = fifo else { return };
         self.str(&fifo.group_id);
-        self.str(&fifo.deduplication_id);
+        if !fifo.deduplication_id.is_empty() {
+            self.str(&fifo.deduplication_id);
+        }
     }
     fn payload(&mut self, p: &Payload) {
         self.str(&p.body);
@@ -1102,7 +1192,44 @@ impl<'a> Reader<'a, '_> {
         };
         c.policy = self.opt_string("policy flag")?;
         c.passthrough = self.map()?;
+        // Version 6: the fair settings and the redelivery backoff (as its attribute text).
+        if self.version >= 6 {
+            c.fairness = FairConfig {
+                enabled: self.flag("fair queue flag")?,
+                in_flight_min: self.u32()?,
+                processing_window_seconds: self.u32()?,
+                comparable_factor: self.u32()?,
+            };
+            let at = self.at;
+            if let Some(text) = self.opt_string("redelivery backoff flag")? {
+                c.redelivery_backoff = RedeliveryBackoff::parse(&text)
+                    .ok()
+                    .flatten()
+                    .map(Some)
+                    .ok_or(DecodeError::Invalid {
+                        what: "redelivery backoff",
+                        value: text.len() as u64,
+                        at,
+                    })?;
+            }
+        }
         Ok(c)
+    }
+    fn processing(&mut self) -> Result<ProcessingWindow, DecodeError> {
+        Ok(ProcessingWindow {
+            start_ms: self.u64()?,
+            current_ms: self.u64()?,
+            previous_ms: self.u64()?,
+        })
+    }
+    /// A standard queue's group id (grouped tags, version 6): no deduplication id.
+    fn group(&mut self) -> Result<Box<FifoMessage>, DecodeError> {
+        let text = self.str()?;
+        let group_id = shared_str(&mut self.shared.group_id, text);
+        Ok(Box::new(FifoMessage {
+            group_id,
+            deduplication_id: Arc::default(),
+        }))
     }
     fn fifo_config(&mut self, present: bool, config: &mut QueueConfig) -> Result<(), DecodeError> {
         if !present {
@@ -1378,6 +1505,7 @@ mod tests {
         ];
         records.extend(fifo_samples());
         records.extend(move_samples());
+        records.extend(fair_samples());
         records
     }
 
@@ -1570,6 +1698,120 @@ mod tests {
         ]
     }
 
+    fn fair_samples() -> Vec<Record> {
+        let payload = Arc::new(Payload {
+            body: "b".into(),
+            attributes: BTreeMap::new(),
+            trace_header: None,
+            sender_id: Arc::from(""),
+        });
+        let group = Some(Box::new(FifoMessage {
+            group_id: Arc::from("tenant-1"),
+            deduplication_id: Arc::default(),
+        }));
+        let processing = ProcessingWindow {
+            start_ms: 60_000,
+            current_ms: 1_500,
+            previous_ms: 9_000,
+        };
+        vec![
+            Record::Send {
+                now_ms: 3,
+                queue_id: 2,
+                seq: 1,
+                message_id: MessageId([7; 16]),
+                visible_at_ms: 3,
+                payload: payload.clone(),
+                fifo: group.clone(),
+            },
+            Record::RestoreMessage {
+                now_ms: 4,
+                queue_id: 2,
+                seq: 1,
+                message: Message {
+                    id: MessageId([7; 16]),
+                    payload: PayloadRef::Inline(payload),
+                    sent_at_ms: 3,
+                    visible_at_ms: 3,
+                    leased_at_ms: 0,
+                    history: None,
+                    receive_count: 0,
+                    state: MessageState::Ready,
+                    dead_letter_source: None,
+                    redrive_generation: 0,
+                    fifo: group,
+                },
+            },
+            Record::RestoreTenant {
+                now_ms: 4,
+                queue_id: 2,
+                group_id: "tenant-1".into(),
+                last_sent_at_ms: 3,
+                processing,
+                noisy: true,
+            },
+            Record::RestoreFairTotal {
+                now_ms: 4,
+                queue_id: 2,
+                processing,
+            },
+        ]
+    }
+
+    #[test]
+    fn fair_records_round_trip_and_need_version_6() {
+        for record in fair_samples() {
+            let mut bytes = Vec::new();
+            encode(&record, &mut bytes);
+            assert_eq!(decode(&bytes), Ok(record.clone()));
+            bytes[0] = 5;
+            assert!(decode(&bytes).is_err(), "{record:?} as version 5");
+        }
+    }
+
+    #[test]
+    fn version_5_configs_decode_with_the_default_fair_settings() {
+        let config = QueueConfig {
+            fairness: FairConfig {
+                enabled: false,
+                in_flight_min: 3,
+                processing_window_seconds: 10,
+                comparable_factor: 3,
+            },
+            ..QueueConfig::default()
+        };
+        let with_backoff = Record::SetConfig {
+            now_ms: 1,
+            queue_id: 2,
+            config: QueueConfig {
+                redelivery_backoff: RedeliveryBackoff::parse("exponential(1s,5m) jitter=20%")
+                    .unwrap(),
+                ..config.clone()
+            },
+        };
+        let mut bytes = Vec::new();
+        encode(&with_backoff, &mut bytes);
+        assert_eq!(decode(&bytes), Ok(with_backoff));
+        let record = Record::SetConfig {
+            now_ms: 1,
+            queue_id: 2,
+            config,
+        };
+        let mut bytes = Vec::new();
+        encode(&record, &mut bytes);
+        assert_eq!(decode(&bytes), Ok(record));
+        // Version 6 added the fair settings and the redelivery backoff (none: a 0 flag), the
+        // config's last 1 + 4 + 4 + 4 + 1 bytes.
+        bytes.truncate(bytes.len() - 14);
+        bytes[0] = 5;
+        let expected = Record::SetConfig {
+            now_ms: 1,
+            queue_id: 2,
+            config: QueueConfig::default(),
+        };
+        assert_eq!(decode(&bytes), Ok(expected));
+    }
+
     #[test]
     fn group_releases_need_version_5() {
         let record = Record::RestoreGroupRelease {
@@ -1677,7 +1919,7 @@ mod tests {
                 _ => {}
             }
         }
-        assert_eq!(senders.len(), 8);
+        assert_eq!(senders.len(), 12);
         assert_eq!(sources.len(), 2);
         assert!(Arc::ptr_eq(&sources[0], &sources[1]));
         let mut bytes = Vec::new();

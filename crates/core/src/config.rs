@@ -6,7 +6,11 @@
 
 use std::collections::BTreeMap;
 
+use crate::backoff::RedeliveryBackoff;
 use crate::error::{Error, Field, Result};
+use crate::fair::{
+    FairConfig, COMPARABLE_FACTOR_MAX, IN_FLIGHT_MIN_MAX, PROCESSING_WINDOW_MAX_SECONDS,
+};
 use crate::fifo::{DeduplicationScope, FifoConfig, FifoThroughputLimit};
 use crate::limits::Limits;
 
@@ -34,6 +38,11 @@ pub struct QueueConfig {
     pub passthrough: BTreeMap<String, String>,
     /// The FIFO settings; `Some` exactly for a FIFO queue (chosen at creation, never changed).
     pub fifo: Option<FifoConfig>,
+    /// Fair-queue settings (standard queues; see [`crate::fair`]).
+    pub fairness: FairConfig,
+    /// `LeaseqRedeliveryBackoff`: how long a message whose lease ran out waits before it is
+    /// ready again (see [`crate::backoff`]); `None` (the default) redelivers at once, as SQS.
+    pub redelivery_backoff: Option<RedeliveryBackoff>,
 }
 
 impl Default for QueueConfig {
@@ -49,6 +58,8 @@ impl Default for QueueConfig {
             policy: None,
             passthrough: BTreeMap::new(),
             fifo: None,
+            fairness: FairConfig::default(),
+            redelivery_backoff: None,
         }
     }
 }
@@ -115,6 +126,16 @@ pub struct QueueConfigPatch {
     pub deduplication_scope: Option<DeduplicationScope>,
     /// See [`FifoConfig::throughput_limit`] (FIFO queues only).
     pub fifo_throughput_limit: Option<FifoThroughputLimit>,
+    /// See [`FairConfig::enabled`] (standard queues only).
+    pub fair_queue: Option<bool>,
+    /// See [`FairConfig::in_flight_min`] (standard queues only).
+    pub fair_in_flight_min: Option<u32>,
+    /// See [`FairConfig::processing_window_seconds`] (standard queues only).
+    pub fair_processing_window_seconds: Option<u32>,
+    /// See [`FairConfig::comparable_factor`] (standard queues only).
+    pub fair_comparable_factor: Option<u32>,
+    /// See [`QueueConfig::redelivery_backoff`]; `Some(None)` turns it off.
+    pub redelivery_backoff: Option<Option<RedeliveryBackoff>>,
 }
 
 impl QueueConfigPatch {
@@ -126,6 +147,21 @@ impl QueueConfigPatch {
             Some("DeduplicationScope")
         } else if self.fifo_throughput_limit.is_some() {
             Some("FifoThroughputLimit")
+        } else {
+            None
+        }
+    }
+
+    /// Whether the patch names a fair-queue setting (standard queues only).
+    pub(crate) fn fair_setting(&self) -> Option<&'static str> {
+        if self.fair_queue.is_some() {
+            Some("LeaseqFairQueue")
+        } else if self.fair_in_flight_min.is_some() {
+            Some("LeaseqFairInFlightMin")
+        } else if self.fair_processing_window_seconds.is_some() {
+            Some("LeaseqFairProcessingWindowSeconds")
+        } else if self.fair_comparable_factor.is_some() {
+            Some("LeaseqFairComparableFactor")
         } else {
             None
         }
@@ -210,6 +246,33 @@ impl QueueConfig {
                 next.passthrough.insert(key.clone(), value.clone());
             }
         }
+        if next.fifo.is_some() {
+            if let Some(name) = patch.fair_setting() {
+                return Err(Error::UnknownSetting(name.into()));
+            }
+        }
+        if let Some(v) = patch.fair_queue {
+            next.fairness.enabled = v;
+        }
+        if let Some(v) = patch.fair_in_flight_min {
+            next.fairness.in_flight_min =
+                check_range(Field::FairInFlightMin, v, 1, IN_FLIGHT_MIN_MAX)?;
+        }
+        if let Some(v) = patch.fair_processing_window_seconds {
+            next.fairness.processing_window_seconds = check_range(
+                Field::FairProcessingWindowSeconds,
+                v,
+                1,
+                PROCESSING_WINDOW_MAX_SECONDS,
+            )?;
+        }
+        if let Some(v) = patch.fair_comparable_factor {
+            next.fairness.comparable_factor =
+                check_range(Field::FairComparableFactor, v, 1, COMPARABLE_FACTOR_MAX)?;
+        }
+        if let Some(backoff) = &patch.redelivery_backoff {
+            next.redelivery_backoff = backoff.clone();
+        }
         match &mut next.fifo {
             Some(fifo) => {
                 if let Some(v) = patch.content_based_deduplication {
@@ -276,7 +339,32 @@ impl QueueConfig {
             p.fifo_throughput_limit
                 .and_then(|v| differs("FifoThroughputLimit", v == fifo.throughput_limit)),
         ];
-        let first = checks.into_iter().chain(fifo_checks).flatten().next();
+        let fair = &self.fairness;
+        let fair_checks = [
+            p.fair_queue
+                .and_then(|v| differs("LeaseqFairQueue", v == fair.enabled)),
+            p.fair_in_flight_min
+                .and_then(|v| differs("LeaseqFairInFlightMin", v == fair.in_flight_min)),
+            p.fair_processing_window_seconds.and_then(|v| {
+                differs(
+                    "LeaseqFairProcessingWindowSeconds",
+                    v == fair.processing_window_seconds,
+                )
+            }),
+            p.fair_comparable_factor
+                .and_then(|v| differs("LeaseqFairComparableFactor", v == fair.comparable_factor)),
+        ];
+        let backoff = p
+            .redelivery_backoff
+            .as_ref()
+            .and_then(|v| differs("LeaseqRedeliveryBackoff", *v == self.redelivery_backoff));
+        let first = checks
+            .into_iter()
+            .chain(fifo_checks)
+            .chain(fair_checks)
+            .chain([backoff])
+            .flatten()
+            .next();
         first.or_else(|| {
             p.passthrough
                 .iter()

@@ -61,6 +61,14 @@ pub enum Field {
     SourceArn,
     /// A move task's handle.
     TaskHandle,
+    /// Queue setting: in-flight messages before a tenant's concurrency share counts
+    /// (`LeaseqFairInFlightMin`).
+    FairInFlightMin,
+    /// Queue setting: how far back a fair queue counts processing time
+    /// (`LeaseqFairProcessingWindowSeconds`).
+    FairProcessingWindowSeconds,
+    /// Queue setting: when a noisy tenant is quiet again (`LeaseqFairComparableFactor`).
+    FairComparableFactor,
 }
 
 /// What is wrong with one message attribute (named in [`Error::InvalidMessageAttribute`]).

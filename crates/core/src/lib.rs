@@ -8,10 +8,12 @@
 //!
 //! Start at [`Engine`]; the states of a message and their indexes are described in [`queue`].
 
+pub mod backoff;
 pub mod codec;
 pub mod config;
 pub mod engine;
 pub mod error;
+pub mod fair;
 pub mod fifo;
 pub mod histogram;
 pub mod history;
@@ -23,12 +25,14 @@ pub mod receipt;
 pub mod record;
 pub mod store;
 
+pub use backoff::{BackoffSchedule, RedeliveryBackoff};
 pub use config::{QueueConfig, QueueConfigPatch, RedriveAllowPolicy, RedrivePolicy};
 pub use engine::{
     Created, DeleteOutcome, Delivery, Engine, EngineConfig, FrozenEngine, Journal, LeaseView,
-    QueueInfo, ReceiveRequest, Sent,
+    NoisyGroup, QueueInfo, ReceiveRequest, Sent,
 };
 pub use error::{AttributeProblem, Error, Field, Result, TargetProblem};
+pub use fair::{FairConfig, FairState, ProcessingWindow, Tenant};
 pub use fifo::{DeduplicationScope, FifoConfig, FifoMessage, FifoThroughputLimit};
 pub use history::{Attempt, AttemptHistory, AttemptOutcome, Client};
 pub use limits::Limits;

@@ -27,6 +27,7 @@ mod ready;
 use ready::ReadyIndex;
 
 use crate::config::QueueConfig;
+use crate::fair::{FairState, ProcessingWindow, Slot, Totals};
 use crate::fifo::{FifoMessage, FifoState, Transition};
 use crate::history::{AttemptHistory, AttemptOutcome};
 use crate::message::{MessageId, PayloadRef};
@@ -69,7 +70,9 @@ pub struct Message {
     pub redrive_generation: u16,
     /// Name of the queue it was dead-lettered from, if it was.
     pub dead_letter_source: Option<Arc<str>>,
-    /// Group and deduplication id: `Some` exactly for the messages of a FIFO queue.
+    /// Group and deduplication id: `Some` for every message of a FIFO queue, and for the
+    /// messages of a standard queue sent with a group id (a fair queue's tenant; the
+    /// deduplication id is then empty).
     pub fifo: Option<Box<FifoMessage>>,
 }
 
@@ -142,8 +145,13 @@ pub struct Queue {
     last_inserted: (u64, u64),
     in_flight: usize,
     delayed: usize,
+    /// The time of the latest change (what `advance` reached), for the fair state.
+    fair_clock_ms: u64,
     /// Groups, deduplication window and receive attempts: `Some` exactly for a FIFO queue.
     fifo: Option<Box<FifoState>>,
+    /// Tenants of a fair queue: `Some` once a standard queue holds a message with a group id
+    /// (see [`crate::fair`]); a queue that never does pays nothing for fairness.
+    fair: Option<Box<FairState>>,
     /// Why a consumer failed a message (fail-now), for the messages that have a reason: few,
     /// so a side table rather than a field of every message.
     failure_reasons: BTreeMap<u64, Arc<str>>,
@@ -202,7 +210,9 @@ impl Queue {
             last_inserted: (0, 0),
             in_flight: 0,
             delayed: 0,
+            fair_clock_ms: 0,
             fifo,
+            fair: None,
             failure_reasons: BTreeMap::new(),
             recently_deleted: VecDeque::new(),
         }
@@ -215,6 +225,90 @@ impl Queue {
 
     pub(crate) fn fifo_mut(&mut self) -> Option<&mut FifoState> {
         self.fifo.as_deref_mut()
+    }
+
+    /// The tenants of a fair queue (a standard queue that has held a message with a group id).
+    pub fn fair(&self) -> Option<&FairState> {
+        self.fair.as_deref()
+    }
+
+    /// Whether a receive serves quiet tenants first (see [`crate::fair`]).
+    pub fn is_fair(&self) -> bool {
+        self.fair.is_some() && self.config.fairness.enabled
+    }
+
+    /// The slot of message `seq` for the fair state, as it is now.
+    fn fair_slot(message: &Message, seq: u64) -> Slot {
+        match message.state {
+            MessageState::Ready => Slot::Ready(message.sent_at_ms, seq),
+            MessageState::Delayed => Slot::Delayed,
+            MessageState::InFlight => Slot::InFlight {
+                leased_at_ms: message.leased_at_ms,
+            },
+        }
+    }
+
+    /// Tells the fair state that a message of `group_id` (`None`: without a group id) went from
+    /// `was` to `now`. Costs one branch on a queue without fair state.
+    fn fair_update(&mut self, group_id: Option<&Arc<str>>, was: Option<Slot>, now: Option<Slot>) {
+        let Some(fair) = self.fair.as_deref_mut() else {
+            return;
+        };
+        let group_id = group_id.cloned().unwrap_or_else(|| fair.ungrouped.clone());
+        let totals = Totals {
+            in_flight: self.in_flight,
+        };
+        fair.update(&self.config.fairness, &group_id, was, now, totals);
+    }
+
+    /// Starts the fair state of a standard queue at its first message with a group id, with
+    /// the messages it already holds (each ungrouped one its own tenant). O(n), once.
+    fn start_fair(&mut self) {
+        let mut fair = Box::<FairState>::default();
+        fair.clock_ms = self.fair_clock_ms;
+        self.fair = Some(fair);
+        let existing: Vec<(Option<Arc<str>>, Slot)> = self
+            .messages
+            .iter()
+            .map(|(seq, message)| {
+                let group = message.fifo.as_ref().map(|fifo| fifo.group_id.clone());
+                (group, Self::fair_slot(message, seq))
+            })
+            .collect();
+        for (group, slot) in existing {
+            self.fair_update(group.as_ref(), None, Some(slot));
+        }
+    }
+
+    /// The time the fair state applies changes at.
+    fn set_fair_clock(&mut self, at_ms: u64) {
+        self.fair_clock_ms = at_ms;
+        if let Some(fair) = self.fair.as_deref_mut() {
+            fair.clock_ms = at_ms;
+        }
+    }
+
+    /// Sets what a snapshot says of a tenant (`RestoreTenant`, after the messages).
+    pub(crate) fn restore_tenant(
+        &mut self,
+        group_id: &str,
+        last_sent_at_ms: u64,
+        processing: ProcessingWindow,
+        noisy: bool,
+    ) {
+        if self.fair.is_none() {
+            self.start_fair();
+        }
+        let fair = self.fair.as_deref_mut().expect("fair state");
+        fair.restore_tenant(&Arc::from(group_id), last_sent_at_ms, processing, noisy);
+    }
+
+    /// Sets the queue's processing window from a snapshot (`RestoreFairTotal`).
+    pub(crate) fn restore_fair_total(&mut self, processing: ProcessingWindow) {
+        if self.fair.is_none() {
+            self.start_fair();
+        }
+        self.fair.as_deref_mut().expect("fair state").processing = processing;
     }
 
     /// Tells the FIFO state that message `seq` (of group `group_id`) entered, left or changed
@@ -398,21 +492,52 @@ impl Queue {
                 MessageState::Ready => unreachable!("ready message {seq} in the timer index"),
             }
             let was = message.state;
-            message.state = MessageState::Ready;
-            self.ready.insert(message.sent_at_ms, seq);
+            let was_slot = Self::fair_slot(message, seq);
+            // Redelivery backoff: a lease that ran out makes the message wait (delayed) for the
+            // schedule's delay of this attempt, decided now, at the lease's own deadline.
+            let backoff_ms = match (&self.config.redelivery_backoff, was) {
+                (Some(backoff), MessageState::InFlight) => {
+                    backoff.delay_ms(message.receive_count, &message.id.0)
+                }
+                _ => 0,
+            };
+            let (now_state, now_slot) = if backoff_ms > 0 {
+                message.state = MessageState::Delayed;
+                message.visible_at_ms = at + backoff_ms;
+                self.delayed += 1;
+                self.timers.insert((at + backoff_ms, seq));
+                (MessageState::Delayed, Slot::Delayed)
+            } else {
+                message.state = MessageState::Ready;
+                self.ready.insert(message.sent_at_ms, seq);
+                (MessageState::Ready, Slot::Ready(message.sent_at_ms, seq))
+            };
+            if self.fair.is_some() {
+                let group = self.messages.get(seq).and_then(|m| m.fifo.as_ref());
+                let group = group.map(|fifo| fifo.group_id.clone());
+                self.set_fair_clock(at);
+                self.fair_update(group.as_ref(), Some(was_slot), Some(now_slot));
+            }
             let group_id = self.group_of(seq);
-            self.fifo_update(group_id, seq, Some(was), Some(MessageState::Ready));
+            self.fifo_update(group_id, seq, Some(was), Some(now_state));
         }
         while let Some((sent_at_ms, seq)) = self.oldest_sent() {
             if sent_at_ms + retention_ms > now_ms {
                 break;
             }
+            // A lease that retention ends counts as processing until then, whenever the queue
+            // is brought forward (replay agrees with live traffic).
+            self.set_fair_clock(sent_at_ms + retention_ms);
             self.remove(seq);
             self.counters.retention_expired += 1;
         }
         if let Some(fifo) = self.fifo.as_deref_mut() {
             fifo.advance(now_ms);
         }
+        if let Some(fair) = self.fair.as_deref_mut() {
+            fair.advance(now_ms);
+        }
+        self.set_fair_clock(self.fair_clock_ms.max(now_ms));
     }
 
     /// Adds a message. `seq` must be new.
@@ -455,14 +580,27 @@ impl Queue {
         }
         let state = message.state;
         let group_id = message.fifo.as_ref().map(|fifo| fifo.group_id.clone());
-        assert_eq!(
-            group_id.is_some(),
-            self.fifo.is_some(),
-            "message {seq}: FIFO messages go exactly to FIFO queues"
-        );
+        if let Some(fifo) = &message.fifo {
+            assert!(
+                self.fifo.is_some() || fifo.deduplication_id.is_empty(),
+                "message {seq}: a deduplication id on a standard queue"
+            );
+        } else {
+            assert!(self.fifo.is_none(), "message {seq}: FIFO without a group");
+        }
+        let slot = Self::fair_slot(&message, seq);
         let previous = self.messages.insert(seq, message);
         assert!(previous.is_none(), "message {seq} inserted twice");
-        self.fifo_update(group_id, seq, None, Some(state));
+        if self.fifo.is_some() {
+            self.fifo_update(group_id, seq, None, Some(state));
+        } else if group_id.is_some() || self.fair.is_some() {
+            if self.fair.is_none() {
+                // Counts this message too.
+                self.start_fair();
+            } else {
+                self.fair_update(group_id.as_ref(), None, Some(slot));
+            }
+        }
     }
 
     /// Why a consumer failed message `seq`, if it did (fail-now).
@@ -541,6 +679,9 @@ impl Queue {
         if self.fifo.is_some() {
             let group_id = message.fifo.as_ref().map(|fifo| fifo.group_id.clone());
             self.fifo_update(group_id, seq, Some(message.state), None);
+        } else if self.fair.is_some() {
+            let group_id = message.fifo.as_ref().map(|fifo| &fifo.group_id);
+            self.fair_update(group_id, Some(Self::fair_slot(&message, seq)), None);
         }
         Some(message)
     }
@@ -567,15 +708,33 @@ impl Queue {
     }
 
     /// Makes message `seq` in flight until `visible_at_ms` (a new lease, or a changed one), or
-    /// ready at once when `visible_at_ms <= now_ms`.
+    /// ready at once when `visible_at_ms <= now_ms` (delayed for the redelivery backoff instead,
+    /// if the queue's backoff counts releases and this ends a lease).
     pub fn set_visibility(&mut self, seq: u64, now_ms: u64, visible_at_ms: u64) {
         let message = self.messages.get(seq).expect("lease of a live message");
+        let was_slot = Self::fair_slot(message, seq);
         let (state, sent_at_ms, old_visible_at_ms) =
             (message.state, message.sent_at_ms, message.visible_at_ms);
         self.unindex_state(seq, state, sent_at_ms, old_visible_at_ms);
         let message = self.messages.get_mut(seq).expect("lease of a live message");
         message.visible_at_ms = visible_at_ms;
-        if visible_at_ms <= now_ms {
+        // A release (visibility 0) of a lease waits out the backoff too if the queue says so.
+        let backoff_ms = match &self.config.redelivery_backoff {
+            Some(backoff)
+                if backoff.releases
+                    && state == MessageState::InFlight
+                    && visible_at_ms <= now_ms =>
+            {
+                backoff.delay_ms(message.receive_count, &message.id.0)
+            }
+            _ => 0,
+        };
+        if backoff_ms > 0 {
+            message.state = MessageState::Delayed;
+            message.visible_at_ms = now_ms + backoff_ms;
+            self.delayed += 1;
+            self.timers.insert((message.visible_at_ms, seq));
+        } else if visible_at_ms <= now_ms {
             message.state = MessageState::Ready;
             self.ready.insert(message.sent_at_ms, seq);
         } else {
@@ -584,6 +743,12 @@ impl Queue {
             self.timers.insert((visible_at_ms, seq));
         }
         let now_state = message.state;
+        if self.fair.is_some() {
+            let now_slot = Self::fair_slot(message, seq);
+            let group = message.fifo.as_ref().map(|fifo| fifo.group_id.clone());
+            self.set_fair_clock(self.fair_clock_ms.max(now_ms));
+            self.fair_update(group.as_ref(), Some(was_slot), Some(now_slot));
+        }
         let group_id = self.group_of(seq);
         self.fifo_update(group_id, seq, Some(state), Some(now_state));
     }
@@ -605,6 +770,9 @@ impl Queue {
         self.delayed = 0;
         if let Some(fifo) = self.fifo.as_deref_mut() {
             fifo.clear_groups();
+        }
+        if let Some(fair) = self.fair.as_deref_mut() {
+            fair.clear();
         }
         removed
     }
@@ -664,7 +832,17 @@ impl Queue {
                 )
             }));
         } else {
-            assert!(self.messages.iter().all(|(_, m)| m.fifo.is_none()));
+            assert!(self.messages.iter().all(|(_, m)| m
+                .fifo
+                .as_ref()
+                .is_none_or(|f| f.deduplication_id.is_empty())));
+            match &self.fair {
+                Some(fair) => fair.check_invariants(self.messages.iter().map(|(seq, message)| {
+                    let group = message.fifo.as_ref().map_or("", |fifo| &*fifo.group_id);
+                    (group, Some(Self::fair_slot(message, seq)))
+                })),
+                None => assert!(self.messages.iter().all(|(_, m)| m.fifo.is_none())),
+            }
         }
         if let Some(by_sent) = &self.by_sent {
             assert_eq!(self.messages.len(), by_sent.len());

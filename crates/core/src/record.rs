@@ -15,6 +15,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crate::config::QueueConfig;
+use crate::fair::ProcessingWindow;
 use crate::fifo::{AttemptLease, FifoMessage};
 use crate::history::Client;
 use crate::message::{MessageId, Payload};
@@ -84,7 +85,8 @@ pub enum Record {
         /// Body and attributes.
         payload: Arc<Payload>,
         /// Group and deduplication id, for a FIFO queue (its deduplication window remembers
-        /// the id from this record on).
+        /// the id from this record on); on a standard queue, the group id (a fair queue's
+        /// tenant) with an empty deduplication id.
         fifo: Option<Box<FifoMessage>>,
     },
     /// A ready message was received: a new attempt with its own lease began.
@@ -205,6 +207,31 @@ pub enum Record {
         /// The group id.
         group_id: String,
     },
+    /// Snapshot: what a fair queue's tenant holds besides its messages (after them): its last
+    /// send, recent processing time and whether it is noisy. Format version 6.
+    RestoreTenant {
+        /// The engine's clock when the snapshot was taken.
+        now_ms: u64,
+        /// Which queue.
+        queue_id: u64,
+        /// The group id (`""`: the messages without one).
+        group_id: String,
+        /// When the tenant last sent.
+        last_sent_at_ms: u64,
+        /// Its recent processing time.
+        processing: ProcessingWindow,
+        /// Whether it is noisy.
+        noisy: bool,
+    },
+    /// Snapshot: a fair queue's recent processing time, all tenants together. Format version 6.
+    RestoreFairTotal {
+        /// The engine's clock when the snapshot was taken.
+        now_ms: u64,
+        /// Which queue.
+        queue_id: u64,
+        /// Its recent processing time.
+        processing: ProcessingWindow,
+    },
     /// A message's payload was written again, at the log's tail, so that the log segment that
     /// held it can go (compaction). Nothing else about the message changes.
     Relocate {
@@ -321,6 +348,8 @@ impl Record {
             | Record::ReceiveAttempt { now_ms, .. }
             | Record::RestoreDeduplication { now_ms, .. }
             | Record::RestoreGroupRelease { now_ms, .. }
+            | Record::RestoreTenant { now_ms, .. }
+            | Record::RestoreFairTotal { now_ms, .. }
             | Record::Relocate { now_ms, .. }
             | Record::SetMoveTask { now_ms, .. }
             | Record::MoveMessages { now_ms, .. }

@@ -29,6 +29,8 @@ const PAGE: &str = include_str!("dashboard.html");
 
 /// In-flight leases listed per queue, those ending first.
 const LEASES_SHOWN: usize = 10;
+/// Noisy tenants of a fair queue shown per queue, the noisiest (most in flight) first.
+const NOISY_TENANTS_SHOWN: usize = 5;
 
 /// The dashboard page.
 pub fn page() -> Response {
@@ -161,6 +163,18 @@ async fn queues(State(service): State<Arc<Service>>) -> Response {
                     "ack_failures_invalid": load(|s| s.invalid_receipts.load(std::sync::atomic::Ordering::Relaxed)),
                 },
                 "leases_ending_first": leases,
+                // Fair queues (standard queues with group ids): the noisy tenants, most in
+                // flight first; `null` without group ids.
+                "noisy_tenants": info.noisy_groups.as_ref().map(|groups| groups
+                    .iter()
+                    .take(NOISY_TENANTS_SHOWN)
+                    .map(|group| json!({
+                        "group_id": &*group.group_id,
+                        "in_flight": group.in_flight,
+                        "ready": group.ready,
+                        "delayed": group.delayed,
+                    }))
+                    .collect::<Vec<Value>>()),
                 "fifo_groups": fifo_groups.get(&info.queue_id).map(|groups| json!({
                     "in_flight": groups.in_flight,
                     "blocked_long": groups.blocked_long,

@@ -58,6 +58,11 @@ pub struct QueueStats {
     pub lease_remaining_ms: Histogram,
     /// The attempt number of each deleted message.
     pub receive_count: Histogram,
+    /// Fair queues: send to first receive, in milliseconds, of messages of quiet tenants
+    /// (messages without a group id included).
+    pub dwell_quiet_ms: Histogram,
+    /// Fair queues: the same for messages of noisy tenants.
+    pub dwell_noisy_ms: Histogram,
 }
 
 impl Default for QueueStats {
@@ -68,6 +73,8 @@ impl Default for QueueStats {
             processing_ms: Histogram::new(LEASE_MS_BOUNDS),
             lease_remaining_ms: Histogram::new(LEASE_MS_BOUNDS),
             receive_count: Histogram::new(RECEIVE_COUNT_BOUNDS),
+            dwell_quiet_ms: Histogram::new(LEASE_MS_BOUNDS),
+            dwell_noisy_ms: Histogram::new(LEASE_MS_BOUNDS),
         }
     }
 }
@@ -80,6 +87,16 @@ impl QueueStats {
         self.lease_remaining_ms
             .observe(lease.visible_at_ms.saturating_sub(now_ms));
         self.receive_count.observe(u64::from(lease.receive_count));
+    }
+
+    /// Records the first receive, at `now_ms`, of a fair queue's message sent at `sent_at_ms`.
+    pub fn observe_dwell(&self, sent_at_ms: u64, now_ms: u64, tenant_noisy: bool) {
+        let dwell_ms = now_ms.saturating_sub(sent_at_ms);
+        if tenant_noisy {
+            self.dwell_noisy_ms.observe(dwell_ms);
+        } else {
+            self.dwell_quiet_ms.observe(dwell_ms);
+        }
     }
 }
 
@@ -300,6 +317,20 @@ fn render_queue_gauges(page: &mut Page, scrape: &Scrape) {
         );
     }
     page.family(
+        "leaseq_queue_noisy_groups",
+        "gauge",
+        "Fair queues (standard queues with group ids): tenants (message groups) now noisy, served after the quiet ones.",
+    );
+    for (info, _) in scrape.queues {
+        if let Some(noisy) = &info.noisy_groups {
+            page.sample(
+                "leaseq_queue_noisy_groups",
+                &[("queue", &info.name)],
+                noisy.len(),
+            );
+        }
+    }
+    page.family(
         "leaseq_queue_visibility_timeout_seconds",
         "gauge",
         "The queue's visibility timeout (lease length by default).",
@@ -470,6 +501,29 @@ fn render_queue_histograms(page: &mut Page, scrape: &Scrape) {
                     scale,
                 );
             }
+        }
+    }
+    // Fair queues only: dwell time (send to first receive) of quiet and noisy tenants.
+    let name = "leaseq_dwell_time_seconds";
+    page.family(
+        name,
+        "histogram",
+        "Fair queues: from send to first receive, by whether the message's tenant was quiet or noisy then.",
+    );
+    for (info, stats) in scrape.queues {
+        let (Some(stats), Some(_)) = (stats, &info.noisy_groups) else {
+            continue;
+        };
+        for (tenant, histogram) in [
+            ("quiet", &stats.dwell_quiet_ms),
+            ("noisy", &stats.dwell_noisy_ms),
+        ] {
+            page.histogram(
+                name,
+                &[("queue", &info.name), ("tenant", tenant)],
+                &histogram.snapshot(),
+                1e3,
+            );
         }
     }
 }
@@ -668,6 +722,12 @@ mod tests {
                 ..QueueCounters::default()
             },
             stale_receipts_seen: 2,
+            noisy_groups: Some(vec![leaseq_core::NoisyGroup {
+                group_id: Arc::from("tenant-a"),
+                in_flight: 40,
+                ready: 900,
+                delayed: 0,
+            }]),
         }
     }
 
@@ -753,6 +813,8 @@ mod tests {
             receive_count: 2,
         };
         stats.observe_delete(&lease, 22_000);
+        stats.observe_dwell(1_000, 1_300, false);
+        stats.observe_dwell(1_000, 61_000, true);
         let queues = vec![(info("jobs"), Some(stats))];
         let page = render(&Scrape {
             now_ms: 4_000,
@@ -776,6 +838,7 @@ mod tests {
             "leaseq_queue_messages{queue=\"jobs\",state=\"delayed\"} 1",
             "leaseq_queue_oldest_message_age_seconds{queue=\"jobs\"} 3",
             "leaseq_queue_visibility_recommended_seconds{queue=\"jobs\"} 30",
+            "leaseq_queue_noisy_groups{queue=\"jobs\"} 1",
             "leaseq_fifo_groups_in_flight{queue=\"jobs\"} 2",
             "leaseq_fifo_groups_blocked{queue=\"jobs\",over_seconds=\"60\"} 1",
             "leaseq_messages_sent_total{queue=\"jobs\"} 6",
@@ -787,6 +850,9 @@ mod tests {
             "leaseq_processing_time_seconds_sum{queue=\"jobs\"} 12",
             "leaseq_lease_remaining_at_delete_seconds_bucket{queue=\"jobs\",le=\"20\"} 1",
             "leaseq_receive_count_at_delete_bucket{queue=\"jobs\",le=\"2\"} 1",
+            "leaseq_dwell_time_seconds_bucket{queue=\"jobs\",tenant=\"quiet\",le=\"0.5\"} 1",
+            "leaseq_dwell_time_seconds_bucket{queue=\"jobs\",tenant=\"noisy\",le=\"45\"} 0",
+            "leaseq_dwell_time_seconds_bucket{queue=\"jobs\",tenant=\"noisy\",le=\"60\"} 1",
             "leaseq_requests_total{action=\"SendMessage\",outcome=\"success\"} 1",
             "leaseq_requests_total{action=\"SendMessage\",outcome=\"client_error\"} 1",
             "leaseq_request_duration_seconds_count{action=\"SendMessage\"} 2",

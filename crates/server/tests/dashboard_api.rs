@@ -3,7 +3,8 @@
 //! back to their source and can be listed and cancelled; a message's history
 //! (`GET .../messages/{id}/history`) shows each attempt with the client that made it, for live,
 //! dead-lettered and deleted messages; bad input gets a JSON error with a clear status, and a
-//! POST that is not JSON (what a cross-site form sends) is refused.
+//! POST that is not JSON (what a cross-site form sends) is refused; a fair queue lists its noisy
+//! tenants, and a message waiting out its redelivery backoff shows when it is visible again.
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -525,4 +526,67 @@ async fn history_of_a_missing_message_or_queue_is_a_json_error() {
             "{answer}"
         );
     }
+}
+
+/// A fair queue's noisy tenants are in `GET /api/queues` (the dashboard's per-queue panel), and
+/// a message waiting out its redelivery backoff shows as delayed with the time it is visible
+/// again, in its history and in a peek.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn noisy_tenants_and_backoff_waits_are_shown() {
+    let (address, _server) = start().await;
+    let attributes = json!({
+        "LeaseqFairInFlightMin": "2",
+        "LeaseqRedeliveryBackoff": "1h releases",
+    });
+    let create = json!({"QueueName": "tenants", "Attributes": attributes});
+    sqs(address, "CreateQueue", create).await;
+    sqs(address, "CreateQueue", json!({"QueueName": "plain"})).await;
+    let mut ids = Vec::new();
+    for (body, group) in [("b1", "big"), ("b2", "big"), ("b3", "big"), ("s1", "small")] {
+        let request =
+            json!({"QueueUrl": url("tenants"), "MessageBody": body, "MessageGroupId": group});
+        let sent = sqs(address, "SendMessage", request).await;
+        ids.push(sent["MessageId"].as_str().unwrap().to_string());
+    }
+    let receipt = receive_as(address, "dashboard-test", "tenants", 600).await;
+    receive_as(address, "dashboard-test", "tenants", 600).await;
+    let (status, answer) = get(address, "/api/queues").await;
+    assert_eq!(status, 200, "{answer}");
+    let queue = |name: &str| {
+        answer["queues"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|queue| queue["name"] == name)
+            .unwrap_or_else(|| panic!("{name} listed: {answer}"))
+            .clone()
+    };
+    assert_eq!(
+        queue("tenants")["noisy_tenants"],
+        json!([{"group_id": "big", "in_flight": 2, "ready": 1, "delayed": 0}]),
+        "{answer}"
+    );
+    assert_eq!(queue("plain")["noisy_tenants"], Value::Null, "{answer}");
+
+    // A release waits out the first delay (an hour) with "releases".
+    let before_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    let release =
+        json!({"QueueUrl": url("tenants"), "ReceiptHandle": receipt, "VisibilityTimeout": 0});
+    sqs(address, "ChangeMessageVisibility", release).await;
+    let waiting = history(address, "tenants", &ids[0]).await;
+    assert_eq!(waiting["state"], "delayed", "{waiting}");
+    let visible_at_ms = waiting["visible_at_ms"].as_u64().expect("a visible time");
+    assert!(
+        (before_ms + 3_600_000..before_ms + 3_660_000).contains(&visible_at_ms),
+        "{visible_at_ms} is about an hour after {before_ms}"
+    );
+    let (status, peeked) = get(address, "/api/queues/tenants/peek?max=10").await;
+    assert_eq!(status, 200, "{peeked}");
+    let entry = &peeked["messages"][0];
+    assert_eq!(entry["message_id"], ids[0].as_str(), "{peeked}");
+    assert_eq!(entry["state"], "delayed", "{peeked}");
+    assert_eq!(entry["visible_at_ms"], visible_at_ms, "{peeked}");
 }

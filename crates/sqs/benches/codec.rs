@@ -96,6 +96,7 @@ fn delivery(index: usize) -> Delivery {
         fifo: None,
         sequence_number: None,
         previous_attempt: None,
+        tenant_noisy: None,
     }
 }
 

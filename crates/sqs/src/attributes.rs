@@ -62,6 +62,17 @@ pub const READABLE: [&str; 22] = [
     "All",
 ];
 
+/// leaseq's own queue attributes (fair queues: `docs/design/fairness.md`, standard queues only;
+/// redelivery backoff: `docs/design/leases.md`, any queue). Settable like SQS's; `GetQueueAttributes` returns them only when asked for by name, so `All`
+/// answers exactly what SQS answers.
+pub const LEASEQ_SETTINGS: [&str; 5] = [
+    "LeaseqFairQueue",
+    "LeaseqFairInFlightMin",
+    "LeaseqFairProcessingWindowSeconds",
+    "LeaseqFairComparableFactor",
+    "LeaseqRedeliveryBackoff",
+];
+
 /// The `byQueue` list of a redrive-allow policy holds at most this many ARNs.
 const SOURCE_QUEUE_ARNS_MAX: usize = 10;
 
@@ -96,7 +107,8 @@ fn seconds(name: &str, value: &str) -> Result<u32, SqsError> {
 
 /// Checks the names of `GetQueueAttributes` (`All` or any readable attribute).
 pub fn check_readable(names: &[String]) -> Result<(), SqsError> {
-    match names.iter().find(|name| !READABLE.contains(&name.as_str())) {
+    let readable = |name: &str| READABLE.contains(&name) || LEASEQ_SETTINGS.contains(&name);
+    match names.iter().find(|name| !readable(name.as_str())) {
         Some(name) => Err(unknown_attribute(name)),
         None => Ok(()),
     }
@@ -171,6 +183,23 @@ pub fn parse_settings(attributes: &BTreeMap<String, String>) -> Result<QueueConf
                     "perMessageGroupId" => FifoThroughputLimit::PerMessageGroupId,
                     _ => return Err(invalid_attribute_value(name)),
                 })
+            }
+            "LeaseqFairQueue" => patch.fair_queue = Some(boolean(name, value)?),
+            "LeaseqFairInFlightMin" => patch.fair_in_flight_min = Some(seconds(name, value)?),
+            "LeaseqFairProcessingWindowSeconds" => {
+                patch.fair_processing_window_seconds = Some(seconds(name, value)?)
+            }
+            "LeaseqFairComparableFactor" => {
+                patch.fair_comparable_factor = Some(seconds(name, value)?)
+            }
+            "LeaseqRedeliveryBackoff" => {
+                let backoff = leaseq_core::RedeliveryBackoff::parse(value).map_err(|reason| {
+                    SqsError::new(
+                        ErrorCode::InvalidAttributeValue,
+                        format!("Invalid value for the parameter {name}. Reason: {reason}."),
+                    )
+                })?;
+                patch.redelivery_backoff = Some(backoff);
             }
             other => return Err(unknown_attribute(other)),
         }
@@ -387,6 +416,21 @@ fn attribute_value(name: &str, info: &QueueInfo, ctx: &Context) -> Option<String
             FifoThroughputLimit::PerQueue => "perQueue".into(),
             FifoThroughputLimit::PerMessageGroupId => "perMessageGroupId".into(),
         },
+        // Standard queues only, as FIFO settings are FIFO queues' only.
+        "LeaseqFairQueue" if config.fifo.is_none() => config.fairness.enabled.to_string(),
+        "LeaseqFairInFlightMin" if config.fifo.is_none() => {
+            config.fairness.in_flight_min.to_string()
+        }
+        "LeaseqFairProcessingWindowSeconds" if config.fifo.is_none() => {
+            config.fairness.processing_window_seconds.to_string()
+        }
+        "LeaseqFairComparableFactor" if config.fifo.is_none() => {
+            config.fairness.comparable_factor.to_string()
+        }
+        "LeaseqRedeliveryBackoff" => config
+            .redelivery_backoff
+            .as_ref()
+            .map_or_else(String::new, ToString::to_string),
         _ => return None,
     })
 }
@@ -395,9 +439,12 @@ fn attribute_value(name: &str, info: &QueueInfo, ctx: &Context) -> Option<String
 /// order.
 pub fn render(info: &QueueInfo, names: &[String], ctx: &Context) -> Vec<(&'static str, String)> {
     let all = names.iter().any(|name| name == "All");
+    let named = |name: &str| names.iter().any(|wanted| wanted == name);
+    let leaseq = LEASEQ_SETTINGS.iter().filter(|&&name| named(name));
     READABLE
         .iter()
-        .filter(|&&name| name != "All" && (all || names.iter().any(|wanted| wanted == name)))
+        .filter(|&&name| name != "All" && (all || named(name)))
+        .chain(leaseq)
         .filter_map(|&name| attribute_value(name, info, ctx).map(|value| (name, value)))
         .collect()
 }
@@ -461,6 +508,46 @@ mod tests {
             let error = settings(&[(name, bad)]).unwrap_err();
             assert_eq!(error.code, ErrorCode::InvalidAttributeValue, "{name}");
         }
+    }
+
+    #[test]
+    fn fair_queue_settings() {
+        let patch = settings(&[
+            ("LeaseqFairQueue", "false"),
+            ("LeaseqFairInFlightMin", "5"),
+            ("LeaseqFairProcessingWindowSeconds", "120"),
+        ])
+        .unwrap();
+        assert_eq!(patch.fair_queue, Some(false));
+        assert_eq!(patch.fair_in_flight_min, Some(5));
+        assert_eq!(patch.fair_processing_window_seconds, Some(120));
+        for (name, bad) in [
+            ("LeaseqFairQueue", "off"),
+            ("LeaseqFairInFlightMin", "-1"),
+            ("LeaseqFairProcessingWindowSeconds", "1m"),
+        ] {
+            let error = settings(&[(name, bad)]).unwrap_err();
+            assert_eq!(error.code, ErrorCode::InvalidAttributeValue, "{name}");
+        }
+        assert!(check_readable(&["LeaseqFairQueue".into()]).is_ok());
+    }
+
+    #[test]
+    fn redelivery_backoff_setting() {
+        let patch = settings(&[("LeaseqRedeliveryBackoff", "1s,5s,30s,2m releases")]).unwrap();
+        let backoff = patch.redelivery_backoff.unwrap().unwrap();
+        assert_eq!(backoff.to_string(), "1s,5s,30s,2m releases");
+        let off = settings(&[("LeaseqRedeliveryBackoff", "")]).unwrap();
+        assert_eq!(off.redelivery_backoff, Some(None));
+        let error = settings(&[("LeaseqRedeliveryBackoff", "1s,soon")]).unwrap_err();
+        assert_eq!(error.code, ErrorCode::InvalidAttributeValue);
+        assert!(
+            error.message.starts_with(
+                "Invalid value for the parameter LeaseqRedeliveryBackoff. Reason: \"soon\""
+            ),
+            "{}",
+            error.message
+        );
     }
 
     #[test]

@@ -611,6 +611,9 @@ fn field_name(field: leaseq_core::Field) -> &'static str {
         DestinationArn => "DestinationArn",
         SourceArn => "SourceArn",
         TaskHandle => "TaskHandle",
+        FairInFlightMin => "LeaseqFairInFlightMin",
+        FairProcessingWindowSeconds => "LeaseqFairProcessingWindowSeconds",
+        FairComparableFactor => "LeaseqFairComparableFactor",
     }
 }
 
@@ -627,6 +630,9 @@ fn is_queue_setting(field: leaseq_core::Field) -> bool {
             | MaximumMessageSize
             | ReceiveMessageWaitTimeSeconds
             | Policy
+            | FairInFlightMin
+            | FairProcessingWindowSeconds
+            | FairComparableFactor
     )
 }
 

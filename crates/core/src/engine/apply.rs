@@ -92,7 +92,7 @@ impl Engine {
                 let queue = self.advance(*queue_id, now_ms);
                 queue.insert(*seq, message);
                 queue.counters.sent += 1;
-                if let Some(fifo) = fifo {
+                if let Some(fifo) = fifo.as_ref().filter(|_| queue.fifo().is_some()) {
                     remember_send(queue, *seq, *message_id, fifo, now_ms);
                 }
             }
@@ -236,6 +236,24 @@ impl Engine {
             Record::RestoreGroupRelease {
                 queue_id, group_id, ..
             } => self.queue_mut(*queue_id).release_group(group_id),
+            Record::RestoreTenant {
+                queue_id,
+                group_id,
+                last_sent_at_ms,
+                processing,
+                noisy,
+                ..
+            } => self.queue_mut(*queue_id).restore_tenant(
+                group_id,
+                *last_sent_at_ms,
+                *processing,
+                *noisy,
+            ),
+            Record::RestoreFairTotal {
+                queue_id,
+                processing,
+                ..
+            } => self.queue_mut(*queue_id).restore_fair_total(*processing),
             Record::Relocate {
                 queue_id,
                 seq,
@@ -338,6 +356,7 @@ impl Engine {
                     }),
                     fifo_records: fifo_records(queue, now_ms)
                         .into_iter()
+                        .chain(fair_records(queue, now_ms))
                         .chain(queue.failure_reasons().map(|(seq, reason)| {
                             Record::RestoreFailureReason {
                                 now_ms,
@@ -388,14 +407,15 @@ impl Engine {
         // As SQS does: a message moved to a FIFO dead-letter queue keeps its group, and its
         // message id becomes its deduplication id. (Only queues of the same kind are dead-letter
         // targets: see `Engine::dead_letter_target`.)
+        // A standard queue's message keeps its group id (its tenant) and no deduplication id.
         message.fifo = match (message.fifo.take(), target.fifo().is_some()) {
             (Some(fifo), true) => Some(Box::new(FifoMessage {
                 group_id: fifo.group_id,
                 deduplication_id: Arc::from(message.id.to_string()),
             })),
             (fifo, is_fifo) => {
-                assert!(fifo.is_none() && !is_fifo, "dead letter across queue kinds");
-                None
+                assert!(!is_fifo, "dead letter across queue kinds");
+                fifo
             }
         };
         target.insert(dead_letter_seq, message);
@@ -476,6 +496,30 @@ fn remember_send(
         .fifo_mut()
         .expect("FIFO send to a FIFO queue")
         .remember(scope, fifo.deduplication_id.clone(), entry);
+}
+
+/// The records that rebuild what a fair queue's tenants hold besides their messages (none for
+/// a queue without fair state). Copied when frozen: one per tenant with messages.
+fn fair_records(queue: &Queue, now_ms: u64) -> Vec<Record> {
+    let Some(fair) = queue.fair() else {
+        return Vec::new();
+    };
+    let total = Record::RestoreFairTotal {
+        now_ms,
+        queue_id: queue.id,
+        processing: fair.processing,
+    };
+    let tenants = fair
+        .tenants()
+        .map(|(group_id, tenant)| Record::RestoreTenant {
+            now_ms,
+            queue_id: queue.id,
+            group_id: group_id.to_string(),
+            last_sent_at_ms: tenant.last_sent_at_ms,
+            processing: tenant.processing,
+            noisy: tenant.noisy,
+        });
+    std::iter::once(total).chain(tenants).collect()
 }
 
 /// The records that rebuild a FIFO queue's attempts and released groups (none for a standard

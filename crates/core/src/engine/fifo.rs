@@ -16,8 +16,11 @@ use crate::record::Record;
 
 use super::{Delivery, Engine, Journal};
 
-/// The group and deduplication id of a send to `queue`, checked as SQS checks them; `None` for
-/// a standard queue (which takes no deduplication id and ignores a group id).
+/// The group and deduplication id of a send to `queue`, checked as SQS checks them. A standard
+/// queue takes no deduplication id; its group id, optional, names the message's tenant (fair
+/// queues) and follows the FIFO rules (1 to 128 alphanumeric or punctuation characters: SQS
+/// quotas, "Message group ID": "The length of MessageGroupId is 128 characters. Valid values:
+/// alphanumeric characters and punctuation"); it is kept with an empty deduplication id.
 pub(super) fn fifo_fields(queue: &Queue, input: &SendInput) -> Result<Option<Box<FifoMessage>>> {
     let Some(config) = &queue.config.fifo else {
         if let Some(id) = &input.deduplication_id {
@@ -26,7 +29,14 @@ pub(super) fn fifo_fields(queue: &Queue, input: &SendInput) -> Result<Option<Box
                 value: id.clone(),
             });
         }
-        return Ok(None);
+        let Some(group_id) = &input.group_id else {
+            return Ok(None);
+        };
+        check_token(Field::MessageGroupId, group_id)?;
+        return Ok(Some(Box::new(FifoMessage {
+            group_id: Arc::from(group_id.as_str()),
+            deduplication_id: Arc::default(),
+        })));
     };
     let Some(group_id) = &input.group_id else {
         return Err(Error::Missing(Field::MessageGroupId));

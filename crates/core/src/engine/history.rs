@@ -42,6 +42,9 @@ pub struct MessageHistory {
     pub failure_reason: Option<Arc<str>>,
     /// When it was deleted, if it was.
     pub deleted_at_ms: Option<u64>,
+    /// When it becomes visible, while it is delayed (a delay, or a redelivery backoff) or in
+    /// flight.
+    pub visible_at_ms: Option<u64>,
     /// The attempts kept, numbered, oldest first; an attempt whose lease ran out by the time of
     /// the lookup shows as expired.
     pub attempts: Vec<(u32, Attempt)>,
@@ -84,6 +87,7 @@ impl Engine {
                 dead_lettered_at_ms: deleted.history.dead_lettered_at_ms,
                 failure_reason: None,
                 deleted_at_ms: Some(deleted.deleted_at_ms),
+                visible_at_ms: None,
                 attempts: deleted.history.view(now_ms),
             })));
         }
@@ -116,6 +120,8 @@ fn live(queue: &Queue, seq: u64, message: &Message, now_ms: u64) -> MessageHisto
         dead_lettered_at_ms: history.and_then(|history| history.dead_lettered_at_ms),
         failure_reason: queue.failure_reason(seq).cloned(),
         deleted_at_ms: None,
+        visible_at_ms: (message.state != crate::queue::MessageState::Ready)
+            .then_some(message.visible_at_ms),
         attempts: history.map_or_else(Vec::new, |history| history.view(now_ms)),
     }
 }

@@ -40,8 +40,8 @@ impl Engine {
         let fifo = super::fifo::fifo_fields(queue, &input)?;
         // A FIFO send may only say 0 (anything else was refused above), and the queue's delay
         // applies to it all the same: SQS sets FIFO delays per queue only.
-        let delay_seconds = match (&fifo, input.delay_seconds) {
-            (None, Some(delay_seconds)) => delay_seconds,
+        let delay_seconds = match (queue.fifo().is_some(), input.delay_seconds) {
+            (false, Some(delay_seconds)) => delay_seconds,
             _ => queue.config.delay_seconds,
         };
         let payload = validate_send(
@@ -50,7 +50,7 @@ impl Engine {
             &self.config.limits,
         )?;
         let payload = Arc::new(payload);
-        if let Some(fifo) = &fifo {
+        if let Some(fifo) = fifo.as_ref().filter(|_| queue.fifo().is_some()) {
             if let Some(first) = super::fifo::duplicate_of(queue, fifo) {
                 return Ok(Sent {
                     message_id: first.message_id,
@@ -62,7 +62,7 @@ impl Engine {
             }
         }
         let seq = queue.next_seq();
-        let sequence_number = fifo.as_ref().map(|_| sequence_number(seq));
+        let sequence_number = queue.fifo().map(|_| sequence_number(seq));
         let record = Record::Send {
             now_ms,
             queue_id,
@@ -150,9 +150,17 @@ impl Engine {
         // the walk goes on after the last message it took instead of from the front: one receive
         // delivers a message at most once.
         let mut taken_through = None;
+        // A fair queue serves quiet tenants first (see `crate::fair`). Each lease moves the
+        // message out of its tenant's ready set, so the walk needs no position; a lease of
+        // 0 seconds would not, so such a receive takes the plain order.
+        let fair = queue.is_fair() && visibility_ms > 0;
         while deliveries.len() < wanted {
             let queue = &self.queues[&queue_id];
-            let Some((sent_at_ms, seq)) = queue.next_ready(taken_through) else {
+            let next = match queue.fair().filter(|_| fair) {
+                Some(tenants) => tenants.next(),
+                None => queue.next_ready(taken_through),
+            };
+            let Some((sent_at_ms, seq)) = next else {
                 break;
             };
             taken_through = Some((sent_at_ms, seq));
@@ -219,7 +227,14 @@ impl Engine {
     }
 
     pub(super) fn delivery(&self, queue_id: u64, seq: u64) -> Delivery<PayloadRef> {
-        let message = self.queues[&queue_id].message(seq).expect("just leased");
+        let queue = &self.queues[&queue_id];
+        let message = queue.message(seq).expect("just leased");
+        let tenant_noisy = queue.fair().map(|fair| {
+            message
+                .fifo
+                .as_ref()
+                .is_some_and(|fifo| fair.is_noisy(&fifo.group_id))
+        });
         Delivery {
             message_id: message.id,
             receipt: self.key.seal(Receipt {
@@ -236,7 +251,7 @@ impl Engine {
             visible_at_ms: message.visible_at_ms,
             dead_letter_source: message.dead_letter_source.clone(),
             fifo: message.fifo.clone(),
-            sequence_number: message.fifo.as_ref().map(|_| sequence_number(seq)),
+            sequence_number: self.queues[&queue_id].fifo().map(|_| sequence_number(seq)),
             previous_attempt: message.history.as_ref().and_then(|history| {
                 let attempts = &history.attempts;
                 attempts
@@ -244,6 +259,7 @@ impl Engine {
                     .checked_sub(2)
                     .map(|before| attempts[before].outcome)
             }),
+            tenant_noisy,
         }
     }
 

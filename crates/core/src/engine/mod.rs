@@ -94,6 +94,9 @@ pub struct Delivery<P = Arc<Payload>> {
     pub sequence_number: Option<String>,
     /// How the attempt before this one ended, if there was one (for logs).
     pub previous_attempt: Option<AttemptOutcome>,
+    /// On a fair queue, whether the message's tenant was noisy when it was delivered (for the
+    /// dwell-time metrics); `None` on other queues.
+    pub tenant_noisy: Option<bool>,
 }
 
 impl<P> Delivery<P> {
@@ -111,6 +114,7 @@ impl<P> Delivery<P> {
             fifo: self.fifo,
             sequence_number: self.sequence_number,
             previous_attempt: self.previous_attempt,
+            tenant_noisy: self.tenant_noisy,
         }
     }
 }
@@ -180,6 +184,22 @@ pub struct QueueInfo {
     /// Requests with a superseded attempt's receipt since this process started (not durable;
     /// see [`Queue::stale_receipts_seen`]).
     pub stale_receipts_seen: u64,
+    /// A fair queue's noisy tenants, most in flight first (`None`: no fair state; see
+    /// [`crate::fair`]).
+    pub noisy_groups: Option<Vec<NoisyGroup>>,
+}
+
+/// A noisy tenant of a fair queue, as [`QueueInfo`] shows it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NoisyGroup {
+    /// Its group id.
+    pub group_id: Arc<str>,
+    /// Its messages in flight.
+    pub in_flight: u32,
+    /// Its ready messages.
+    pub ready: usize,
+    /// Its delayed messages.
+    pub delayed: u32,
 }
 
 /// All queues and their messages.

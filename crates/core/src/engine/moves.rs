@@ -159,7 +159,12 @@ impl Engine {
                     full = true;
                     break;
                 }
-                let group = message.fifo.as_ref().map(|fifo| fifo.group_id.clone());
+                // Groups wait whole on FIFO queues only (a standard queue's group is a tenant).
+                let group = message
+                    .fifo
+                    .as_ref()
+                    .filter(|_| source.fifo().is_some())
+                    .map(|fifo| fifo.group_id.clone());
                 if let Some(group) = &group {
                     if held_groups.contains(group) {
                         held += 1;
@@ -384,10 +389,15 @@ impl Engine {
                 "moved message {}",
                 moved.seq
             );
+            let to_fifo = self.queues[&moved.destination_queue_id].fifo().is_some();
             let fifo = old.fifo.map(|fifo| {
                 Box::new(crate::fifo::FifoMessage {
                     group_id: fifo.group_id,
-                    deduplication_id: Arc::from(moved.message_id.to_string()),
+                    deduplication_id: if to_fifo {
+                        Arc::from(moved.message_id.to_string())
+                    } else {
+                        Arc::default()
+                    },
                 })
             });
             let message = Message {

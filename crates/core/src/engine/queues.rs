@@ -224,6 +224,17 @@ impl Engine {
             oldest_ready_sent_at_ms: queue.oldest_ready_sent_at_ms(),
             counters: queue.counters.clone(),
             stale_receipts_seen: queue.stale_receipts_seen,
+            noisy_groups: queue.fair().map(|fair| {
+                fair.noisy_tenants()
+                    .into_iter()
+                    .map(|(group_id, tenant)| crate::engine::NoisyGroup {
+                        group_id,
+                        in_flight: tenant.in_flight,
+                        ready: tenant.ready_count(),
+                        delayed: tenant.delayed,
+                    })
+                    .collect()
+            }),
         })
     }
 

@@ -46,13 +46,17 @@
 //!   receipt=rN` per message (on FIFO queues also `group=G`), `verbose` adds body, timestamps,
 //!   lease end, dead-letter source, deduplication id and sequence number; `(none)` if nothing]
 //!
-//!   FIFO sends take `group=G` and `dedup=D`; a duplicate renders as `duplicate of mN`. A
+//!   Sends take `group=G` (FIFO queues, and standard ones: fair queues' tenants) and FIFO sends
+//!   `dedup=D`; a duplicate renders as `duplicate of mN`. A
 //!   receive that returns an earlier receive's receipts again names them as before (`r1`).
 //! - `delete NAME RECEIPT` [`deleted` | `already-gone` | `ignored-stale`]
 //! - `change-visibility NAME RECEIPT TIME` [`visible_at=TIME`]
 //! - `counts NAME` [`ready=R in_flight=F delayed=D` and `oldest_ready_age=TIME` if R > 0]
 //! - `deadline NAME` [`next_deadline=TIME` | `next_deadline=none`], `clock` [`clock=TIME`]
 //! - `messages NAME` [one line per stored message], `counters NAME` [the non-zero counters]
+//! - `tenants NAME` [a fair queue's tenants by group id, `noisy` marked: ready, delayed, in
+//!   flight, recent processing time, last send; then the noisy count and the queue's recent
+//!   processing time; `(no tenants)` without fair state]
 //! - `history NAME mN` [the message (state, receives, first receive, dead-letter move), then
 //!   one line per attempt kept: times, extensions, outcome, the `client=` user agent of the
 //!   receive; `not found`]
@@ -204,6 +208,7 @@ impl Harness {
             "clock" => vec![format!("clock={}", fmt_time(self.engine().clock_ms()))],
             "messages" => self.messages(&mut args)?,
             "counters" => self.counters(&mut args)?,
+            "tenants" => self.tenants(&mut args)?,
             "move" => self.move_command(&mut args)?,
             "peek" => self.peek(&mut args)?,
             "history" => self.history(&mut args)?,
@@ -708,6 +713,9 @@ impl Harness {
         if let Some(at) = found.first_received_at_ms {
             write!(head, " first_received={}", fmt_time(at)).unwrap();
         }
+        if let Some(at) = found.visible_at_ms {
+            write!(head, " visible_at={}", fmt_time(at)).unwrap();
+        }
         if let (Some(source), Some(at)) = (&found.dead_letter_source, found.dead_lettered_at_ms) {
             write!(head, " dead_lettered_from={source} at={}", fmt_time(at)).unwrap();
         }
@@ -799,6 +807,45 @@ impl Harness {
         }))
     }
 
+    /// `tenants NAME`: a fair queue's tenants, noisy ones marked, by group id.
+    fn tenants(&mut self, args: &mut Args) -> Result<Vec<String>, Problem> {
+        let name = args.positional("queue name")?;
+        let now_ms = self.now_ms;
+        // Brings the queue forward to now, as every read does.
+        let info = self.engine().queue_info(now_ms, &name);
+        if let Err(error) = info {
+            return Ok(vec![render_error(&error)]);
+        }
+        let queue = self.engine().queue(&name).expect("queue exists");
+        let Some(fair) = queue.fair() else {
+            return Ok(vec!["(no tenants)".into()]);
+        };
+        let mut tenants: Vec<_> = fair.tenants().collect();
+        tenants.sort_by(|a, b| a.0.cmp(b.0));
+        let window_ms = u64::from(queue.config.fairness.processing_window_seconds) * 1000;
+        let mut lines: Vec<String> = tenants
+            .into_iter()
+            .map(|(group, tenant)| {
+                let group = if group.is_empty() { "(none)" } else { group };
+                format!(
+                    "{group}{} ready={} delayed={} in_flight={} processing={} last_sent={}",
+                    if tenant.noisy { " noisy" } else { "" },
+                    tenant.ready_count(),
+                    tenant.delayed,
+                    tenant.in_flight,
+                    fmt_time(tenant.processing.recent_ms(now_ms, window_ms)),
+                    fmt_time(tenant.last_sent_at_ms),
+                )
+            })
+            .collect();
+        lines.push(format!(
+            "noisy={} processing={}",
+            fair.noisy_count(),
+            fmt_time(fair.processing.recent_ms(now_ms, window_ms))
+        ));
+        Ok(lines)
+    }
+
     /// Replays the journal into a fresh engine and checks that every queue ends in the same
     /// state as the live engine's: the records alone carry everything that happened.
     fn check_replay(&mut self, script: &str) {
@@ -874,6 +921,15 @@ fn snapshot(engine: &mut Engine, now_ms: u64, name: &str) -> String {
     }
     for (seq, reason) in queue.failure_reasons() {
         writeln!(text, "failure {seq}: {reason}").unwrap();
+    }
+    // Which tenants are noisy is history too (decided at each change, from the totals then).
+    if let Some(fair) = queue.fair() {
+        let mut tenants: Vec<_> = fair.tenants().collect();
+        tenants.sort_by(|a, b| a.0.cmp(b.0));
+        for (group, tenant) in tenants {
+            writeln!(text, "tenant {group:?}: {tenant:?}").unwrap();
+        }
+        writeln!(text, "fair: {:?} next={:?}", fair.processing, fair.next()).unwrap();
     }
     if let Ok(tasks) = engine.move_tasks(name) {
         for info in tasks {
@@ -958,6 +1014,32 @@ fn config_lines(config: &QueueConfig) -> Vec<String> {
     }
     for (key, value) in &config.passthrough {
         lines.push(format!("{key}={}", quote(value)));
+    }
+    let fair = &config.fairness;
+    let default = leaseq_core::FairConfig::default();
+    if fair.enabled != default.enabled {
+        lines.push(format!("LeaseqFairQueue={}", fair.enabled));
+    }
+    if fair.in_flight_min != default.in_flight_min {
+        lines.push(format!("LeaseqFairInFlightMin={}", fair.in_flight_min));
+    }
+    if fair.comparable_factor != default.comparable_factor {
+        lines.push(format!(
+            "LeaseqFairComparableFactor={}",
+            fair.comparable_factor
+        ));
+    }
+    if fair.processing_window_seconds != default.processing_window_seconds {
+        lines.push(format!(
+            "LeaseqFairProcessingWindowSeconds={}",
+            fair.processing_window_seconds
+        ));
+    }
+    if let Some(backoff) = &config.redelivery_backoff {
+        lines.push(format!(
+            "LeaseqRedeliveryBackoff={}",
+            quote(&backoff.to_string())
+        ));
     }
     if let Some(fifo) = &config.fifo {
         lines.push("FifoQueue=true".into());

@@ -277,6 +277,18 @@ pub fn parse_patch(attributes: Vec<(String, String)>) -> Result<QueueConfigPatch
                     _ => return Err(format!("FifoThroughputLimit {value:?}: unknown")),
                 })
             }
+            "LeaseqRedeliveryBackoff" => {
+                patch.redelivery_backoff = Some(
+                    leaseq_core::RedeliveryBackoff::parse(&value)
+                        .map_err(|reason| format!("LeaseqRedeliveryBackoff: {reason}"))?,
+                )
+            }
+            "LeaseqFairQueue" => patch.fair_queue = Some(parse_number::<bool>(&key, &value)?),
+            "LeaseqFairInFlightMin" => patch.fair_in_flight_min = Some(seconds()?),
+            "LeaseqFairComparableFactor" => patch.fair_comparable_factor = Some(seconds()?),
+            "LeaseqFairProcessingWindowSeconds" => {
+                patch.fair_processing_window_seconds = Some(seconds()?)
+            }
             key if PASSTHROUGH_ATTRIBUTES.contains(&key) => {
                 patch.passthrough.insert(key.to_string(), value);
             }

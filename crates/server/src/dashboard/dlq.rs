@@ -120,6 +120,9 @@ fn peeked_message(entry: &PeekedEntry) -> Value {
         "state": state_name(message.state),
         "sent_at_ms": message.sent_at_ms,
         "receive_count": message.receive_count,
+        // While delayed (a delay or a redelivery backoff) or in flight: when it is visible.
+        "visible_at_ms": (message.state != leaseq_core::MessageState::Ready)
+            .then_some(message.visible_at_ms),
         "redrive_generation": message.redrive_generation,
         "source_queue": message.dead_letter_source.as_deref(),
         "failure_reason": entry.failure_reason.as_deref(),

@@ -61,6 +61,8 @@ fn history_json(name: &str, history: &MessageHistory) -> Value {
         "dead_lettered_at_ms": history.dead_lettered_at_ms,
         "failure_reason": history.failure_reason.as_deref(),
         "deleted_at_ms": history.deleted_at_ms,
+        // While delayed (a delay or a redelivery backoff) or in flight: when it is visible.
+        "visible_at_ms": history.visible_at_ms,
         "attempts": attempts,
     })
 }

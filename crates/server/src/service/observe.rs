@@ -158,6 +158,27 @@ impl Service {
         }
     }
 
+    /// Records the dwell time of each first receive of a fair queue's message (quiet or noisy
+    /// tenant, as the engine saw it at the delivery).
+    pub(super) fn observe_dwell(&self, name: &str, deliveries: &[Delivery]) {
+        let Some(metrics) = &self.metrics else { return };
+        let mut first_receives = deliveries
+            .iter()
+            .filter_map(|delivery| Some((delivery, delivery.tenant_noisy?)))
+            .filter(|(delivery, _)| delivery.receive_count == 1)
+            .peekable();
+        if first_receives.peek().is_none() {
+            return;
+        }
+        let Some(queue_id) = self.host.engine().queue_id(name) else {
+            return;
+        };
+        let stats = metrics.queue(queue_id);
+        for (delivery, noisy) in first_receives {
+            stats.observe_dwell(delivery.sent_at_ms, delivery.first_received_at_ms, noisy);
+        }
+    }
+
     /// Counts a receive of the named queue that returned nothing.
     pub(super) fn observe_empty_receive(&self, name: &str) {
         if let Some(metrics) = &self.metrics {

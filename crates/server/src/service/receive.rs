@@ -66,6 +66,7 @@ impl Service {
         if deliveries.is_empty() {
             self.observe_empty_receive(name);
         }
+        self.observe_dwell(name, &deliveries);
         self.log_deliveries(name, &deliveries);
         Ok(deliveries)
     }

@@ -319,6 +319,7 @@ fn message_history<'a>(
         ),
         ("DeadLetteredTimestamp", history.dead_lettered_at_ms),
         ("DeletedTimestamp", history.deleted_at_ms),
+        ("VisibleTimestamp", history.visible_at_ms),
     ];
     for (name, value) in optional {
         if let Some(value) = value {
@@ -415,6 +416,10 @@ fn peeked<'a>(entry: &'a crate::outcome::PeekedEntry, ctx: &Context) -> Node<'a>
             Node::Number(message.redrive_generation.into()),
         ),
     ];
+    if message.state != leaseq_core::MessageState::Ready {
+        // When a delayed message (a delay, or a redelivery backoff) or a lease ends.
+        members.push(("LeaseqVisibleAt", Node::Number(message.visible_at_ms)));
+    }
     if let Some(reason) = &entry.failure_reason {
         members.push(("LeaseqFailureReason", text(reason.as_ref())));
     }
@@ -522,7 +527,14 @@ fn system_attribute<'a>(name: &str, delivery: &'a Delivery, ctx: &Context) -> Op
             crate::queue_arn(ctx, delivery.dead_letter_source.as_deref()?).into()
         }
         "MessageGroupId" => delivery.fifo.as_ref()?.group_id.to_string().into(),
-        "MessageDeduplicationId" => delivery.fifo.as_ref()?.deduplication_id.to_string().into(),
+        // A standard queue's message may have a group id (fair queues) but never a
+        // deduplication id.
+        "MessageDeduplicationId" => {
+            let fifo = delivery.fifo.as_ref()?;
+            (!fifo.deduplication_id.is_empty())
+                .then(|| fifo.deduplication_id.to_string())?
+                .into()
+        }
         "SequenceNumber" => delivery.sequence_number.as_deref()?.into(),
         _ => return None,
     })

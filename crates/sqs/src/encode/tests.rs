@@ -166,6 +166,7 @@ fn delivery(body: &str) -> Delivery {
         fifo: None,
         sequence_number: None,
         previous_attempt: None,
+        tenant_noisy: None,
     }
 }
 
@@ -504,6 +505,7 @@ fn info() -> QueueInfo {
         delayed: 1,
         oldest_ready_sent_at_ms: None,
         counters: Default::default(),
+        noisy_groups: None,
     }
 }
 
