@@ -26,7 +26,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 
-use common::{call, connection, service_config, QUEUE_URL};
+use common::{call, connection, message_counts, service_config, QUEUE_URL};
 
 const CYCLES_DEFAULT: u64 = 4;
 const SENDERS: usize = 8;
@@ -205,22 +205,8 @@ async fn cut_cycle(cycle: u64, cut_after_bytes: i64, mode: Cut) -> (usize, usize
     let service =
         tokio::task::block_in_place(|| open_service(&config, service_config(), 64 << 20)).unwrap();
     // The drain's leases are held, so the new node holds every message, none of them visible.
-    let attributes = json!({"QueueUrl": QUEUE_URL, "AttributeNames": ["All"]});
-    let answer = call(&service, "GetQueueAttributes", attributes)
-        .await
-        .unwrap();
-    let count = |name: &str| {
-        answer["Attributes"][name]
-            .as_str()
-            .unwrap()
-            .parse::<usize>()
-            .unwrap()
-    };
     assert_eq!(
-        (
-            count("ApproximateNumberOfMessages"),
-            count("ApproximateNumberOfMessagesNotVisible")
-        ),
+        message_counts(&service).await,
         (0, drained.len()),
         "cycle {cycle}: a new node holds the same messages and leases"
     );
@@ -280,20 +266,12 @@ async fn send_through_the_cut(service: &leaseq_server::Service, sender: usize) -
     unreachable!("the loop ends after the recovery")
 }
 
-/// Every body in the queue, received once each (a long lease, so nothing comes twice).
+/// Every body in the queue, each received once, each one that was sent.
 async fn drain(service: &leaseq_server::Service) -> HashSet<String> {
-    let mut bodies = HashSet::new();
-    loop {
-        let receive =
-            json!({"QueueUrl": QUEUE_URL, "MaxNumberOfMessages": 10, "VisibilityTimeout": 600});
-        let answer = call(service, "ReceiveMessage", receive).await.unwrap();
-        let Some(messages) = answer["Messages"].as_array().filter(|m| !m.is_empty()) else {
-            return bodies;
-        };
-        for message in messages {
-            let body = message["Body"].as_str().unwrap().to_string();
-            assert!(body.starts_with('s'), "a body that was never sent: {body}");
-            assert!(bodies.insert(body.clone()), "received twice: {body}");
-        }
+    let bodies = common::drain(service).await;
+    for (body, count) in &bodies {
+        assert!(body.starts_with('s'), "a body that was never sent: {body}");
+        assert_eq!(*count, 1, "received {count} times: {body}");
     }
+    bodies.into_keys().collect()
 }

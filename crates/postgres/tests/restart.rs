@@ -24,7 +24,7 @@ use leaseq_sqs::error::ErrorCode;
 use parking_lot::Mutex;
 use serde_json::json;
 
-use common::{call, service_config, QUEUE_URL};
+use common::{call, message_counts, service_config, QUEUE_URL};
 
 const RESTARTS_DEFAULT: u64 = 2;
 const PRODUCERS: usize = 4;
@@ -203,22 +203,8 @@ async fn nothing_acknowledged_is_lost_across_postgres_restarts_under_load() {
     // A new node holds the same: the drain's leases too, so all of it, none visible.
     let service =
         tokio::task::block_in_place(|| open_service(&config, service_config(), 64 << 20)).unwrap();
-    let attributes = json!({"QueueUrl": QUEUE_URL, "AttributeNames": ["All"]});
-    let answer = call(&service, "GetQueueAttributes", attributes)
-        .await
-        .unwrap();
-    let count = |name: &str| {
-        answer["Attributes"][name]
-            .as_str()
-            .unwrap()
-            .parse::<usize>()
-            .unwrap()
-    };
     assert_eq!(
-        (
-            count("ApproximateNumberOfMessages"),
-            count("ApproximateNumberOfMessagesNotVisible")
-        ),
+        message_counts(&service).await,
         (0, remaining.len()),
         "a new node holds the same messages and leases"
     );
@@ -319,21 +305,8 @@ async fn answered(
     }
 }
 
-/// Every body in the queue once the leases have ended: receives with a long lease until empty.
+/// Every body in the queue once the consumers' leases (5 s) have ended.
 async fn drain(service: &Service) -> HashMap<String, usize> {
-    // The consumers' leases (5 s) end first.
     tokio::time::sleep(Duration::from_secs(6)).await;
-    let mut bodies = HashMap::new();
-    loop {
-        let receive =
-            json!({"QueueUrl": QUEUE_URL, "MaxNumberOfMessages": 10, "VisibilityTimeout": 600});
-        let answer = call(service, "ReceiveMessage", receive).await.unwrap();
-        let Some(messages) = answer["Messages"].as_array().filter(|m| !m.is_empty()) else {
-            return bodies;
-        };
-        for message in messages {
-            let body = message["Body"].as_str().unwrap().to_string();
-            *bodies.entry(body).or_default() += 1;
-        }
-    }
+    common::drain(service).await
 }

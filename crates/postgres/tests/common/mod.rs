@@ -60,3 +60,37 @@ pub async fn call(service: &Service, action: &str, body: Value) -> Result<Value,
     let response = encode(protocol, name, &outcome, &shape, &context);
     Ok(serde_json::from_slice(&response.body).expect("a JSON answer"))
 }
+
+/// Every body in the queue with how often it came: receives with a long lease until one
+/// answers empty (so within the pass a count above one is a duplicate).
+pub async fn drain(service: &Service) -> std::collections::HashMap<String, usize> {
+    let mut bodies = std::collections::HashMap::new();
+    loop {
+        let receive = serde_json::json!(
+            {"QueueUrl": QUEUE_URL, "MaxNumberOfMessages": 10, "VisibilityTimeout": 600});
+        let answer = call(service, "ReceiveMessage", receive).await.unwrap();
+        let Some(messages) = answer["Messages"].as_array().filter(|m| !m.is_empty()) else {
+            return bodies;
+        };
+        for message in messages {
+            let body = message["Body"].as_str().unwrap().to_string();
+            *bodies.entry(body).or_default() += 1;
+        }
+    }
+}
+
+/// The queue's (visible, in flight) message counts.
+pub async fn message_counts(service: &Service) -> (usize, usize) {
+    let attributes = serde_json::json!({"QueueUrl": QUEUE_URL, "AttributeNames": ["All"]});
+    let answer = call(service, "GetQueueAttributes", attributes)
+        .await
+        .unwrap();
+    let count = |name: &str| {
+        let value = answer["Attributes"][name].as_str().unwrap();
+        value.parse::<usize>().unwrap()
+    };
+    (
+        count("ApproximateNumberOfMessages"),
+        count("ApproximateNumberOfMessagesNotVisible"),
+    )
+}
