@@ -357,7 +357,15 @@ test("dead-letter queues and redrive: source queues, move task start, list, canc
   assert.ok(cancelled.ApproximateNumberOfMessagesMoved < 4, `moved ${cancelled.ApproximateNumberOfMessagesMoved}`);
   const after = (await sqs.send(new ListMessageMoveTasksCommand({ SourceArn: dlqArn }))).Results[0];
   assert.ok(["CANCELLING", "CANCELLED"].includes(after.Status), after.Status);
+  // A handle that is not AWS's base64 JSON is invalid; a well-formed one naming a source queue
+  // that does not exist is ResourceNotFoundException (as tests/clients/test_aws_fidelity.py
+  // pins from AWS's recorded answers).
   await rejectsWith(sqs.send(new CancelMessageMoveTaskCommand({ TaskHandle: "no-such-task" })), {
+    name: "InvalidParameterValue", code: "InvalidParameterValue", status: 400,
+  });
+  const unknownSource = dlqArn.replace(/:[^:]+$/, ":no-such-queue");
+  const wellFormed = Buffer.from(JSON.stringify({ taskId: "0d4f3b9e-1c8a-4c43-9f7e-2b1f6d0a9c11", sourceArn: unknownSource })).toString("base64");
+  await rejectsWith(sqs.send(new CancelMessageMoveTaskCommand({ TaskHandle: wellFormed })), {
     Class: ResourceNotFoundException, name: "ResourceNotFoundException",
   });
 });
