@@ -84,6 +84,15 @@ pub struct BenchArgs {
     /// each with a unique deduplication id) instead of a standard queue.
     #[arg(long)]
     pub groups: Option<u64>,
+    /// Drive a standard queue whose sends carry one of this many MessageGroupIds (tenants of a
+    /// fair queue, docs/design/fairness.md), `t0` … `tN-1`, round-robin weighted by
+    /// `--noisy-weight`.
+    #[arg(long, conflicts_with = "groups")]
+    pub tenants: Option<u64>,
+    /// With `--tenants`: tenant `t0` sends this many times as often as each other tenant (the
+    /// noisy tenant of the fairness benchmark).
+    #[arg(long, default_value_t = 1, requires = "tenants")]
+    pub noisy_weight: u64,
     /// Queue name [default: a new unique name].
     #[arg(long)]
     pub queue: Option<String>,

@@ -75,6 +75,8 @@ pub struct Plan {
     pub threads: usize,
     /// Message groups of a FIFO queue; `None` drives a standard queue.
     pub groups: Option<u64>,
+    /// Tenants (group ids on a standard queue) and tenant `t0`'s weight among them.
+    pub tenants: Option<(u64, u64)>,
     /// pgmq's database, when pgmq is driven instead of an SQS endpoint.
     pub pgmq: Option<String>,
     /// Where PostgreSQL's costs are read from, if they are reported.
@@ -160,6 +162,7 @@ impl Plan {
             postgres_stats: args.postgres_stats.clone(),
             threads: args.threads.unwrap_or_else(available_cpus),
             groups: args.groups,
+            tenants: args.tenants.map(|tenants| (tenants, args.noisy_weight)),
         };
         plan.check()?;
         ensure!(
@@ -213,6 +216,10 @@ impl Plan {
         ensure!(self.messages_max != Some(0), "--messages must be above 0");
         ensure!(self.threads > 0, "--threads must be above 0");
         ensure!(self.groups != Some(0), "--groups must be at least 1");
+        if let Some((tenants, weight)) = self.tenants {
+            ensure!(tenants > 0, "--tenants must be at least 1");
+            ensure!(weight > 0, "--noisy-weight must be at least 1");
+        }
         if self.producers == 0 && self.backlog == 0 && self.messages_max.is_none() {
             bail!(
                 "consumers without producers need messages to consume: a backlog to fill first \
@@ -242,6 +249,8 @@ impl Plan {
             self.threads,
         ) + &self.groups.map_or(String::new(), |groups| {
             format!(", FIFO with {groups} groups")
+        }) + &self.tenants.map_or(String::new(), |(tenants, weight)| {
+            format!(", {tenants} tenants (t0 weighs {weight})")
         })
     }
 
@@ -373,6 +382,18 @@ mod tests {
         assert_eq!(drain.run_phase().consume_target, Some(5000));
         assert!(plan(&["--workload", "w3", "--backlog", "0", "--queue", "kept"]).is_err());
         assert!(plan(&["--workload", "w3", "--backlog", "0", "--messages", "5000"]).is_err());
+    }
+
+    #[test]
+    fn tenants_drive_a_standard_queue_with_a_noisy_one() {
+        let fair = plan(&["--workload", "w4", "--tenants", "51", "--noisy-weight", "20"]).unwrap();
+        assert_eq!(fair.tenants, Some((51, 20)));
+        assert!(!fair.queue.ends_with(".fifo"));
+        assert!(fair.describe().ends_with("51 tenants (t0 weighs 20)"));
+        assert!(plan(&["--tenants", "0"]).is_err());
+        assert!(plan(&["--tenants", "5", "--noisy-weight", "0"]).is_err());
+        assert!(plan(&["--tenants", "5", "--groups", "5"]).is_err());
+        assert!(plan(&["--noisy-weight", "5"]).is_err());
     }
 
     #[test]

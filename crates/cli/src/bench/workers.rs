@@ -56,6 +56,8 @@ pub struct Shared {
     message_size_bytes: usize,
     /// FIFO groups to spread sends over (`None`: a standard queue).
     groups: Option<u64>,
+    /// Tenants of a standard queue and tenant `t0`'s weight.
+    tenants: Option<(u64, u64)>,
     /// Messages handed out to producers so far (may pass `send_limit` by less than a batch).
     send_claimed: AtomicU64,
     producers_running: AtomicUsize,
@@ -77,6 +79,7 @@ impl Shared {
             record_end_to_end: phase.record_end_to_end,
             message_size_bytes: plan.message_size_bytes,
             groups: plan.groups,
+            tenants: plan.tenants,
             send_claimed: AtomicU64::new(0),
             producers_running: AtomicUsize::new(phase.producers),
         }
@@ -132,13 +135,21 @@ impl Shared {
     }
 
     /// The group and a unique deduplication id of the next FIFO message (round-robin over the
-    /// groups), or `None` for a standard queue.
+    /// groups), the tenant of the next message of a standard queue with tenants (round-robin,
+    /// `t0` `weight` times in each round), or `None` for a plain standard queue.
     fn fifo_fields(&self) -> Option<FifoFields> {
+        if let Some((tenants, weight)) = self.tenants {
+            let n = FIFO_MESSAGES.fetch_add(1, Relaxed);
+            return Some(FifoFields {
+                message_group_id: format!("t{}", tenant_of(n, tenants, weight)),
+                message_deduplication_id: None,
+            });
+        }
         let groups = self.groups?;
         let n = FIFO_MESSAGES.fetch_add(1, Relaxed);
         Some(FifoFields {
             message_group_id: format!("g{}", n % groups),
-            message_deduplication_id: format!("{}-{n}", std::process::id()),
+            message_deduplication_id: Some(format!("{}-{n}", std::process::id())),
         })
     }
 
@@ -169,6 +180,13 @@ impl Shared {
             encode(&SendMessageBatch { queue_url, entries }),
         )
     }
+}
+
+/// The tenant of the `n`-th message: rounds of `tenants - 1 + weight` sends, of which tenant 0
+/// gets the first `weight` and every other tenant one.
+fn tenant_of(n: u64, tenants: u64, weight: u64) -> u64 {
+    let slot = n % (tenants - 1 + weight);
+    slot.saturating_sub(weight - 1)
 }
 
 /// One request of a worker, whatever it drives.
@@ -478,4 +496,22 @@ fn sent_at_us(body: &str) -> Option<u64> {
     body.get(..super::plan::Plan::timestamp_bytes())?
         .parse()
         .ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::tenant_of;
+
+    #[test]
+    fn the_noisy_tenant_gets_its_weight_in_every_round() {
+        let round: Vec<u64> = (0..24).map(|n| tenant_of(n, 5, 20)).collect();
+        let mut counts = [0; 5];
+        for tenant in &round {
+            counts[*tenant as usize] += 1;
+        }
+        assert_eq!(counts, [20, 1, 1, 1, 1]);
+        assert_eq!(tenant_of(24, 5, 20), 0, "the next round starts again");
+        let even: Vec<u64> = (0..6).map(|n| tenant_of(n, 3, 1)).collect();
+        assert_eq!(even, [0, 1, 2, 0, 1, 2]);
+    }
 }
