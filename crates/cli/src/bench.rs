@@ -11,6 +11,7 @@
 //! side comparison. The workloads are those of `BENCHMARKS.md` (W1–W5).
 
 mod client;
+mod jetstream;
 mod plan;
 mod postgres;
 mod report;
@@ -117,6 +118,13 @@ pub struct BenchArgs {
     /// DeleteMessageBatch pgmq.delete of the ids); `--endpoint` is not used.
     #[arg(long, value_name = "CONNECTION")]
     pub pgmq: Option<String>,
+    /// Drive NATS JetStream instead of an SQS endpoint: the server's URL (nats://HOST:PORT). A
+    /// file-stored work-queue stream with one durable pull consumer, the same workers and report
+    /// (SendMessage is a publish that awaits its ack, SendMessageBatch N asynchronous publishes
+    /// with their acks in flight, ReceiveMessage a pull, DeleteMessageBatch an ack of each);
+    /// `--endpoint` is not used.
+    #[arg(long, value_name = "URL", conflicts_with = "pgmq")]
+    pub jetstream: Option<String>,
     /// Report what each phase cost PostgreSQL (on this machine): CPU time of every postgres
     /// process, WAL bytes and commits, per message [default: the --pgmq connection].
     #[arg(long, value_name = "CONNECTION")]
@@ -157,6 +165,25 @@ async fn bench(plan: Plan) -> anyhow::Result<BenchReport> {
         }
         let (fill, run) = outcome?;
         return Ok(BenchReport::new(&plan, queue, fill, run));
+    }
+    if let Some(url) = &plan.jetstream {
+        let stream = jetstream::stream_name(&plan.queue);
+        jetstream::create_queue(url, &stream)
+            .await
+            .with_context(|| format!("creating JetStream stream {stream} on {url}"))?;
+        eprintln!(
+            "leaseq bench: {} on JetStream stream {stream}",
+            plan.describe()
+        );
+        let target = Arc::new(Target::JetStream(Arc::from(url.as_str())));
+        let outcome = run_phases(&plan, &target, &stream).await;
+        if !plan.keep {
+            if let Err(error) = jetstream::drop_queue(url, &stream).await {
+                eprintln!("leaseq bench: could not delete JetStream stream {stream}: {error}");
+            }
+        }
+        let (fill, run) = outcome?;
+        return Ok(BenchReport::new(&plan, stream, fill, run));
     }
     let endpoint = Arc::new(Endpoint::parse(&plan.endpoint, &plan.region)?);
     let mut admin = Connection::open(endpoint.clone())

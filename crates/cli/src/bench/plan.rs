@@ -79,6 +79,8 @@ pub struct Plan {
     pub tenants: Option<(u64, u64)>,
     /// pgmq's database, when pgmq is driven instead of an SQS endpoint.
     pub pgmq: Option<String>,
+    /// NATS JetStream's URL, when JetStream is driven instead of an SQS endpoint.
+    pub jetstream: Option<String>,
     /// Where PostgreSQL's costs are read from, if they are reported.
     pub postgres_stats: Option<String>,
 }
@@ -159,6 +161,7 @@ impl Plan {
             wait_time_seconds: args.wait_time_seconds,
             server_pid: args.server_pid,
             pgmq: args.pgmq.clone(),
+            jetstream: args.jetstream.clone(),
             postgres_stats: args.postgres_stats.clone(),
             threads: args.threads.unwrap_or_else(available_cpus),
             groups: args.groups,
@@ -228,6 +231,18 @@ impl Plan {
             );
         }
         Ok(())
+    }
+
+    /// What the run drives, for the report: the SQS endpoint, or pgmq's or JetStream's server.
+    pub fn target(&self) -> String {
+        if let Some(url) = &self.jetstream {
+            format!("NATS JetStream {url}")
+        } else if self.pgmq.is_some() {
+            // The connection string may hold a password: name the system only.
+            "pgmq".to_string()
+        } else {
+            format!("endpoint {}", self.endpoint)
+        }
     }
 
     /// One line for the log: what this run does.
@@ -386,7 +401,15 @@ mod tests {
 
     #[test]
     fn tenants_drive_a_standard_queue_with_a_noisy_one() {
-        let fair = plan(&["--workload", "w4", "--tenants", "51", "--noisy-weight", "20"]).unwrap();
+        let fair = plan(&[
+            "--workload",
+            "w4",
+            "--tenants",
+            "51",
+            "--noisy-weight",
+            "20",
+        ])
+        .unwrap();
         assert_eq!(fair.tenants, Some((51, 20)));
         assert!(!fair.queue.ends_with(".fifo"));
         assert!(fair.describe().ends_with("51 tenants (t0 weighs 20)"));

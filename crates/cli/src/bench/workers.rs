@@ -19,6 +19,7 @@ use super::client::{
     Endpoint, FifoFields, ReceiveMessage, Received, ReceivedMessage, SendEntry, SendMessage,
     SendMessageBatch, ENTRY_IDS,
 };
+use super::jetstream::JetStreamConnection;
 use super::plan::{Phase, Plan};
 use super::postgres::PgmqConnection;
 
@@ -36,6 +37,8 @@ pub enum Target {
     Sqs(Arc<Endpoint>),
     /// pgmq in the PostgreSQL this connection string names.
     Pgmq(Arc<str>),
+    /// NATS JetStream at this URL.
+    JetStream(Arc<str>),
 }
 
 /// What the workers of one phase share.
@@ -204,10 +207,11 @@ enum Answer {
     Received(Vec<ReceivedMessage>),
 }
 
-/// A worker's connection: to an SQS endpoint or a PostgreSQL session for pgmq.
+/// A worker's connection: to an SQS endpoint, a PostgreSQL session for pgmq or a NATS server.
 enum Link {
     Sqs(Connection),
     Pgmq(PgmqConnection),
+    JetStream(JetStreamConnection),
 }
 
 impl Link {
@@ -217,13 +221,16 @@ impl Link {
             Target::Pgmq(connection) => {
                 Link::Pgmq(PgmqConnection::open(connection, &shared.queue_url).await?)
             }
+            Target::JetStream(url) => {
+                Link::JetStream(JetStreamConnection::open(url, &shared.queue_url).await?)
+            }
         })
     }
 
     async fn ready(&mut self) -> bool {
         match self {
             Link::Sqs(connection) => connection.ready().await,
-            Link::Pgmq(_) => true,
+            Link::Pgmq(_) | Link::JetStream(_) => true,
         }
     }
 
@@ -264,6 +271,23 @@ impl Link {
                     let missing = messages.len() as u64 - deleted.min(messages.len() as u64);
                     let reason = (missing > 0).then(|| "pgmq.delete: not found".to_string());
                     Ok(Answer::Done(deleted, missing, reason))
+                }
+            },
+            Link::JetStream(connection) => match op {
+                Op::Send(count) => {
+                    let bodies: Vec<String> = (0..count).map(|_| shared.message_body()).collect();
+                    let stored = connection.send(bodies).await?;
+                    Ok(Answer::Done(stored, count as u64 - stored, None))
+                }
+                Op::Receive => Ok(Answer::Received(
+                    connection
+                        .read(shared.receive_max, shared.wait_time_seconds)
+                        .await?,
+                )),
+                Op::Delete(messages) => {
+                    let receipts: Vec<&str> =
+                        messages.iter().map(|m| m.receipt_handle.as_str()).collect();
+                    Ok(Answer::Done(connection.ack(&receipts).await?, 0, None))
                 }
             },
         }
