@@ -211,7 +211,8 @@ enum Answer {
 enum Link {
     Sqs(Connection),
     Pgmq(PgmqConnection),
-    JetStream(JetStreamConnection),
+    // Boxed: the pull consumer's handle is large, and a Link lives in every worker's future.
+    JetStream(Box<JetStreamConnection>),
 }
 
 impl Link {
@@ -221,9 +222,9 @@ impl Link {
             Target::Pgmq(connection) => {
                 Link::Pgmq(PgmqConnection::open(connection, &shared.queue_url).await?)
             }
-            Target::JetStream(url) => {
-                Link::JetStream(JetStreamConnection::open(url, &shared.queue_url).await?)
-            }
+            Target::JetStream(url) => Link::JetStream(Box::new(
+                JetStreamConnection::open(url, &shared.queue_url).await?,
+            )),
         })
     }
 
