@@ -47,8 +47,13 @@ impl Engine {
                 queue_id, config, ..
             } => {
                 let queue = self.advance(*queue_id, now_ms);
+                let delay_changed = queue.config.delay_seconds != config.delay_seconds;
                 queue.config = config.clone();
                 queue.last_modified_at_ms = now_ms;
+                // A FIFO queue's delay is retroactive (see `Queue::apply_queue_delay`).
+                if delay_changed && queue.fifo().is_some() {
+                    queue.apply_queue_delay(now_ms);
+                }
             }
             Record::SetTags { queue_id, tags, .. } => {
                 self.advance(*queue_id, now_ms).tags = tags.clone();
