@@ -223,6 +223,10 @@ pub enum Error {
     /// A second purge within the purge interval.
     #[error("purged less than the purge interval ago")]
     PurgeInProgress,
+    /// `create` of a name whose queue was deleted less than
+    /// `Limits::queue_name_reuse_delay_ms` ago.
+    #[error("a queue of this name was deleted less than the reuse delay ago")]
+    QueueDeletedRecently,
     /// Body plus attributes exceed the queue's `MaximumMessageSize`.
     #[error("message is {size_bytes} bytes, more than {max_bytes}")]
     MessageTooLong {
@@ -304,6 +308,7 @@ impl Error {
             | Error::NotFound(_)
             | Error::InvalidTarget { .. }
             | Error::PurgeInProgress
+            | Error::QueueDeletedRecently
             | Error::MessageTooLong { .. }
             | Error::OverLimit { .. }
             | Error::ReceiptHandleIsInvalid
@@ -323,7 +328,10 @@ impl Error {
     /// Whether retrying the same request unchanged could succeed later (a full queue drains, a
     /// purge interval passes). Everything else is permanent for that request.
     pub fn is_retryable(&self) -> bool {
-        matches!(self, Error::OverLimit { .. } | Error::PurgeInProgress)
+        matches!(
+            self,
+            Error::OverLimit { .. } | Error::PurgeInProgress | Error::QueueDeletedRecently
+        )
     }
 
     /// Shorthand for [`Error::OutOfRange`] from the integer types the engine's fields use.

@@ -795,7 +795,11 @@ impl Queue {
         let was_slot = Self::fair_slot(message, seq);
         let (state, sent_at_ms, old_visible_at_ms) =
             (message.state, message.sent_at_ms, message.visible_at_ms);
-        assert_ne!(state, MessageState::InFlight, "delay of a leased message {seq}");
+        assert_ne!(
+            state,
+            MessageState::InFlight,
+            "delay of a leased message {seq}"
+        );
         self.unindex_state(seq, state, sent_at_ms, old_visible_at_ms);
         let message = self.messages.get_mut(seq).expect("delay of a live message");
         message.visible_at_ms = visible_at_ms;

@@ -483,15 +483,6 @@ impl SqsError {
         }
     }
 
-    /// `CreateQueue` of a name whose queue was deleted less than 60 seconds ago, in the words of
-    /// the API reference (`API_CreateQueue`, Errors: QueueDeletedRecently).
-    pub fn queue_deleted_recently() -> SqsError {
-        SqsError::new(
-            ErrorCode::QueueDeletedRecently,
-            "You must wait 60 seconds after deleting a queue before you can create another with the same name.",
-        )
-    }
-
     /// An action SQS does not have, or one that is not valid at the address it was sent to (a
     /// queue's URL for `CreateQueue`): "The action FooBar is not valid for this endpoint."
     /// (AWS-validated in LocalStack's `TestSqsQueryApi.test_invalid_action_raises_exception`).
@@ -888,6 +879,11 @@ impl From<leaseq_core::Error> for SqsError {
                 ErrorCode::PurgeQueueInProgress,
                 "Only one PurgeQueue operation on a queue is allowed every 60 seconds.",
             ),
+            // The API reference's words (`API_CreateQueue`, Errors: QueueDeletedRecently).
+            Error::QueueDeletedRecently => SqsError::new(
+                ErrorCode::QueueDeletedRecently,
+                "You must wait 60 seconds after deleting a queue before you can create another with the same name.",
+            ),
             Error::MessageTooLong { max_bytes, .. } => SqsError::invalid_parameter_value(format!(
                 "One or more parameters are invalid. Reason: Message must be shorter than {max_bytes} bytes."
             )),
@@ -1105,6 +1101,8 @@ mod tests {
             (target(Field::DestinationArn, TargetProblem::NotAllowed, false), InvalidParameterValue,
              "Invalid value for parameter DestinationArn. Reason: The RedriveAllowPolicy of src does not allow moving messages to dst."),
             (Error::PurgeInProgress, PurgeQueueInProgress, "Only one PurgeQueue operation on a queue is allowed every 60 seconds."),
+            (Error::QueueDeletedRecently, QueueDeletedRecently,
+             "You must wait 60 seconds after deleting a queue before you can create another with the same name."),
             (Error::MessageTooLong { size_bytes: 9, max_bytes: 8 }, InvalidParameterValue,
              "One or more parameters are invalid. Reason: Message must be shorter than 8 bytes."),
             (Error::OverLimit { in_flight_max: 3 }, OverLimit, "Too many messages in flight (limit 3)."),

@@ -42,6 +42,7 @@ impl Engine {
                 let queue = self.queues.remove(queue_id).expect("deleted queue exists");
                 self.names.remove(&queue.name);
                 self.fail_tasks_of_deleted(*queue_id, &queue.name);
+                self.remember_deleted_name(queue.name.clone(), now_ms);
             }
             Record::SetConfig {
                 queue_id, config, ..
@@ -276,6 +277,14 @@ impl Engine {
                 moves,
                 ..
             } => self.apply_move_messages(now_ms, *task_id, *source_queue_id, moves),
+            Record::RestoreDeletedQueue {
+                name,
+                deleted_at_ms,
+                ..
+            } => {
+                self.deleted_names
+                    .insert(Arc::from(name.as_str()), *deleted_at_ms);
+            }
             Record::RestoreEngine { next_queue_id, .. } => {
                 self.next_queue_id = self.next_queue_id.max(*next_queue_id);
             }
@@ -382,11 +391,22 @@ impl Engine {
                 task: task.clone(),
             })
             .collect();
+        let deleted_queues = self
+            .deleted_names
+            .iter()
+            .filter(|(name, _)| self.deleted_recently(name, now_ms))
+            .map(|(name, &deleted_at_ms)| Record::RestoreDeletedQueue {
+                now_ms,
+                name: name.to_string(),
+                deleted_at_ms,
+            })
+            .collect();
         FrozenEngine {
             now_ms,
             next_queue_id: self.next_queue_id,
             queues,
             move_tasks,
+            deleted_queues,
         }
     }
 
@@ -465,6 +485,8 @@ pub struct FrozenEngine {
     queues: Vec<FrozenQueue>,
     /// A `SetMoveTask` per task kept (after the queues: a task names them).
     move_tasks: Vec<Record>,
+    /// A `RestoreDeletedQueue` per name deleted within the reuse delay.
+    deleted_queues: Vec<Record>,
 }
 
 struct FrozenQueue {
@@ -603,7 +625,7 @@ impl FrozenEngine {
                 emit(record.clone());
             }
         }
-        for record in &self.move_tasks {
+        for record in self.move_tasks.iter().chain(&self.deleted_queues) {
             emit(record.clone());
         }
     }
