@@ -74,14 +74,26 @@ pub enum Field {
 /// What is wrong with one message attribute (named in [`Error::InvalidMessageAttribute`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum AttributeProblem {
-    /// The name is empty or longer than `length_max` characters.
+    /// The name is empty.
+    NameEmpty,
+    /// The name is longer than `length_max` characters.
     NameLength {
         /// The longest name allowed.
         length_max: usize,
     },
-    /// The name holds a character outside A-Z, a-z, 0-9, `_`, `-` and `.`, starts or ends with
-    /// `.`, repeats `.`, or starts with a reserved prefix (`AWS.`, `Amazon.`).
-    NameCharacters,
+    /// The name starts with a prefix reserved for AWS (`AWS.`, `Amazon.`, in any casing).
+    NameReservedPrefix,
+    /// The name starts with `.`.
+    NameLeadingPeriod,
+    /// The name ends with `.`.
+    NameTrailingPeriod,
+    /// The name has `..`.
+    NameSuccessivePeriods,
+    /// The name holds a character that is neither alphanumeric nor `_`, `-` or `.`.
+    NameCharacter {
+        /// The first such character.
+        character: char,
+    },
     /// The data type is longer than `length_max` characters.
     DataTypeLength {
         /// The longest data type allowed.
