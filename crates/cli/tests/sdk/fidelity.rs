@@ -131,6 +131,44 @@ async fn messages_and_attributes_as_aws_answers_them() {
         .await;
     assert_eq!(failure(bad_characters).0, "InvalidParameterValue");
 
+    // [LS:test_send_message_with_invalid_string_attributes]: AWS takes "attr.1øßä" and refuses
+    // "Invalid-§-attr" and a leading period; the sentences as LocalStack's SNS provider and
+    // Eucalyptus's SQS word AWS's answers (AWS has not published them; see the Python twin).
+    sqs.send_message()
+        .queue_url(&url)
+        .message_body("test")
+        .message_attributes("attr.1øßä", text_attribute("String", "Valida"))
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("SendMessage attr.1øßä: {}", DisplayErrorContext(&e)));
+    for (name, message) in [
+        (
+            "Invalid-§-attr",
+            "Invalid non-alphanumeric character '#xA7' was found in the message attribute name. Can only include alphanumeric characters, hyphens, underscores, or dots.",
+        ),
+        (
+            ".-Invalid-attr",
+            "Invalid message attribute name starting with character '.' was found.",
+        ),
+        (
+            "aWs.-Invalid-attr",
+            "Message attribute names starting with 'AWS.' or 'Amazon.' are reserved for use by Amazon.",
+        ),
+    ] {
+        let refused = sqs
+            .send_message()
+            .queue_url(&url)
+            .message_body("test")
+            .message_attributes(name, text_attribute("String", "Valid"))
+            .send()
+            .await;
+        assert_eq!(
+            failure(refused),
+            pair("InvalidParameterValue", message),
+            "{name}"
+        );
+    }
+
     // [GH:ruby-shoryuken/shoryuken#769], [GH:lumigo-io/lumigo-CLI#94]
     let list = Value::builder()
         .data_type("String")
@@ -545,4 +583,75 @@ async fn move_tasks_as_aws_answers_them() {
     );
     assert_eq!(failed[0].destination_arn(), Some(destination_arn.as_str()));
     assert_eq!(failed[0].task_handle(), None);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fifo_delay_is_retroactive_as_aws_documents() {
+    // [DG:sqs-delay-queues]: "For FIFO queues, the per-queue delay setting is retroactive—
+    // changing the setting affects the delay of messages already in the queue." (and not for
+    // standard queues). 900 s, the maximum, is long enough that only the change can make the
+    // message ready, or delay a ready one: no waiting.
+    let server = Server::start().await;
+    let sqs = &server.client;
+    let fifo = create_queue(
+        sqs,
+        &format!("{}.fifo", unique_name("fidelity-delay")),
+        &[
+            (QueueAttributeName::FifoQueue, "true"),
+            (QueueAttributeName::DelaySeconds, "900"),
+        ],
+    )
+    .await;
+    let send_fifo = |body: &'static str, group: &'static str| {
+        sqs.send_message()
+            .queue_url(&fifo)
+            .message_body(body)
+            .message_group_id(group)
+            .message_deduplication_id(body)
+            .send()
+    };
+    send_fifo("a", "g").await.expect("SendMessage a");
+    assert!(receive(sqs, &fifo, 10, 0, None).await.is_empty());
+    let set_delay = |seconds: &'static str| {
+        sqs.set_queue_attributes()
+            .queue_url(&fifo)
+            .attributes(QueueAttributeName::DelaySeconds, seconds)
+            .send()
+    };
+    set_delay("0").await.expect("SetQueueAttributes");
+    let bodies = |messages: Vec<Message>| -> Vec<String> {
+        messages
+            .iter()
+            .map(|m| m.body().unwrap_or_default().to_string())
+            .collect()
+    };
+    assert_eq!(bodies(receive(sqs, &fifo, 10, 0, Some(0)).await), ["a"]);
+    // A message never received is delayed again; the received one is not.
+    send_fifo("b", "h").await.expect("SendMessage b");
+    set_delay("900").await.expect("SetQueueAttributes");
+    assert_eq!(
+        queue_attribute(
+            sqs,
+            &fifo,
+            QueueAttributeName::ApproximateNumberOfMessagesDelayed
+        )
+        .await,
+        "1"
+    );
+    assert_eq!(bodies(receive(sqs, &fifo, 10, 0, None).await), ["a"]);
+
+    let standard = create_queue(
+        sqs,
+        &unique_name("fidelity-delay-std"),
+        &[(QueueAttributeName::DelaySeconds, "900")],
+    )
+    .await;
+    send(sqs, &standard, "s").await;
+    sqs.set_queue_attributes()
+        .queue_url(&standard)
+        .attributes(QueueAttributeName::DelaySeconds, "0")
+        .send()
+        .await
+        .expect("SetQueueAttributes");
+    assert!(receive(sqs, &standard, 10, 0, None).await.is_empty());
 }
