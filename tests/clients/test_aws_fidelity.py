@@ -92,6 +92,34 @@ def test_fifo_queue_delay_is_retroactive(sqs, new_queue, queue_name):
     assert "Messages" not in sqs.receive_message(QueueUrl=standard)
 
 
+def test_fifo_receive_attempt_retry_resets_the_visibility_timeout(sqs, queue_name):
+    # [API:ReceiveMessage] ReceiveRequestAttemptId: "During a visibility timeout, subsequent calls
+    # with the same ReceiveRequestAttemptId return the same messages and receipt handles. If a
+    # retry occurs within the deduplication interval, it resets the visibility timeout." A
+    # retry with VisibilityTimeout 0 therefore makes the message visible at once (no waiting).
+    fifo = sqs.create_queue(
+        QueueName=queue_name() + ".fifo", Attributes={"FifoQueue": "true"}
+    )["QueueUrl"]
+    try:
+        sqs.send_message(
+            QueueUrl=fifo, MessageBody="a", MessageGroupId="g", MessageDeduplicationId="a"
+        )
+        first = sqs.receive_message(
+            QueueUrl=fifo, VisibilityTimeout=600, ReceiveRequestAttemptId="try-1"
+        )["Messages"]
+        assert "Messages" not in sqs.receive_message(QueueUrl=fifo)
+        retry = sqs.receive_message(
+            QueueUrl=fifo, VisibilityTimeout=0, ReceiveRequestAttemptId="try-1"
+        )["Messages"]
+        assert [m["ReceiptHandle"] for m in retry] == [m["ReceiptHandle"] for m in first]
+        again = sqs.receive_message(QueueUrl=fifo, AttributeNames=["ApproximateReceiveCount"])
+        assert [(m["Body"], m["Attributes"]["ApproximateReceiveCount"]) for m in again["Messages"]] == [
+            ("a", "2")
+        ]
+    finally:
+        sqs.delete_queue(QueueUrl=fifo)
+
+
 # --- messages and attributes ---------------------------------------------------------------------
 
 

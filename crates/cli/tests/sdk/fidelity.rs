@@ -655,3 +655,47 @@ async fn fifo_delay_is_retroactive_as_aws_documents() {
         .expect("SetQueueAttributes");
     assert!(receive(sqs, &standard, 10, 0, None).await.is_empty());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fifo_receive_attempt_retry_resets_the_visibility_timeout() {
+    // [API:ReceiveMessage] ReceiveRequestAttemptId: "If a retry occurs within the deduplication
+    // interval, it resets the visibility timeout." A retry with VisibilityTimeout 0 makes the
+    // message visible at once: no waiting.
+    let server = Server::start().await;
+    let sqs = &server.client;
+    let fifo = create_queue(
+        sqs,
+        &format!("{}.fifo", unique_name("fidelity-retry")),
+        &[(QueueAttributeName::FifoQueue, "true")],
+    )
+    .await;
+    sqs.send_message()
+        .queue_url(&fifo)
+        .message_body("a")
+        .message_group_id("g")
+        .message_deduplication_id("a")
+        .send()
+        .await
+        .expect("SendMessage");
+    let attempt = |visibility: i32| {
+        sqs.receive_message()
+            .queue_url(&fifo)
+            .visibility_timeout(visibility)
+            .receive_request_attempt_id("try-1")
+            .send()
+    };
+    let first = attempt(600)
+        .await
+        .expect("ReceiveMessage")
+        .messages()
+        .to_vec();
+    assert!(receive(sqs, &fifo, 10, 0, None).await.is_empty());
+    let retry = attempt(0)
+        .await
+        .expect("ReceiveMessage")
+        .messages()
+        .to_vec();
+    assert_eq!(receipt(&retry[0]), receipt(&first[0]));
+    let again = receive(sqs, &fifo, 10, 0, None).await;
+    assert_eq!((again[0].body(), receive_count(&again[0])), (Some("a"), 2));
+}
