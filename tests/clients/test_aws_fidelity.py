@@ -120,6 +120,41 @@ def test_fifo_receive_attempt_retry_resets_the_visibility_timeout(sqs, queue_nam
         sqs.delete_queue(QueueUrl=fifo)
 
 
+def test_fifo_batch_entry_without_group_fails_the_whole_request(sqs, queue_name):
+    # [LS:test_send_batch_missing_message_group_id_for_fifo_queue]: InvalidParameterValue, 400,
+    # "The request must contain the parameter MessageGroupId." (a single SendMessage says
+    # MissingParameter, test_fifo.py); [LS:test_send_batch_missing_deduplication_id_for_fifo_queue]
+    # likewise for a missing deduplication id. Nothing of the batch is sent.
+    fifo = sqs.create_queue(
+        QueueName=queue_name() + ".fifo", Attributes={"FifoQueue": "true"}
+    )["QueueUrl"]
+    try:
+        cases = [
+            ({"MessageDeduplicationId": "d"}, "The request must contain the parameter MessageGroupId."),
+            (
+                {"MessageGroupId": "g"},
+                "The queue should either have ContentBasedDeduplication enabled or "
+                "MessageDeduplicationId provided explicitly",
+            ),
+        ]
+        for fields, message in cases:
+            entries = [
+                {"Id": "ok", "MessageBody": "a", "MessageGroupId": "g", "MessageDeduplicationId": "a"},
+                {"Id": "bad", "MessageBody": "b", **fields},
+            ]
+            error, status = error_of(
+                lambda: sqs.send_message_batch(QueueUrl=fifo, Entries=entries)
+            )
+            assert (error["Code"], error["Message"], status) == (
+                "InvalidParameterValue",
+                message,
+                400,
+            )
+        assert "Messages" not in sqs.receive_message(QueueUrl=fifo)
+    finally:
+        sqs.delete_queue(QueueUrl=fifo)
+
+
 # --- messages and attributes ---------------------------------------------------------------------
 
 
@@ -518,6 +553,24 @@ def test_queue_attributes_set_to_defaults(sqs, new_queue):
         Attributes={"KmsMasterKeyId": "", "KmsDataKeyReusePeriodSeconds": "300"},
     )
     assert attributes() == {**defaults, "SqsManagedSseEnabled": "false"}
+
+
+def test_kms_and_sqs_encryption_are_exclusive(sqs, new_queue):
+    # [LS:test_sse_kms_and_sqs_are_mutually_exclusive]: SetQueueAttributes with a KmsMasterKeyId
+    # and SqsManagedSseEnabled=true is InvalidAttributeName, in AWS's words.
+    url = new_queue()
+    error, status = error_of(
+        lambda: sqs.set_queue_attributes(
+            QueueUrl=url,
+            Attributes={"KmsMasterKeyId": "testKeyId", "SqsManagedSseEnabled": "true"},
+        )
+    )
+    assert (error["Code"], error["Message"], status) == (
+        "InvalidAttributeName",
+        "You can use one type of server-side encryption (SSE) at one time. You can either "
+        "enable KMS SSE or SQS SSE.",
+        400,
+    )
 
 
 def test_fifo_queue_true_on_a_fifo_queue_is_accepted(sqs, new_queue, queue_name):

@@ -469,6 +469,24 @@ impl SqsError {
         }
     }
 
+    /// The engine's error about a `SendMessageBatch` as a whole (see
+    /// `leaseq_core::Engine::check_send_batch`): a FIFO entry without a `MessageGroupId` is
+    /// `InvalidParameterValue` there, with `SendMessage`'s sentence, where `SendMessage` answers
+    /// `MissingParameter` (recorded from AWS: LocalStack's
+    /// `test_send_batch_missing_message_group_id_for_fifo_queue`; quoted from AWS in
+    /// lumigo-io/lumigo-CLI#100, whose DLQ replay sends batches). Other errors are mapped as by
+    /// `From`.
+    pub fn for_batch_request(error: leaseq_core::Error) -> SqsError {
+        match error {
+            leaseq_core::Error::Missing(leaseq_core::Field::MessageGroupId) => {
+                SqsError::invalid_parameter_value(
+                    "The request must contain the parameter MessageGroupId.",
+                )
+            }
+            other => SqsError::from(other),
+        }
+    }
+
     /// The engine's error about queue `name`, with the name where SQS puts it: a second purge
     /// within 60 seconds names the queue (recorded from AWS: LocalStack's
     /// `test_successive_purge_calls_fail`, "Only one PurgeQueue operation on <queue-name> is
@@ -1186,5 +1204,18 @@ mod tests {
                 "The input receipt handle \"abc\" is not a valid receipt handle."
             )
         );
+    }
+
+    #[test]
+    fn a_batch_without_a_group_id_is_an_invalid_value() {
+        // LocalStack's AWS-validated test_send_batch_missing_message_group_id_for_fifo_queue.
+        let error = SqsError::for_batch_request(Error::Missing(Field::MessageGroupId));
+        assert_eq!(error.code, ErrorCode::InvalidParameterValue);
+        assert_eq!(
+            error.message,
+            "The request must contain the parameter MessageGroupId."
+        );
+        let single = SqsError::from(Error::Missing(Field::MessageGroupId));
+        assert_eq!(single.code, ErrorCode::MissingParameter);
     }
 }

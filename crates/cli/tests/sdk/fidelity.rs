@@ -699,3 +699,61 @@ async fn fifo_receive_attempt_retry_resets_the_visibility_timeout() {
     let again = receive(sqs, &fifo, 10, 0, None).await;
     assert_eq!((again[0].body(), receive_count(&again[0])), (Some("a"), 2));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fifo_batch_and_encryption_errors_as_aws_answers_them() {
+    let server = Server::start().await;
+    let sqs = &server.client;
+    let fifo = create_queue(
+        sqs,
+        &format!("{}.fifo", unique_name("fidelity-batch")),
+        &[(QueueAttributeName::FifoQueue, "true")],
+    )
+    .await;
+    // [LS:test_send_batch_missing_message_group_id_for_fifo_queue]: the whole batch fails with
+    // InvalidParameterValue (a single SendMessage says MissingParameter).
+    let ok = SendMessageBatchRequestEntry::builder()
+        .id("ok")
+        .message_body("a")
+        .message_group_id("g")
+        .message_deduplication_id("a")
+        .build()
+        .expect("a complete entry");
+    let no_group = SendMessageBatchRequestEntry::builder()
+        .id("bad")
+        .message_body("b")
+        .message_deduplication_id("b")
+        .build()
+        .expect("a complete entry");
+    let batch = sqs
+        .send_message_batch()
+        .queue_url(&fifo)
+        .entries(ok)
+        .entries(no_group)
+        .send()
+        .await;
+    assert_eq!(
+        failure(batch),
+        pair(
+            "InvalidParameterValue",
+            "The request must contain the parameter MessageGroupId."
+        )
+    );
+    assert!(receive(sqs, &fifo, 10, 0, None).await.is_empty());
+
+    // [LS:test_sse_kms_and_sqs_are_mutually_exclusive]
+    let both = sqs
+        .set_queue_attributes()
+        .queue_url(&fifo)
+        .attributes(QueueAttributeName::KmsMasterKeyId, "testKeyId")
+        .attributes(QueueAttributeName::SqsManagedSseEnabled, "true")
+        .send()
+        .await;
+    assert_eq!(
+        failure(both),
+        pair(
+            "InvalidAttributeName",
+            "You can use one type of server-side encryption (SSE) at one time. You can either enable KMS SSE or SQS SSE."
+        )
+    );
+}
