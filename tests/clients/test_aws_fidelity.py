@@ -92,6 +92,46 @@ def test_fifo_queue_delay_is_retroactive(sqs, new_queue, queue_name):
     assert "Messages" not in sqs.receive_message(QueueUrl=standard)
 
 
+def test_fifo_groups_are_served_in_the_order_they_became_available(sqs, queue_name):
+    # [LS:test_fifo_receive_message_with_zero_visibility_timeout]: g1-m1, g2-m1, g2-m2, g3-m1,
+    # g1-m2 sent; a receive of 3 with VisibilityTimeout 0 returns g1-m1, g1-m2, g2-m1, and the
+    # next receive of 10 exactly g3-m1, g1-m1, g1-m2, g2-m1, g2-m2 (the groups just received
+    # queue behind g3). [LS:test_fifo_message_group_visibility_after_terminate_visibility_timeout]:
+    # with g1-m1 and g1-m2 received and g1-m1 released, a receive of 3 returns g2-m1, g1-m1.
+    def fifo(tag, **attributes):
+        return sqs.create_queue(
+            QueueName=queue_name(tag) + ".fifo",
+            Attributes={"FifoQueue": "true", "ContentBasedDeduplication": "true", **attributes},
+        )["QueueUrl"]
+
+    def send(url, *bodies):
+        for body in bodies:
+            sqs.send_message(QueueUrl=url, MessageBody=body, MessageGroupId=body.split("-")[0])
+
+    def bodies(response):
+        return [message["Body"] for message in response.get("Messages", [])]
+
+    first, second = fifo("zero"), fifo("release", VisibilityTimeout="30")
+    try:
+        send(first, "g1-m1", "g2-m1", "g2-m2", "g3-m1", "g1-m2")
+        received = sqs.receive_message(QueueUrl=first, MaxNumberOfMessages=3, VisibilityTimeout=0)
+        assert bodies(received) == ["g1-m1", "g1-m2", "g2-m1"]
+        again = sqs.receive_message(QueueUrl=first, MaxNumberOfMessages=10, VisibilityTimeout=0)
+        assert bodies(again) == ["g3-m1", "g1-m1", "g1-m2", "g2-m1", "g2-m2"]
+
+        send(second, "g1-m1", "g1-m2", "g2-m1")
+        held = sqs.receive_message(QueueUrl=second, MaxNumberOfMessages=2)["Messages"]
+        assert [m["Body"] for m in held] == ["g1-m1", "g1-m2"]
+        sqs.change_message_visibility(
+            QueueUrl=second, ReceiptHandle=held[0]["ReceiptHandle"], VisibilityTimeout=0
+        )
+        after = sqs.receive_message(QueueUrl=second, MaxNumberOfMessages=3)
+        assert bodies(after) == ["g2-m1", "g1-m1"]
+    finally:
+        sqs.delete_queue(QueueUrl=first)
+        sqs.delete_queue(QueueUrl=second)
+
+
 def test_fifo_receive_attempt_retry_resets_the_visibility_timeout(sqs, queue_name):
     # [API:ReceiveMessage] ReceiveRequestAttemptId: "During a visibility timeout, subsequent calls
     # with the same ReceiveRequestAttemptId return the same messages and receipt handles. If a

@@ -329,9 +329,7 @@ impl Queue {
             is_in_flight: now == Some(MessageState::InFlight),
         };
         fifo.update(&group_id, seq, now.is_some(), transition, |head| {
-            messages
-                .get(head)
-                .is_some_and(|message| message.state == MessageState::Ready)
+            Self::ready_since(messages.get(head))
         });
     }
 
@@ -342,11 +340,15 @@ impl Queue {
         self.fifo
             .as_deref_mut()
             .expect("group release on a FIFO queue")
-            .release(group_id, |seq| {
-                messages
-                    .get(seq)
-                    .is_some_and(|message| message.state == MessageState::Ready)
-            });
+            .release(group_id, |seq| Self::ready_since(messages.get(seq)));
+    }
+
+    /// When `message` became visible (its `visible_at_ms`: its send, the end of its delay or of
+    /// its lease), if it is ready: the key of a FIFO group that resumes from it.
+    fn ready_since(message: Option<&Message>) -> Option<u64> {
+        message
+            .filter(|message| message.state == MessageState::Ready)
+            .map(|message| message.visible_at_ms)
     }
 
     fn group_of(&self, seq: u64) -> Option<Arc<str>> {
@@ -896,7 +898,7 @@ impl Queue {
                 (
                     seq,
                     &*group.group_id,
-                    message.state == MessageState::Ready,
+                    (message.state == MessageState::Ready).then_some(message.visible_at_ms),
                     message.state == MessageState::InFlight,
                 )
             }));

@@ -757,3 +757,44 @@ async fn fifo_batch_and_encryption_errors_as_aws_answers_them() {
         )
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fifo_groups_are_served_in_the_order_they_became_available() {
+    // [LS:test_fifo_receive_message_with_zero_visibility_timeout]: after a receive of 3 with
+    // VisibilityTimeout 0 took g1-m1, g1-m2, g2-m1, the next receive of 10 returns exactly
+    // g3-m1, g1-m1, g1-m2, g2-m1, g2-m2.
+    let server = Server::start().await;
+    let sqs = &server.client;
+    let fifo = create_queue(
+        sqs,
+        &format!("{}.fifo", unique_name("fidelity-order")),
+        &[
+            (QueueAttributeName::FifoQueue, "true"),
+            (QueueAttributeName::ContentBasedDeduplication, "true"),
+        ],
+    )
+    .await;
+    for body in ["g1-m1", "g2-m1", "g2-m2", "g3-m1", "g1-m2"] {
+        sqs.send_message()
+            .queue_url(&fifo)
+            .message_body(body)
+            .message_group_id(&body[..2])
+            .send()
+            .await
+            .expect("SendMessage");
+    }
+    let bodies = |messages: Vec<Message>| -> Vec<String> {
+        messages
+            .iter()
+            .map(|m| m.body().unwrap_or_default().to_string())
+            .collect()
+    };
+    assert_eq!(
+        bodies(receive(sqs, &fifo, 3, 0, Some(0)).await),
+        ["g1-m1", "g1-m2", "g2-m1"]
+    );
+    assert_eq!(
+        bodies(receive(sqs, &fifo, 10, 0, Some(0)).await),
+        ["g3-m1", "g1-m1", "g1-m2", "g2-m1", "g2-m2"]
+    );
+}

@@ -128,20 +128,21 @@ impl Engine {
         }
         let mut deliveries = Vec::with_capacity(wanted);
         let mut leases = Vec::new();
-        // Groups are visited in the order of the message they resume from, each at most once per
-        // receive: a group served with a lease of 0 seconds stays available at the same message,
-        // and the cursor moves past it; a group whose first message was dead-lettered may be
-        // available again at a later one, and `served` skips it there (it holds at most one
-        // group per delivery, so at most 10).
+        // Groups are visited in the order they became available (when the message they resume
+        // from became visible, then its sequence number), each at most once per receive: a
+        // group served with a lease of 0 seconds is available again, now, after the cursor, and
+        // a group whose first message was dead-lettered may be available again at a later one;
+        // `served` skips both (it holds at most one group per delivery, so at most 10).
         let mut cursor = None;
         let mut served: Vec<Arc<str>> = Vec::new();
         while deliveries.len() < wanted {
             let queue = &self.queues[&queue_id];
             let fifo = queue.fifo().expect("FIFO queue");
-            let Some(head) = fifo.next_available(cursor) else {
+            let Some(key) = fifo.next_available(cursor) else {
                 break;
             };
-            cursor = Some(head);
+            cursor = Some(key);
+            let head = key.1;
             let message = queue.message(head).expect("group head exists");
             let group_id = &message.fifo.as_ref().expect("FIFO message").group_id;
             if served.contains(group_id) {
