@@ -121,8 +121,6 @@ pub struct Service {
     config: ServiceConfig,
     /// Where observations go; `None` when metrics are off (see `observe`).
     metrics: Option<Arc<Metrics>>,
-    /// Queues deleted in the last [`queues::RECREATE_DELAY_MS`], by name (see `queues.rs`).
-    recently_deleted: queues::RecentlyDeleted,
 }
 
 impl Service {
@@ -136,7 +134,6 @@ impl Service {
             clock: Arc::new(SystemClock),
             config,
             metrics: None,
-            recently_deleted: queues::RecentlyDeleted::default(),
         }
     }
 
