@@ -119,6 +119,11 @@ fn percent_decode(bytes: &[u8]) -> Result<Vec<u8>, SqsError> {
     Ok(out)
 }
 
+/// The bytes of a blob member's text (base64, around which blanks are allowed), if it is valid.
+pub fn decode_blob(text: &str) -> Option<Vec<u8>> {
+    STANDARD.decode(text.trim()).ok()
+}
+
 /// Adds the pairs of a form body or query string to `params` (a later value of a name wins).
 pub fn parse_form(bytes: &[u8], params: &mut Params) -> Result<(), SqsError> {
     for pair in bytes.split(|&b| b == b'&').filter(|pair| !pair.is_empty()) {
@@ -376,7 +381,7 @@ impl<'a> Input<'a> {
         let Some(text) = self.string(json, query)? else {
             return Ok(None);
         };
-        STANDARD.decode(text.trim()).map(Some).map_err(|_| {
+        decode_blob(&text).map(Some).ok_or_else(|| {
             let name = self.display_name(json, query);
             match self {
                 Input::Json { .. } => serialization(format!("Member {name} is not valid base64.")),

@@ -7,10 +7,13 @@
 //! decoder checks SQS's own, `Limits::SQS`). Beside the action comes its response's [`Shape`]:
 //! what the request asked the response to show, which the backend has no use for.
 
+mod fast;
 mod input;
 mod moves;
 #[cfg(test)]
 mod tests;
+
+use std::collections::BTreeMap;
 
 use leaseq_core::{AttributeValue, Limits, MessageAttribute, ReceiveRequest, SendInput};
 use serde_json::Value;
@@ -49,8 +52,23 @@ pub const GET_VISIBILITY_ADVICE: &str = "LeaseqGetVisibilityAdvice";
 /// Decodes a request. The error carries the protocol its response must use.
 /// Beside the action comes the [`Shape`] its response takes, for `encode`.
 pub fn decode(request: &RawRequest) -> Result<(Protocol, Action, Shape), (Protocol, SqsError)> {
+    decode_with(request, true)
+}
+
+/// Decodes a request through the reference path alone, without the JSON fast path: what
+/// [`decode`] must always answer, errors included. For tests and the decoder's fuzz target.
+pub fn decode_reference(
+    request: &RawRequest,
+) -> Result<(Protocol, Action, Shape), (Protocol, SqsError)> {
+    decode_with(request, false)
+}
+
+fn decode_with(
+    request: &RawRequest,
+    fast: bool,
+) -> Result<(Protocol, Action, Shape), (Protocol, SqsError)> {
     match request.target {
-        Some(target) => decode_json(target, request)
+        Some(target) => decode_json(target, request, fast)
             .map(|(action, shape)| (Protocol::Json, action, shape))
             .map_err(|error| (Protocol::Json, error)),
         None => decode_query(request)
@@ -59,13 +77,22 @@ pub fn decode(request: &RawRequest) -> Result<(Protocol, Action, Shape), (Protoc
     }
 }
 
-fn decode_json(target: &str, request: &RawRequest) -> Result<(Action, Shape), SqsError> {
+fn decode_json(
+    target: &str,
+    request: &RawRequest,
+    fast: bool,
+) -> Result<(Action, Shape), SqsError> {
     let operation = target.strip_prefix("AmazonSQS.").ok_or_else(|| {
         SqsError::new(
             ErrorCode::InvalidAction,
             format!("The target {target} is not an operation of AmazonSQS."),
         )
     })?;
+    if fast {
+        if let Some(decoded) = fast::decode(operation, request.body, request.path) {
+            return Ok(decoded);
+        }
+    }
     let body = if request.body.iter().all(u8::is_ascii_whitespace) {
         Value::Object(serde_json::Map::new())
     } else {
@@ -262,8 +289,14 @@ fn decode_plain(name: &str, input: &Input, path: &str) -> Result<Action, SqsErro
 
 /// The queue a request names: its `QueueUrl`, or else the request path.
 fn queue_ref(input: &Input, path: &str) -> Result<QueueRef, SqsError> {
-    match input.string("QueueUrl", "QueueUrl")? {
-        Some(url) if !url.trim().is_empty() => queue_name_of_url(&url),
+    queue_of(input.string("QueueUrl", "QueueUrl")?.as_deref(), path)
+}
+
+/// The queue of a request's `QueueUrl` member, if it has one that is not blank, or else of the
+/// request path.
+fn queue_of(url: Option<&str>, path: &str) -> Result<QueueRef, SqsError> {
+    match url {
+        Some(url) if !url.trim().is_empty() => queue_name_of_url(url),
         _ if path.trim_matches('/').is_empty() => Err(SqsError::missing_parameter("QueueUrl")),
         _ => queue_name_of_url(path),
     }
@@ -338,6 +371,11 @@ fn visibility_timeout(input: &Input) -> Result<u32, SqsError> {
                 &input.display_name("VisibilityTimeout", "VisibilityTimeout"),
             )
         })?;
+    visibility_timeout_of(value)
+}
+
+/// A `ChangeMessageVisibility` request's (or entry's) `VisibilityTimeout`, checked.
+fn visibility_timeout_of(value: i64) -> Result<u32, SqsError> {
     non_negative("VisibilityTimeout", value, || {
         format!(
             "VisibilityTimeout must be an integer between 0 and {}.",
@@ -399,19 +437,27 @@ fn attribute_value(
     {
         return Err(SqsError::list_values_unsupported(operation));
     }
+    message_attribute(
+        data_type,
+        || value.string("StringValue", "StringValue"),
+        || value.blob("BinaryValue", "BinaryValue"),
+    )
+}
+
+/// A message attribute of type `data_type`: its value is the `BinaryValue` member, read by
+/// `binary`, if the type is `Binary` or `Binary.*`, and otherwise the `StringValue` member, read
+/// by `text`; the other member is not read at all. An absent value reads as empty. Both decoders
+/// build attributes here (the fast path with its own error type, which only declines).
+fn message_attribute<E>(
+    data_type: String,
+    text: impl FnOnce() -> Result<Option<String>, E>,
+    binary: impl FnOnce() -> Result<Option<Vec<u8>>, E>,
+) -> Result<MessageAttribute, E> {
     let is_binary = data_type == "Binary" || data_type.starts_with("Binary.");
     let value = if is_binary {
-        AttributeValue::Binary(
-            value
-                .blob("BinaryValue", "BinaryValue")?
-                .unwrap_or_default(),
-        )
+        AttributeValue::Binary(binary()?.unwrap_or_default())
     } else {
-        AttributeValue::Text(
-            value
-                .string("StringValue", "StringValue")?
-                .unwrap_or_default(),
-        )
+        AttributeValue::Text(text()?.unwrap_or_default())
     };
     Ok(MessageAttribute { data_type, value })
 }
@@ -425,6 +471,13 @@ fn trace_header(input: &Input, operation: &str) -> Result<Option<String>, SqsErr
         "Value",
         |view, member| attribute_value(view, member, operation),
     )?;
+    trace_header_of(system)
+}
+
+/// The `AWSTraceHeader` of a message's system attributes, which may hold nothing else.
+fn trace_header_of(
+    system: BTreeMap<String, MessageAttribute>,
+) -> Result<Option<String>, SqsError> {
     let mut header = None;
     for (name, attribute) in system {
         if name != "AWSTraceHeader" {
@@ -449,17 +502,7 @@ fn trace_header(input: &Input, operation: &str) -> Result<Option<String>, SqsErr
 
 fn send_input(input: &Input, operation: &str) -> Result<SendInput, SqsError> {
     let body = input.required_string("MessageBody", "MessageBody")?;
-    let delay_seconds = input
-        .integer("DelaySeconds", "DelaySeconds")?
-        .map(|delay| {
-            non_negative("DelaySeconds", delay, || {
-                format!(
-                    "DelaySeconds must be >= 0 and <= {}.",
-                    SQS.delay_max_seconds
-                )
-            })
-        })
-        .transpose()?;
+    let delay_seconds = delay_seconds(input.integer("DelaySeconds", "DelaySeconds")?)?;
     // Whether these are required or allowed depends on the queue's kind, which only the engine
     // knows: a FIFO queue requires a group id, a standard queue refuses a deduplication id.
     let group_id = input.string("MessageGroupId", "MessageGroupId")?;
@@ -480,6 +523,20 @@ fn send_input(input: &Input, operation: &str) -> Result<SendInput, SqsError> {
         group_id,
         deduplication_id,
     })
+}
+
+/// A message's `DelaySeconds`, checked.
+fn delay_seconds(value: Option<i64>) -> Result<Option<u32>, SqsError> {
+    value
+        .map(|delay| {
+            non_negative("DelaySeconds", delay, || {
+                format!(
+                    "DelaySeconds must be >= 0 and <= {}.",
+                    SQS.delay_max_seconds
+                )
+            })
+        })
+        .transpose()
 }
 
 /// What SQS counts toward a batch's size: bodies plus attribute names, types and values.
@@ -503,6 +560,12 @@ fn send_message_batch(queue: QueueRef, input: &Input) -> Result<Action, SqsError
     let entries = batch(input, "SendMessageBatchRequestEntry", |entry| {
         send_input(entry, "SendMessageBatch")
     })?;
+    check_batch_size(&entries)?;
+    Ok(Action::SendMessageBatch { queue, entries })
+}
+
+/// SQS's bound on the total size of a `SendMessageBatch`'s messages.
+fn check_batch_size(entries: &[BatchEntry<SendInput>]) -> Result<(), SqsError> {
     let total: usize = entries
         .iter()
         .map(|entry| message_size_bytes(&entry.value))
@@ -516,7 +579,7 @@ fn send_message_batch(queue: QueueRef, input: &Input) -> Result<Action, SqsError
             ),
         ));
     }
-    Ok(Action::SendMessageBatch { queue, entries })
+    Ok(())
 }
 
 fn valid_batch_entry_id(id: &str) -> bool {
@@ -535,38 +598,11 @@ fn batch<T>(
     read: impl Fn(&Input) -> Result<T, SqsError>,
 ) -> Result<Vec<BatchEntry<T>>, SqsError> {
     let entries = input.entries("Entries", entry_name)?;
-    if entries.is_empty() {
-        return Err(SqsError::new(
-            ErrorCode::EmptyBatchRequest,
-            format!("There should be at least one {entry_name} in the request."),
-        ));
-    }
-    if entries.len() > SQS.batch_size_max {
-        return Err(SqsError::new(
-            ErrorCode::TooManyEntriesInBatchRequest,
-            format!(
-                "Maximum number of entries per request are {}. You have sent {}.",
-                SQS.batch_size_max,
-                entries.len()
-            ),
-        ));
-    }
+    check_batch_count(entries.len(), entry_name)?;
     let mut decoded: Vec<(String, &Input)> = Vec::with_capacity(entries.len());
     for entry in &entries {
         let id = entry.required_string("Id", "Id")?;
-        if !valid_batch_entry_id(&id) {
-            return Err(SqsError::new(
-                ErrorCode::InvalidBatchEntryId,
-                "A batch entry id can only contain alphanumeric characters, hyphens and underscores. It can be at most 80 letters long.",
-            ));
-        }
-        // At most `batch_size_max` ids: a scan of the earlier ones is cheaper than a set.
-        if decoded.iter().any(|(earlier, _)| *earlier == id) {
-            return Err(SqsError::new(
-                ErrorCode::BatchEntryIdsNotDistinct,
-                format!("Id {id} repeated."),
-            ));
-        }
+        check_batch_id(&id, decoded.iter().map(|(earlier, _)| earlier.as_str()))?;
         decoded.push((id, entry));
     }
     decoded
@@ -580,50 +616,55 @@ fn batch<T>(
         .collect()
 }
 
-fn receive_message(queue: QueueRef, input: &Input) -> Result<(Action, Shape), SqsError> {
-    let max_messages = match input.integer("MaxNumberOfMessages", "MaxNumberOfMessages")? {
-        None => 1,
-        Some(n) if (1..=SQS.batch_size_max as i64).contains(&n) => n as usize,
-        Some(n) => {
-            return Err(SqsError::invalid_parameter(
-                "MaxNumberOfMessages",
-                n,
-                &format!("Must be between 1 and {}, if provided.", SQS.batch_size_max),
-            ))
-        }
-    };
-    let visibility_timeout_seconds = input
-        .integer("VisibilityTimeout", "VisibilityTimeout")?
-        .map(|v| {
-            non_negative("VisibilityTimeout", v, || {
-                format!(
-                    "Must be >= 0 and <= {}, if provided.",
-                    SQS.visibility_timeout_max_seconds
-                )
-            })
-        })
-        .transpose()?;
-    let wait_time_seconds = match input.integer("WaitTimeSeconds", "WaitTimeSeconds")? {
-        None => None,
-        Some(n) if (0..=i64::from(SQS.wait_time_max_seconds)).contains(&n) => Some(n as u32),
-        Some(n) => {
-            return Err(SqsError::invalid_parameter(
-                "WaitTimeSeconds",
-                n,
-                &format!(
-                    "Must be >= 0 and <= {}, if provided.",
-                    SQS.wait_time_max_seconds
-                ),
-            ))
-        }
-    };
-    let mut attribute_names = input.string_list("AttributeNames", "AttributeName")?;
-    for name in input.string_list("MessageSystemAttributeNames", "MessageSystemAttributeName")? {
-        if !attribute_names.contains(&name) {
-            attribute_names.push(name);
-        }
+/// SQS's bounds on the number of a batch's entries (`entry_name`s, as SQS names them).
+fn check_batch_count(count: usize, entry_name: &str) -> Result<(), SqsError> {
+    if count == 0 {
+        return Err(SqsError::new(
+            ErrorCode::EmptyBatchRequest,
+            format!("There should be at least one {entry_name} in the request."),
+        ));
     }
+    if count > SQS.batch_size_max {
+        return Err(SqsError::new(
+            ErrorCode::TooManyEntriesInBatchRequest,
+            format!(
+                "Maximum number of entries per request are {}. You have sent {count}.",
+                SQS.batch_size_max,
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// SQS's rules for a batch entry's id: valid, and distinct from the `earlier` entries' ids.
+fn check_batch_id<'e>(id: &str, mut earlier: impl Iterator<Item = &'e str>) -> Result<(), SqsError> {
+    if !valid_batch_entry_id(id) {
+        return Err(SqsError::new(
+            ErrorCode::InvalidBatchEntryId,
+            "A batch entry id can only contain alphanumeric characters, hyphens and underscores. It can be at most 80 letters long.",
+        ));
+    }
+    // At most `batch_size_max` ids: a scan of the earlier ones is cheaper than a set.
+    if earlier.any(|earlier| earlier == id) {
+        return Err(SqsError::new(
+            ErrorCode::BatchEntryIdsNotDistinct,
+            format!("Id {id} repeated."),
+        ));
+    }
+    Ok(())
+}
+
+fn receive_message(queue: QueueRef, input: &Input) -> Result<(Action, Shape), SqsError> {
     // Read in the order they always were, so the first bad parameter reported stays the same.
+    let max_messages =
+        max_number_of_messages(input.integer("MaxNumberOfMessages", "MaxNumberOfMessages")?)?;
+    let visibility_timeout_seconds =
+        receive_visibility_timeout(input.integer("VisibilityTimeout", "VisibilityTimeout")?)?;
+    let wait_time_seconds = wait_time_seconds(input.integer("WaitTimeSeconds", "WaitTimeSeconds")?)?;
+    let attribute_names = received_attribute_names(
+        input.string_list("AttributeNames", "AttributeName")?,
+        input.string_list("MessageSystemAttributeNames", "MessageSystemAttributeName")?,
+    );
     let shape = Shape::Received {
         attribute_names,
         message_attribute_names: input
@@ -641,6 +682,60 @@ fn receive_message(queue: QueueRef, input: &Input) -> Result<(Action, Shape), Sq
             .string("ReceiveRequestAttemptId", "ReceiveRequestAttemptId")?,
     };
     Ok((action, shape))
+}
+
+/// A receive's `MaxNumberOfMessages`, checked (1 when absent).
+fn max_number_of_messages(value: Option<i64>) -> Result<usize, SqsError> {
+    match value {
+        None => Ok(1),
+        Some(n) if (1..=SQS.batch_size_max as i64).contains(&n) => Ok(n as usize),
+        Some(n) => Err(SqsError::invalid_parameter(
+            "MaxNumberOfMessages",
+            n,
+            &format!("Must be between 1 and {}, if provided.", SQS.batch_size_max),
+        )),
+    }
+}
+
+/// A receive's `VisibilityTimeout`, checked.
+fn receive_visibility_timeout(value: Option<i64>) -> Result<Option<u32>, SqsError> {
+    value
+        .map(|v| {
+            non_negative("VisibilityTimeout", v, || {
+                format!(
+                    "Must be >= 0 and <= {}, if provided.",
+                    SQS.visibility_timeout_max_seconds
+                )
+            })
+        })
+        .transpose()
+}
+
+/// A receive's `WaitTimeSeconds`, checked.
+fn wait_time_seconds(value: Option<i64>) -> Result<Option<u32>, SqsError> {
+    match value {
+        None => Ok(None),
+        Some(n) if (0..=i64::from(SQS.wait_time_max_seconds)).contains(&n) => Ok(Some(n as u32)),
+        Some(n) => Err(SqsError::invalid_parameter(
+            "WaitTimeSeconds",
+            n,
+            &format!(
+                "Must be >= 0 and <= {}, if provided.",
+                SQS.wait_time_max_seconds
+            ),
+        )),
+    }
+}
+
+/// The system attributes a receive asks for: its `AttributeNames`, then those of its
+/// `MessageSystemAttributeNames` not already named.
+fn received_attribute_names(mut names: Vec<String>, system_names: Vec<String>) -> Vec<String> {
+    for name in system_names {
+        if !names.contains(&name) {
+            names.push(name);
+        }
+    }
+    names
 }
 
 impl Action {
