@@ -8,6 +8,7 @@ use serde_json::{json, Value};
 
 use super::*;
 
+mod fast_path;
 mod paths;
 
 fn json_request(action: &str, body: &[u8]) -> Result<Action, SqsError> {
