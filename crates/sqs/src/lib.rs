@@ -27,7 +27,7 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
 
 pub use action::{Action, BatchEntry, Protocol, QueueRef, Shape, TaskHandle};
-pub use decode::{decode, RawRequest, GET_VISIBILITY_ADVICE};
+pub use decode::{decode, decode_reference, RawRequest, GET_VISIBILITY_ADVICE};
 pub use encode::{encode, encode_error, Response};
 pub use error::{ErrorCode, SqsError};
 pub use outcome::{Context, Outcome, PeekedEntry, ProcessingPercentiles, VisibilityAdvice};

@@ -4,6 +4,10 @@
 //! and the error response the server would send for a rejected request must carry the error's
 //! message intact, which checks the XML escaping of messages that quote the request.
 //!
+//! And `decode`, which takes the JSON fast path of the hot actions where it can, must answer
+//! exactly what the reference path alone (`decode_reference`) answers: the same action and shape,
+//! or the same error.
+//!
 //! The input is text-like so that seeds are easy to write and mutations stay meaningful: five
 //! lines (method, path, query string, `X-Amz-Target`, `Content-Type`; an empty optional line is
 //! an absent one), then the body, which is everything after the fifth newline.
@@ -12,7 +16,9 @@
 
 use std::borrow::Cow;
 
-use leaseq_sqs::{decode, encode_error, Context, ErrorCode, Protocol, RawRequest, SqsError};
+use leaseq_sqs::{
+    decode, decode_reference, encode_error, Context, ErrorCode, Protocol, RawRequest, SqsError,
+};
 use libfuzzer_sys::fuzz_target;
 use quick_xml::events::Event;
 
@@ -105,7 +111,9 @@ fuzz_target!(|data: &[u8]| {
         Some(_) => Protocol::Json,
         None => Protocol::Query,
     };
-    match decode(&request) {
+    let decoded = decode(&request);
+    assert_eq!(decoded, decode_reference(&request));
+    match decoded {
         Ok((protocol, _action, _shape)) => assert_eq!(protocol, expected),
         Err((protocol, error)) => {
             assert_eq!(protocol, expected);

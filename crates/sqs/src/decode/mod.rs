@@ -6,6 +6,18 @@
 //! sees is well formed; ranges that depend on the configured `Limits` are the engine's (the
 //! decoder checks SQS's own, `Limits::SQS`). Beside the action comes its response's [`Shape`]:
 //! what the request asked the response to show, which the backend has no use for.
+//!
+//! Each action is decoded once for both protocols, through one view of the request's
+//! parameters (`input::Input`, over a `serde_json::Value` object or the Query form): this is the
+//! reference path, and it produces every error a client reads. The JSON requests of the hot
+//! actions (sending, receiving, deleting and changing visibility, one or a batch) first try a
+//! fast path (`fast`), which deserializes the body straight into typed requests that borrow from
+//! it, without building the `Value` tree, and builds the action with the reference path's own
+//! checks (the small functions below that both call). It only accepts or declines: anything
+//! unusual (a wrong type, a member the action does not read, a repeated key) or refused by a
+//! check is declined and decoded again by the reference path, so errors stay byte for byte the
+//! same, and what it accepts is exactly the reference path's action ([`decode_reference`] is that
+//! path alone, which a property test and the fuzz target compare [`decode`] with).
 
 mod fast;
 mod input;
