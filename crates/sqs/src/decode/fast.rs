@@ -145,13 +145,17 @@ fn send_message(request: Send, path: &str) -> Option<Action> {
 
 fn send_message_batch(request: Batch<Send>, path: &str) -> Option<Action> {
     let queue = queue_of(request.queue_url.as_ref().map(Text::as_str), path).ok()?;
-    let entries = entries(request.entries, "SendMessageBatchRequestEntry", |mut entry| {
-        if entry.queue_url.is_some() {
-            return None;
-        }
-        let id = entry.id.take()?;
-        Some((id, message(entry)?))
-    })?;
+    let entries = entries(
+        request.entries,
+        "SendMessageBatchRequestEntry",
+        |mut entry| {
+            if entry.queue_url.is_some() {
+                return None;
+            }
+            let id = entry.id.take()?;
+            Some((id, message(entry)?))
+        },
+    )?;
     check_batch_size(&entries).ok()?;
     Some(Action::SendMessageBatch { queue, entries })
 }

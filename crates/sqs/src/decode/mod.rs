@@ -487,9 +487,7 @@ fn trace_header(input: &Input, operation: &str) -> Result<Option<String>, SqsErr
 }
 
 /// The `AWSTraceHeader` of a message's system attributes, which may hold nothing else.
-fn trace_header_of(
-    system: BTreeMap<String, MessageAttribute>,
-) -> Result<Option<String>, SqsError> {
+fn trace_header_of(system: BTreeMap<String, MessageAttribute>) -> Result<Option<String>, SqsError> {
     let mut header = None;
     for (name, attribute) in system {
         if name != "AWSTraceHeader" {
@@ -649,7 +647,10 @@ fn check_batch_count(count: usize, entry_name: &str) -> Result<(), SqsError> {
 }
 
 /// SQS's rules for a batch entry's id: valid, and distinct from the `earlier` entries' ids.
-fn check_batch_id<'e>(id: &str, mut earlier: impl Iterator<Item = &'e str>) -> Result<(), SqsError> {
+fn check_batch_id<'e>(
+    id: &str,
+    mut earlier: impl Iterator<Item = &'e str>,
+) -> Result<(), SqsError> {
     if !valid_batch_entry_id(id) {
         return Err(SqsError::new(
             ErrorCode::InvalidBatchEntryId,
@@ -672,7 +673,8 @@ fn receive_message(queue: QueueRef, input: &Input) -> Result<(Action, Shape), Sq
         max_number_of_messages(input.integer("MaxNumberOfMessages", "MaxNumberOfMessages")?)?;
     let visibility_timeout_seconds =
         receive_visibility_timeout(input.integer("VisibilityTimeout", "VisibilityTimeout")?)?;
-    let wait_time_seconds = wait_time_seconds(input.integer("WaitTimeSeconds", "WaitTimeSeconds")?)?;
+    let wait_time_seconds =
+        wait_time_seconds(input.integer("WaitTimeSeconds", "WaitTimeSeconds")?)?;
     let attribute_names = received_attribute_names(
         input.string_list("AttributeNames", "AttributeName")?,
         input.string_list("MessageSystemAttributeNames", "MessageSystemAttributeName")?,

@@ -125,7 +125,9 @@ fn any_text() -> impl Strategy<Value = String> {
 fn queue_url() -> impl Strategy<Value = Option<Json>> {
     prop_oneof![
         Just(Some(text("http://localhost:9324/000000000000/jobs"))),
-        Just(Some(text("https://sqs.us-east-1.amazonaws.com/123456789012/jobs.fifo"))),
+        Just(Some(text(
+            "https://sqs.us-east-1.amazonaws.com/123456789012/jobs.fifo"
+        ))),
         Just(Some(text("/000000000000/jobs"))),
         Just(Some(text("jobs"))),
         Just(Some(text("http://h/1/jobs?x=1#y"))),
@@ -316,24 +318,27 @@ fn valid_request() -> impl Strategy<Value = (&'static str, Json)> {
                 object(vec![("QueueUrl", url), ("Entries", Some(entries))]),
             )
         });
-    let change = (queue_url(), receipt(), number(0..=43_200)).prop_map(|(url, receipt, timeout)| {
-        (
-            "ChangeMessageVisibility",
-            object(vec![
-                ("QueueUrl", url),
-                ("ReceiptHandle", Some(receipt)),
-                ("VisibilityTimeout", Some(timeout)),
-            ]),
-        )
-    });
+    let change =
+        (queue_url(), receipt(), number(0..=43_200)).prop_map(|(url, receipt, timeout)| {
+            (
+                "ChangeMessageVisibility",
+                object(vec![
+                    ("QueueUrl", url),
+                    ("ReceiptHandle", Some(receipt)),
+                    ("VisibilityTimeout", Some(timeout)),
+                ]),
+            )
+        });
     let change_batch = (
         queue_url(),
-        entries((receipt(), number(0..=43_200)).prop_map(|(receipt, timeout)| {
-            vec![
-                ("ReceiptHandle", Some(receipt)),
-                ("VisibilityTimeout", Some(timeout)),
-            ]
-        })),
+        entries(
+            (receipt(), number(0..=43_200)).prop_map(|(receipt, timeout)| {
+                vec![
+                    ("ReceiptHandle", Some(receipt)),
+                    ("VisibilityTimeout", Some(timeout)),
+                ]
+            }),
+        ),
     )
         .prop_map(|(url, entries)| {
             (
@@ -341,7 +346,15 @@ fn valid_request() -> impl Strategy<Value = (&'static str, Json)> {
                 object(vec![("QueueUrl", url), ("Entries", Some(entries))]),
             )
         });
-    prop_oneof![send, send_batch, receive, delete, delete_batch, change, change_batch]
+    prop_oneof![
+        send,
+        send_batch,
+        receive,
+        delete,
+        delete_batch,
+        change,
+        change_batch
+    ]
 }
 
 // ----- mutations ------------------------------------------------------------------------------
@@ -520,23 +533,25 @@ fn request() -> impl Strategy<Value = (&'static str, Vec<u8>, &'static str, bool
         (0usize..4, any::<bool>()),
         prop_oneof![1 => Just("/"), 3 => Just("/000000000000/jobs")],
     )
-        .prop_map(|((action, mut json), mutations, (escape_every, spaced), path)| {
-            let mut mutated = false;
-            for (target, seed, mutation) in &mutations {
-                let mut target = target % size(&json);
-                mutated |= mutate(&mut json, &mut target, mutation, *seed);
-            }
-            let mut body = Vec::new();
-            write(
-                &mut body,
-                &json,
-                Style {
-                    escape_every,
-                    spaced,
-                },
-            );
-            (action, body, path, mutated)
-        })
+        .prop_map(
+            |((action, mut json), mutations, (escape_every, spaced), path)| {
+                let mut mutated = false;
+                for (target, seed, mutation) in &mutations {
+                    let mut target = target % size(&json);
+                    mutated |= mutate(&mut json, &mut target, mutation, *seed);
+                }
+                let mut body = Vec::new();
+                write(
+                    &mut body,
+                    &json,
+                    Style {
+                        escape_every,
+                        spaced,
+                    },
+                );
+                (action, body, path, mutated)
+            },
+        )
 }
 
 fn raw<'a>(target: &'a str, body: &'a [u8], path: &'a str) -> RawRequest<'a> {
