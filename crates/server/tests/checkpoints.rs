@@ -52,7 +52,7 @@ fn dir_size_bytes(dir: &Path) -> u64 {
 }
 
 fn queue() -> QueueRef {
-    QueueRef { name: "q".into() }
+    QueueRef::new("q")
 }
 
 async fn execute(backend: &Service, action: Action) -> Outcome {
@@ -133,9 +133,7 @@ async fn steady_load(dir: &Path, backend: &Service, straggler_every: Option<u32>
         execute(backend, send).await;
         if straggler_every.is_some_and(|every| round % every == 0) {
             let send = Action::SendMessage {
-                queue: QueueRef {
-                    name: "kept".into(),
-                },
+                queue: QueueRef::new("kept"),
                 message: SendInput::body(format!("kept {round}-{body}")),
             };
             execute(backend, send).await;

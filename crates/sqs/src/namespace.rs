@@ -85,7 +85,7 @@ pub fn qualify(action: &mut Action, prefix: &str) -> Result<(), SqsError> {
             put(name);
             qualify_patch(attributes, prefix);
         }
-        Action::GetQueueUrl { name } => put(name),
+        Action::GetQueueUrl { name, .. } => put(name),
         Action::ListQueues { prefix: list, .. } => {
             if list.contains(SEPARATOR) {
                 return Err(SqsError::invalid_parameter(
@@ -138,6 +138,45 @@ pub fn qualify(action: &mut Action, prefix: &str) -> Result<(), SqsError> {
         return Err(SqsError::from(leaseq_core::Error::QueueDoesNotExist));
     }
     Ok(())
+}
+
+/// The account a request names as its queue's owner, if any: the account of its `QueueUrl`
+/// (`/ACCOUNT/NAME`) or `GetQueueUrl`'s `QueueOwnerAWSAccountId`. Only actions another account
+/// may be granted (`crate::policy::evaluate::iam_action`) and the owner's own actions on one
+/// queue name one; move tasks take queues by ARN in the caller's account.
+pub fn owner_account_id(action: &Action) -> Option<&str> {
+    match action {
+        Action::GetQueueUrl {
+            owner_account_id, ..
+        } => owner_account_id.as_deref(),
+        Action::SetQueueAttributes { queue, .. }
+        | Action::DeleteQueue { queue }
+        | Action::GetQueueAttributes { queue }
+        | Action::PurgeQueue { queue }
+        | Action::SendMessage { queue, .. }
+        | Action::SendMessageBatch { queue, .. }
+        | Action::ReceiveMessage { queue, .. }
+        | Action::DeleteMessage { queue, .. }
+        | Action::DeleteMessageBatch { queue, .. }
+        | Action::ChangeMessageVisibility { queue, .. }
+        | Action::ChangeMessageVisibilityBatch { queue, .. }
+        | Action::TagQueue { queue, .. }
+        | Action::UntagQueue { queue, .. }
+        | Action::ListQueueTags { queue }
+        | Action::ListDeadLetterSourceQueues { queue, .. }
+        | Action::AddPermission { queue, .. }
+        | Action::RemovePermission { queue, .. }
+        | Action::GetVisibilityAdvice { queue }
+        | Action::LeaseqFailMessage { queue, .. }
+        | Action::LeaseqGetMessageHistory { queue, .. }
+        | Action::LeaseqPeekMessages { queue, .. } => queue.owner_account_id.as_deref(),
+        Action::CreateQueue { .. }
+        | Action::ListQueues { .. }
+        | Action::StartMessageMoveTask { .. }
+        | Action::ListMessageMoveTasks { .. }
+        | Action::CancelMessageMoveTask { .. }
+        | Action::LeaseqChangeMessageMoveTask { .. } => None,
+    }
 }
 
 fn qualify_patch(patch: &mut leaseq_core::QueueConfigPatch, prefix: &str) {
@@ -233,25 +272,19 @@ mod tests {
             region: "eu-west-1".into(),
         };
         let mut action = Action::PurgeQueue {
-            queue: QueueRef {
-                name: "jobs".into(),
-            },
+            queue: QueueRef::new("jobs"),
         };
         qualify(&mut action, &namespace.prefix()).unwrap();
         assert_eq!(
             action,
             Action::PurgeQueue {
-                queue: QueueRef {
-                    name: "111111111111:eu-west-1:jobs".into()
-                }
+                queue: QueueRef::new("111111111111:eu-west-1:jobs")
             }
         );
         // No client reaches another namespace by spelling its engine name, from home or not.
         for prefix in ["", "222222222222:us-east-1:"] {
             let mut spelled = Action::PurgeQueue {
-                queue: QueueRef {
-                    name: "111111111111:eu-west-1:jobs".into(),
-                },
+                queue: QueueRef::new("111111111111:eu-west-1:jobs"),
             };
             let error = qualify(&mut spelled, prefix).unwrap_err();
             assert_eq!(error.code, crate::ErrorCode::QueueDoesNotExist);
