@@ -140,15 +140,16 @@ pub fn qualify(action: &mut Action, prefix: &str) -> Result<(), SqsError> {
     Ok(())
 }
 
-/// The account a request names as its queue's owner, if any: the account of its `QueueUrl`
-/// (`/ACCOUNT/NAME`) or `GetQueueUrl`'s `QueueOwnerAWSAccountId`. Only actions another account
-/// may be granted (`crate::policy::evaluate::iam_action`) and the owner's own actions on one
-/// queue name one; move tasks take queues by ARN in the caller's account.
-pub fn owner_account_id(action: &Action) -> Option<&str> {
+/// The one queue an action addresses by name, and the account its request names as the
+/// queue's owner, if any: the account of its `QueueUrl` (`/ACCOUNT/NAME`) or `GetQueueUrl`'s
+/// `QueueOwnerAWSAccountId`. `None` for the actions about the caller's own account (creating
+/// and listing queues) and for move tasks, which take queues by ARN in the caller's account.
+pub fn addressed_queue(action: &Action) -> Option<(&str, Option<&str>)> {
     match action {
         Action::GetQueueUrl {
-            owner_account_id, ..
-        } => owner_account_id.as_deref(),
+            name,
+            owner_account_id,
+        } => Some((name, owner_account_id.as_deref())),
         Action::SetQueueAttributes { queue, .. }
         | Action::DeleteQueue { queue }
         | Action::GetQueueAttributes { queue }
@@ -169,7 +170,9 @@ pub fn owner_account_id(action: &Action) -> Option<&str> {
         | Action::GetVisibilityAdvice { queue }
         | Action::LeaseqFailMessage { queue, .. }
         | Action::LeaseqGetMessageHistory { queue, .. }
-        | Action::LeaseqPeekMessages { queue, .. } => queue.owner_account_id.as_deref(),
+        | Action::LeaseqPeekMessages { queue, .. } => {
+            Some((&queue.name, queue.owner_account_id.as_deref()))
+        }
         Action::CreateQueue { .. }
         | Action::ListQueues { .. }
         | Action::StartMessageMoveTask { .. }

@@ -1,13 +1,117 @@
 //! Queue access policies: `AddPermission` and `RemovePermission` edit the queue's `Policy`
-//! document (the `sqs` crate writes the statements) as one logged change of its settings.
+//! document (the `sqs` crate writes the statements) as one logged change of its settings, and
+//! with `auth = "sigv4"` the policy decides what other accounts may do.
+//!
+//! A request names its queue's owner by the account of its `QueueUrl` (`/ACCOUNT/NAME`) or by
+//! `GetQueueUrl`'s `QueueOwnerAWSAccountId`; without one, or when that is the signer's own
+//! account, the queue is the caller's own and everything is allowed. Otherwise [`Service::target`]
+//! takes the queue in the owner's namespace (the owner's account, the region of the caller's
+//! endpoint) and [`Service::authorize`] lets the request through only if the action is one
+//! another account may be granted (`leaseq_sqs::policy::evaluate::iam_action`) and the queue's
+//! policy allows it (`leaseq_sqs::policy::evaluate::evaluate`). Every refusal is the same
+//! `AccessDenied`, also for a queue that does not exist, so that another account learns nothing
+//! about the owner's queues it may not use. The owner's own requests never consult the policy
+//! (a policy cannot lock its owner out). With `auth = "none"` nothing of this applies.
+//!
+//! The check reads the policy under the engine lock and the action then runs as a separate
+//! engine operation: a request that races a policy change is decided by the policy just before
+//! it, as it would be had it arrived a moment earlier.
+
+use std::sync::Arc;
 
 use leaseq_core::{Error, QueueConfigPatch};
 use leaseq_sqs::error::SqsError;
-use leaseq_sqs::Outcome;
+use leaseq_sqs::namespace::Namespace;
+use leaseq_sqs::policy::evaluate::{self, Decision};
+use leaseq_sqs::{Action, Outcome};
 
-use super::Service;
+use super::{Caller, Service};
+
+/// Where an action's queues are, and what must allow it.
+pub(super) struct Target {
+    /// The prefix of the engine names of the action's queues (`leaseq_sqs::namespace`).
+    pub(super) prefix: String,
+    /// For a request of another account than the queue's owner: who must be allowed what.
+    pub(super) grant: Option<Grant>,
+}
+
+/// A request of another account, which the queue's policy must allow.
+pub(super) struct Grant {
+    /// The caller's account.
+    account_id: Arc<str>,
+    /// The IAM action (`SendMessage` for a `SendMessageBatch`).
+    iam_action: &'static str,
+}
 
 impl Service {
+    /// The namespace whose queues `action` addresses, and for another account's queue the grant
+    /// its policy must give. An owner-only action on another account's queue is refused here.
+    pub(super) fn target(&self, action: &Action, caller: &Caller) -> Result<Target, SqsError> {
+        let own = Target {
+            prefix: self.namespace_prefix(caller),
+            grant: None,
+        };
+        let (Some(account_id), Some((_, Some(owner)))) = (
+            &caller.account_id,
+            leaseq_sqs::namespace::addressed_queue(action),
+        ) else {
+            return Ok(own);
+        };
+        if **account_id == *owner {
+            return Ok(own);
+        }
+        let iam_action = evaluate::iam_action(action).ok_or_else(SqsError::access_denied)?;
+        // The owner's queue in the region the caller's endpoint names (SQS's queue URLs are
+        // regional: `sqs.REGION.amazonaws.com/ACCOUNT/NAME`).
+        let region = caller
+            .namespace
+            .as_ref()
+            .map_or(self.config.region.as_str(), |namespace| &namespace.region);
+        let prefix = if owner == self.config.account_id && region == self.config.region {
+            String::new()
+        } else {
+            Namespace {
+                account_id: owner.into(),
+                region: region.into(),
+            }
+            .prefix()
+        };
+        Ok(Target {
+            prefix,
+            grant: Some(Grant {
+                account_id: account_id.clone(),
+                iam_action,
+            }),
+        })
+    }
+
+    /// Whether the policy of the queue `action` addresses (its engine name, qualified) allows
+    /// the grant; `AccessDenied` if not, or if there is no such queue.
+    pub(super) fn authorize(&self, action: &Action, grant: &Grant) -> Result<(), SqsError> {
+        let Some((name, _)) = leaseq_sqs::namespace::addressed_queue(action) else {
+            return Err(SqsError::access_denied());
+        };
+        // Copied out so the document is parsed without the engine lock.
+        let policy = self
+            .host
+            .engine()
+            .queue(name)
+            .and_then(|queue| queue.config.policy.clone());
+        let Some(policy) = policy else {
+            return Err(SqsError::access_denied());
+        };
+        let resource = leaseq_sqs::queue_arn(&self.context(), name);
+        let request = evaluate::Request {
+            account_id: &grant.account_id,
+            action: grant.iam_action,
+            resource: &resource,
+        };
+        match evaluate::evaluate(&policy, &request) {
+            Decision::Allow => Ok(()),
+            Decision::ExplicitDeny | Decision::ImplicitDeny => Err(SqsError::access_denied()),
+        }
+    }
+
     pub(super) async fn add_permission(
         &self,
         name: &str,
