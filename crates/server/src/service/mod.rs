@@ -156,6 +156,7 @@ impl Service {
     /// Replaces the real clock, so tests can jump time instead of sleeping. The engine ignores a
     /// reading earlier than one it has seen, so the clock may start anywhere.
     pub fn with_clock(mut self, clock: SharedClock) -> Service {
+        self.host.set_clock(clock.clone());
         self.clock = clock;
         self
     }
