@@ -12,7 +12,9 @@
 //! Every queue a request names (by URL, by name, or by ARN in a redrive policy, a redrive
 //! allow policy, a move task or its handle) is taken in the caller's namespace: SQS's
 //! dead-letter queues, redrive sources and move-task queues must be in the account and region of
-//! the queue they serve.
+//! the queue they serve. The one exception is another account's queue named by its URL (or
+//! GetQueueUrl's `QueueOwnerAWSAccountId`, see [`addressed_queue`]) under `auth = "sigv4"`: the
+//! service takes it in that account's namespace and lets the queue's policy decide.
 //!
 //! The caller's account is that of its SigV4 key (`auth = "sigv4"`), else the home account; its
 //! region is the one its endpoint's host names ([`region_of_host`]), else the home region.
