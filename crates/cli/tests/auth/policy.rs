@@ -183,6 +183,23 @@ async fn add_permission_grants_the_named_actions_to_the_named_account_only() {
         endpoint,
         "GetQueueUrl of another account",
     );
+    // An owner that is not an account id names no account's queue.
+    for owner in [
+        format!("{OWNER}:us-east-1"),
+        String::new() + ":",
+        "1".into(),
+    ] {
+        assert_denied(
+            granted
+                .get_queue_url()
+                .queue_name("shared")
+                .queue_owner_aws_account_id(&owner)
+                .send()
+                .await,
+            endpoint,
+            "GetQueueUrl of a malformed owner",
+        );
+    }
     // A queue of the owner that does not exist is refused the same way: nothing leaks.
     assert_denied(
         granted

@@ -60,6 +60,12 @@ impl Service {
         if **account_id == *owner {
             return Ok(own);
         }
+        // A client-sent `QueueOwnerAWSAccountId` becomes part of an engine name: only a 12-digit
+        // account id may (a URL's account is one by construction).
+        let is_account_id = owner.len() == 12 && owner.bytes().all(|b| b.is_ascii_digit());
+        if !is_account_id {
+            return Err(SqsError::access_denied());
+        }
         let iam_action = evaluate::iam_action(action).ok_or_else(SqsError::access_denied)?;
         // The owner's queue in the region the caller's endpoint names (SQS's queue URLs are
         // regional: `sqs.REGION.amazonaws.com/ACCOUNT/NAME`).
