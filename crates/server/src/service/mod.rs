@@ -127,6 +127,8 @@ pub struct Service {
     metrics: Option<Arc<Metrics>>,
     /// Queues deleted in the last [`queues::RECREATE_DELAY_MS`], by name (see `queues.rs`).
     recently_deleted: queues::RecentlyDeleted,
+    /// Queue policies parsed for other accounts' requests (see `policy.rs`).
+    policies: policy::PolicyCache,
 }
 
 impl Service {
@@ -141,6 +143,7 @@ impl Service {
             config,
             metrics: None,
             recently_deleted: queues::RecentlyDeleted::default(),
+            policies: policy::PolicyCache::default(),
         }
     }
 

@@ -13,7 +13,9 @@
 //! about the owner's queues it may not use. The owner's own requests never consult the policy
 //! (a policy cannot lock its owner out). With `auth = "none"` nothing of this applies.
 //!
-//! The check reads the policy under the engine lock and the action then runs as a separate
+//! A queue's parsed policy is kept until its document changes, so a decision costs no parse
+//! (see `leaseq-sqs`'s `benches/policy.rs`). The check reads the policy under the engine lock
+//! and the action then runs as a separate
 //! engine operation: a request that races a policy change is decided by the policy just before
 //! it, as it would be had it arrived a moment earlier.
 
@@ -22,10 +24,19 @@ use std::sync::Arc;
 use leaseq_core::{Error, QueueConfigPatch};
 use leaseq_sqs::error::SqsError;
 use leaseq_sqs::namespace::Namespace;
-use leaseq_sqs::policy::evaluate::{self, Decision};
+use leaseq_sqs::policy::evaluate::{self, Decision, Policy};
 use leaseq_sqs::{Action, Outcome};
+use parking_lot::Mutex;
+use rustc_hash::FxHashMap;
 
 use super::{Caller, Service};
+
+/// Queues whose parsed policy is kept at most.
+const POLICY_CACHE_QUEUES_MAX: usize = 4096;
+
+/// Parsed policies by the engine name of their queue, each with the document it was parsed
+/// from (a changed document is parsed again).
+pub(super) type PolicyCache = Mutex<FxHashMap<String, (String, Arc<Policy>)>>;
 
 /// Where an action's queues are, and what must allow it.
 pub(super) struct Target {
@@ -97,25 +108,45 @@ impl Service {
         let Some((name, _)) = leaseq_sqs::namespace::addressed_queue(action) else {
             return Err(SqsError::access_denied());
         };
-        // Copied out so the document is parsed without the engine lock.
-        let policy = self
-            .host
-            .engine()
-            .queue(name)
-            .and_then(|queue| queue.config.policy.clone());
-        let Some(policy) = policy else {
-            return Err(SqsError::access_denied());
-        };
+        let policy = self.parsed_policy(name)?;
         let resource = leaseq_sqs::queue_arn(&self.context(), name);
         let request = evaluate::Request {
             account_id: &grant.account_id,
             action: grant.iam_action,
             resource: &resource,
         };
-        match evaluate::evaluate(&policy, &request) {
+        match policy.evaluate(&request) {
             Decision::Allow => Ok(()),
             Decision::ExplicitDeny | Decision::ImplicitDeny => Err(SqsError::access_denied()),
         }
+    }
+
+    /// The queue's policy, parsed: from the cache while the queue's document is the one it
+    /// was parsed from (one comparison under the engine lock), else parsed without the lock.
+    fn parsed_policy(&self, name: &str) -> Result<Arc<Policy>, SqsError> {
+        let cached = {
+            let engine = self.host.engine();
+            let text = engine
+                .queue(name)
+                .and_then(|queue| queue.config.policy.as_deref())
+                .ok_or_else(SqsError::access_denied)?;
+            match self.policies.lock().get(name) {
+                Some((parsed_from, policy)) if parsed_from == text => Ok(policy.clone()),
+                _ => Err(text.to_string()),
+            }
+        };
+        let text = match cached {
+            Ok(policy) => return Ok(policy),
+            Err(text) => text,
+        };
+        let policy = Arc::new(Policy::parse(&text));
+        let mut cache = self.policies.lock();
+        // Bounded: entries of deleted or renamed queues are dropped with the rest, now and then.
+        if cache.len() >= POLICY_CACHE_QUEUES_MAX {
+            cache.clear();
+        }
+        cache.insert(name.to_string(), (text, policy.clone()));
+        Ok(policy)
     }
 
     pub(super) async fn add_permission(
