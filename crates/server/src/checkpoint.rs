@@ -89,8 +89,8 @@ impl std::fmt::Debug for SnapshotClock {
 pub struct CheckpointStats {
     /// Checkpoints completed since the process started.
     pub completed: u64,
-    /// Log bytes appended since the last checkpoint began (what a recovery would replay beyond
-    /// the snapshot, roughly).
+    /// Log bytes appended since the last checkpoint began, or since the process started (what
+    /// a recovery would replay beyond the snapshot, roughly).
     pub log_bytes_since: u64,
     /// The size of the newest snapshot (written, or loaded at recovery); 0 if there is none.
     pub snapshot_bytes: u64,

@@ -182,8 +182,8 @@ pub(super) fn render_storage(page: &mut Page, storage: &StorageStats, now_ms: u6
     page.family(
         "leaseq_log_bytes_since_checkpoint",
         "gauge",
-        "Log bytes appended since the last checkpoint began (a checkpoint is due after as \
-         many as the last snapshot holds).",
+        "Log bytes appended since the last checkpoint began, or since the process started \
+         (a checkpoint is due after checkpoint_bytes, or as many as the last snapshot holds).",
     );
     page.sample(
         "leaseq_log_bytes_since_checkpoint",
