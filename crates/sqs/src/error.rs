@@ -547,8 +547,8 @@ impl SqsError {
     /// specified queue does not exist for this wsdl version." over Query (both recorded from
     /// AWS: LocalStack's `test_non_existent_queue` and `TestSqsQueryApi.test_get_on_deleted_queue_fails`).
     ///
-    /// A refusal names the endpoint the request was sent to, as SQS's does: "Access to the
-    /// resource https://sqs.us-east-1.amazonaws.com/ is denied." (the message SDK users report
+    /// A refusal names the endpoint the request was sent to, as SQS's does: `Access to the
+    /// resource https://sqs.us-east-1.amazonaws.com/ is denied.` (the message SDK users report
     /// with `AccessDenied`, e.g. aws/aws-sdk-php#188, bbc/sqs-consumer#225).
     pub fn message_in(
         &self,
