@@ -59,6 +59,34 @@ pub fn local_name(internal: &str) -> &str {
     split(internal).map_or(internal, |(_, _, name)| name)
 }
 
+/// The pattern of every action that names its one queue by `QueueUrl` (a [`QueueRef`](crate::QueueRef)
+/// bound to `$queue`), except `SetQueueAttributes`, whose attributes name queues too: one list
+/// for [`qualify`] and [`addressed_queue`].
+macro_rules! queue_url_actions {
+    ($queue:ident) => {
+        Action::DeleteQueue { queue: $queue }
+            | Action::GetQueueAttributes { queue: $queue }
+            | Action::PurgeQueue { queue: $queue }
+            | Action::SendMessage { queue: $queue, .. }
+            | Action::SendMessageBatch { queue: $queue, .. }
+            | Action::ReceiveMessage { queue: $queue, .. }
+            | Action::DeleteMessage { queue: $queue, .. }
+            | Action::DeleteMessageBatch { queue: $queue, .. }
+            | Action::ChangeMessageVisibility { queue: $queue, .. }
+            | Action::ChangeMessageVisibilityBatch { queue: $queue, .. }
+            | Action::TagQueue { queue: $queue, .. }
+            | Action::UntagQueue { queue: $queue, .. }
+            | Action::ListQueueTags { queue: $queue }
+            | Action::ListDeadLetterSourceQueues { queue: $queue, .. }
+            | Action::AddPermission { queue: $queue, .. }
+            | Action::RemovePermission { queue: $queue, .. }
+            | Action::GetVisibilityAdvice { queue: $queue }
+            | Action::LeaseqFailMessage { queue: $queue, .. }
+            | Action::LeaseqGetMessageHistory { queue: $queue, .. }
+            | Action::LeaseqPeekMessages { queue: $queue, .. }
+    };
+}
+
 /// Takes every queue name of `action` into the namespace whose engine names start with
 /// `prefix` ([`Namespace::prefix`]; empty for the home namespace).
 ///
@@ -102,26 +130,7 @@ pub fn qualify(action: &mut Action, prefix: &str) -> Result<(), SqsError> {
             put(&mut queue.name);
             qualify_patch(attributes, prefix);
         }
-        Action::DeleteQueue { queue }
-        | Action::GetQueueAttributes { queue }
-        | Action::PurgeQueue { queue }
-        | Action::SendMessage { queue, .. }
-        | Action::SendMessageBatch { queue, .. }
-        | Action::ReceiveMessage { queue, .. }
-        | Action::DeleteMessage { queue, .. }
-        | Action::DeleteMessageBatch { queue, .. }
-        | Action::ChangeMessageVisibility { queue, .. }
-        | Action::ChangeMessageVisibilityBatch { queue, .. }
-        | Action::TagQueue { queue, .. }
-        | Action::UntagQueue { queue, .. }
-        | Action::ListQueueTags { queue }
-        | Action::ListDeadLetterSourceQueues { queue, .. }
-        | Action::AddPermission { queue, .. }
-        | Action::RemovePermission { queue, .. }
-        | Action::GetVisibilityAdvice { queue }
-        | Action::LeaseqFailMessage { queue, .. }
-        | Action::LeaseqGetMessageHistory { queue, .. }
-        | Action::LeaseqPeekMessages { queue, .. } => put(&mut queue.name),
+        queue_url_actions!(queue) => put(&mut queue.name),
         Action::StartMessageMoveTask {
             source,
             destination,
@@ -152,27 +161,7 @@ pub fn addressed_queue(action: &Action) -> Option<(&str, Option<&str>)> {
             name,
             owner_account_id,
         } => Some((name, owner_account_id.as_deref())),
-        Action::SetQueueAttributes { queue, .. }
-        | Action::DeleteQueue { queue }
-        | Action::GetQueueAttributes { queue }
-        | Action::PurgeQueue { queue }
-        | Action::SendMessage { queue, .. }
-        | Action::SendMessageBatch { queue, .. }
-        | Action::ReceiveMessage { queue, .. }
-        | Action::DeleteMessage { queue, .. }
-        | Action::DeleteMessageBatch { queue, .. }
-        | Action::ChangeMessageVisibility { queue, .. }
-        | Action::ChangeMessageVisibilityBatch { queue, .. }
-        | Action::TagQueue { queue, .. }
-        | Action::UntagQueue { queue, .. }
-        | Action::ListQueueTags { queue }
-        | Action::ListDeadLetterSourceQueues { queue, .. }
-        | Action::AddPermission { queue, .. }
-        | Action::RemovePermission { queue, .. }
-        | Action::GetVisibilityAdvice { queue }
-        | Action::LeaseqFailMessage { queue, .. }
-        | Action::LeaseqGetMessageHistory { queue, .. }
-        | Action::LeaseqPeekMessages { queue, .. } => {
+        Action::SetQueueAttributes { queue, .. } | queue_url_actions!(queue) => {
             Some((&queue.name, queue.owner_account_id.as_deref()))
         }
         Action::CreateQueue { .. }
