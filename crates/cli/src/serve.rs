@@ -547,6 +547,10 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
             .await
             .with_context(|| format!("creating queue {:?} from the configuration", queue.name))?;
     }
+    let reloads = match settings.tls.clone() {
+        Some(tls) => Some(tokio::spawn(reload_on_hangup(tls)?)),
+        None => None,
+    };
     let listener = tokio::net::TcpListener::bind(settings.listen)
         .await
         .with_context(|| format!("listening on {}", settings.listen))?;
@@ -594,10 +598,6 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
             (Default::default(), Some(serving))
         }
     };
-    let reloads = settings
-        .tls
-        .clone()
-        .map(|tls| tokio::spawn(reload_on_hangup(tls)));
     let shutdown_service = service.clone();
     leaseq_server::http::serve(
         listener,
@@ -714,18 +714,13 @@ async fn create_queue(service: &Service, queue: &QueueSpec) -> anyhow::Result<()
 }
 
 /// Reads the TLS certificate and key again on every SIGHUP; a pair that does not load is
-/// logged and the one in use kept.
-async fn reload_on_hangup(tls: Arc<Tls>) {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{signal, SignalKind};
-        let mut hangups = match signal(SignalKind::hangup()) {
-            Ok(hangups) => hangups,
-            Err(error) => {
-                tracing::error!(%error, "installing the SIGHUP handler: TLS reloads are off");
-                return;
-            }
-        };
+/// logged and the one in use kept. The handler is installed here, before the listener is
+/// bound, so that no SIGHUP after the server answers can meet the default action (exit).
+#[cfg(unix)]
+fn reload_on_hangup(tls: Arc<Tls>) -> anyhow::Result<impl std::future::Future<Output = ()>> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut hangups = signal(SignalKind::hangup()).context("installing the SIGHUP handler")?;
+    Ok(async move {
         while hangups.recv().await.is_some() {
             match tls.reload() {
                 Ok(()) => tracing::info!(
@@ -738,9 +733,12 @@ async fn reload_on_hangup(tls: Arc<Tls>) {
                 ),
             }
         }
-    }
-    #[cfg(not(unix))]
-    let _ = tls;
+    })
+}
+
+#[cfg(not(unix))]
+fn reload_on_hangup(_tls: Arc<Tls>) -> anyhow::Result<impl std::future::Future<Output = ()>> {
+    Ok(std::future::ready(()))
 }
 
 async fn shutdown_signal() {

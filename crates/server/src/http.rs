@@ -213,7 +213,18 @@ where
     B: Api,
     RequestBody: HttpBody<Data = Bytes, Error: Into<BoxError>> + Send,
 {
-    let (method, uri, headers) = (parts.method, parts.uri, parts.headers);
+    let (method, uri, mut headers) = (parts.method, parts.uri, parts.headers);
+    // HTTP/2 carries the host as the `:authority` pseudo-header, which hyper puts in the URI,
+    // and clients send no `Host` (RFC 9113 §8.3.1). Everything below reads `Host` (the queue
+    // URLs' base, the region, and SigV4, whose SDKs sign `host` with the authority's value), so
+    // the authority stands in for it, as the RFC says servers should treat it.
+    if !headers.contains_key(axum::http::header::HOST) {
+        if let Some(authority) = uri.authority() {
+            if let Ok(host) = HeaderValue::from_str(authority.as_str()) {
+                headers.insert(axum::http::header::HOST, host);
+            }
+        }
+    }
     let config = &shared.config;
     let context = Context {
         base_url: base_url(config, shared.scheme, &headers),

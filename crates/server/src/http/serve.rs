@@ -5,7 +5,8 @@
 //! Limits that protect the server from its clients ([`Connections`]): at most
 //! `max_connections` connections are served at once (beyond that, the loop stops accepting and
 //! new connections wait in the kernel's listen backlog until one closes), a request's header
-//! (and, over TLS, the handshake before it) must arrive within `header_read_timeout`, and an
+//! (and, over TLS, the handshake before it, or HTTP/2's connection preface) must arrive within
+//! `header_read_timeout`, and an
 //! idle keep-alive connection is closed after that long too (hyper's header read timeout runs
 //! from the end of one answer to the end of the next request's header).
 //!
@@ -29,14 +30,17 @@ use axum::extract::ConnectInfo;
 use axum::response::Response;
 use axum::Router;
 use hyper::body::Incoming;
-use hyper::server::conn::http1;
+use hyper::server::conn::{http1, http2};
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
-use hyper_util::server::conn::auto;
 use parking_lot::Mutex;
 use rustc_hash::FxHashMap;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{oneshot, watch, Semaphore};
+use tokio_rustls::server::TlsStream;
 use tower::ServiceExt as _;
 
 use super::tls::Tls;
@@ -232,8 +236,8 @@ impl<B: Api> App<B> {
     }
 }
 
-/// Drives a hyper connection (HTTP/1.1's or the auto builder's: two types with the same
-/// methods, hence a macro) until it ends, or until `stop` and then the answer in progress.
+/// Drives a hyper connection (HTTP/1.1's or HTTP/2's: types with the same methods and no
+/// common trait, hence a macro) until it ends, or until `stop` and then the answer in progress.
 macro_rules! until_stopped {
     ($connection:expr, $stop:expr, $address:expr) => {{
         let mut connection = pin!($connection);
@@ -269,19 +273,46 @@ async fn serve_connection<B: Api>(
     });
     let timeout = connections.header_read_timeout;
     let Some(tls) = &connections.tls else {
-        let mut builder = http1::Builder::new();
-        // A response goes out in one `write` of one buffer (head and body copied together)
-        // rather than a `writev` of the head and the body: measured ~1.7 µs less server CPU per
-        // SendMessage. Our bodies are small except for large receives, where one more copy of
-        // the body is small next to encoding it.
-        builder
-            .writev(false)
-            .timer(TokioTimer::new())
-            .header_read_timeout(timeout);
-        let connection = builder.serve_connection(TokioIo::new(stream), service);
+        let connection = http1_builder(timeout).serve_connection(TokioIo::new(stream), service);
         until_stopped!(connection, stop, address);
         return;
     };
+    // A stop while the handshake (or HTTP/2's preface) is still on its way ends the connection
+    // at once: it has no request in progress.
+    let mut stop = stop;
+    let secured = tokio::select! {
+        secured = secure(tls, stream, timeout, address) => secured,
+        _ = &mut stop => None,
+    };
+    match secured {
+        None => {}
+        Some(Secured::Http1(stream)) => {
+            let connection = http1_builder(timeout).serve_connection(TokioIo::new(stream), service);
+            until_stopped!(connection, stop, address);
+        }
+        Some(Secured::Http2(stream)) => {
+            let mut builder = http2::Builder::new(TokioExecutor::new());
+            builder.timer(TokioTimer::new());
+            let connection = builder.serve_connection(TokioIo::new(stream), service);
+            until_stopped!(connection, stop, address);
+        }
+    }
+}
+
+/// A TLS connection ready for hyper, in the protocol ALPN chose.
+enum Secured {
+    Http1(TlsStream<TcpStream>),
+    Http2(Prefaced<TlsStream<TcpStream>>),
+}
+
+/// The TLS handshake and, for HTTP/2, the client's preface, each within `timeout`; `None` (the
+/// connection is dropped) if either fails or is late.
+async fn secure(
+    tls: &Tls,
+    stream: TcpStream,
+    timeout: Duration,
+    address: SocketAddr,
+) -> Option<Secured> {
     // HTTP/2 may write several frames per answer (headers, data, window updates) in separate
     // records: without this Nagle's algorithm would hold the later ones back for the client's
     // delayed ACK.
@@ -290,30 +321,117 @@ async fn serve_connection<B: Api>(
         Ok(Ok(stream)) => stream,
         Ok(Err(error)) => {
             tracing::debug!(%address, %error, "TLS handshake failed");
-            return;
+            return None;
         }
         Err(_) => {
             tracing::debug!(%address, "TLS handshake not done within header_read_timeout");
-            return;
+            return None;
         }
     };
-    let h2 = stream.get_ref().1.alpn_protocol() == Some(b"h2");
-    let mut builder = auto::Builder::new(TokioExecutor::new());
-    builder
-        .http1()
-        .writev(false)
-        .timer(TokioTimer::new())
-        .header_read_timeout(timeout);
-    builder.http2().timer(TokioTimer::new());
     // ALPN decided the protocol; without it (a client that offers none) HTTP/1.1, as RFC 9113
     // §3.2 reserves HTTP/2 over TLS for clients that negotiated "h2".
-    let builder = if h2 {
-        builder.http2_only()
-    } else {
-        builder.http1_only()
-    };
-    let connection = builder.serve_connection(TokioIo::new(stream), service);
-    until_stopped!(connection, stop, address);
+    if stream.get_ref().1.alpn_protocol() != Some(b"h2") {
+        return Some(Secured::Http1(stream));
+    }
+    // hyper's HTTP/2 server has no header read timeout: it would wait for the client's
+    // preface forever (and a graceful stop would wait for it too). So the preface must arrive
+    // within the timeout; after it, HTTP/2's own flow control and hyper's limits apply.
+    match tokio::time::timeout(timeout, Prefaced::read(stream)).await {
+        Ok(Ok(stream)) => Some(Secured::Http2(stream)),
+        Ok(Err(error)) => {
+            tracing::debug!(%address, %error, "no HTTP/2 preface");
+            None
+        }
+        Err(_) => {
+            tracing::debug!(%address, "no HTTP/2 preface within header_read_timeout");
+            None
+        }
+    }
+}
+
+/// The HTTP/1.1 connection settings, plain or over TLS.
+fn http1_builder(header_read_timeout: Duration) -> http1::Builder {
+    let mut builder = http1::Builder::new();
+    // A response goes out in one `write` of one buffer (head and body copied together) rather
+    // than a `writev` of the head and the body: measured ~1.7 µs less server CPU per
+    // SendMessage. Our bodies are small except for large receives, where one more copy of the
+    // body is small next to encoding it.
+    builder
+        .writev(false)
+        .timer(TokioTimer::new())
+        .header_read_timeout(header_read_timeout);
+    builder
+}
+
+/// The client connection preface of HTTP/2 (RFC 9113 §3.4).
+const HTTP2_PREFACE: &[u8; 24] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+/// A stream whose HTTP/2 preface has been read (and checked), handed to hyper as if unread.
+struct Prefaced<S> {
+    inner: S,
+    /// How much of the preface hyper has read back.
+    replayed: usize,
+}
+
+impl<S: AsyncRead + Unpin> Prefaced<S> {
+    async fn read(mut inner: S) -> io::Result<Prefaced<S>> {
+        let mut preface = [0u8; HTTP2_PREFACE.len()];
+        inner.read_exact(&mut preface).await?;
+        if &preface != HTTP2_PREFACE {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "not the HTTP/2 connection preface",
+            ));
+        }
+        Ok(Prefaced { inner, replayed: 0 })
+    }
+}
+
+impl<S: AsyncRead + Unpin> AsyncRead for Prefaced<S> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        if self.replayed < HTTP2_PREFACE.len() {
+            let rest = &HTTP2_PREFACE[self.replayed..];
+            let n = rest.len().min(buf.remaining());
+            buf.put_slice(&rest[..n]);
+            self.replayed += n;
+            return Poll::Ready(Ok(()));
+        }
+        Pin::new(&mut self.inner).poll_read(cx, buf)
+    }
+}
+
+impl<S: AsyncWrite + Unpin> AsyncWrite for Prefaced<S> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
 }
 
 /// After a failed accept: a client that gave up before we accepted is no concern; anything
