@@ -429,3 +429,61 @@ async fn with_tls_the_probes_and_the_dashboard_are_on_the_plain_admin_listener()
     );
     server.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_and_limits_from_the_config_file_and_the_environment() {
+    let dir = scratch("settings");
+    let ca = Ca::new("leaseq test CA");
+    let (certificate, key) = ca.server_pair("leaseq").write(dir.path());
+    let config = dir.path().join("leaseq.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "in_memory = true\nadmin_listen = \"127.0.0.1:0\"\ntls_cert = {:?}\ntls_key = {:?}\n\
+             max_connections = 1\n",
+            certificate.display().to_string(),
+            key.display().to_string(),
+        ),
+    )
+    .unwrap();
+    let command = common::serve_command()
+        .args(["--config".as_ref(), config.as_os_str()])
+        .env("LEASEQ_HEADER_READ_TIMEOUT_MS", "400")
+        .https();
+    let server = ChildServer::start(command, dir.path()).await;
+    assert!(
+        server.log().contains("leaseq listening on https://"),
+        "{}",
+        server.log()
+    );
+    // LEASEQ_HEADER_READ_TIMEOUT_MS: a silent connection is closed (it took the one slot of
+    // max_connections = 1 until then).
+    let mut silent = tokio::net::TcpStream::connect(server.addr()).await.unwrap();
+    let mut buffer = [0u8; 64];
+    let read = tokio::time::timeout(
+        Duration::from_secs(10),
+        tokio::io::AsyncReadExt::read(&mut silent, &mut buffer),
+    )
+    .await;
+    assert!(matches!(read, Ok(Ok(0)) | Ok(Err(_))), "{read:?}");
+    // max_connections = 1 from the file: with one TLS connection open, a second one's
+    // handshake waits (its connection is not accepted) until the first closes.
+    let config = || pki::client_config(&ca.pem(), &[b"http/1.1"]);
+    let first = pki::connect(server.addr(), config()).await.unwrap();
+    let mut first = pki::http1(first).await;
+    let list = || json_request("ListQueues", &serde_json::json!({}));
+    assert_eq!(
+        pki::exchange(&mut first, list()).await.unwrap().0.status(),
+        200
+    );
+    let second = tokio::spawn(pki::connect(server.addr(), config()));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        !second.is_finished(),
+        "a second connection was served beside the first"
+    );
+    drop(first);
+    let second = tokio::time::timeout(Duration::from_secs(10), second).await;
+    let second = second.expect("accepted once the first closed").unwrap();
+    assert!(second.is_ok(), "{second:?}");
+}

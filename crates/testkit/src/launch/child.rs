@@ -36,6 +36,8 @@ pub struct ServeCommand {
     /// Where the flags or the configuration file make it listen; `None`: on a free port, with
     /// `--listen` added.
     address: Option<SocketAddr>,
+    /// The configuration file makes `--listen` TLS ([`ServeCommand::https`]).
+    https: bool,
 }
 
 impl ServeCommand {
@@ -47,6 +49,7 @@ impl ServeCommand {
             args: Vec::new(),
             env: Vec::new(),
             address: None,
+            https: false,
         }
     }
 
@@ -78,11 +81,19 @@ impl ServeCommand {
         self
     }
 
-    /// Whether the flags make `--listen` TLS (`--tls-cert`): its `/health` is then not plain
-    /// HTTP, so a start waits for the port to accept connections instead (it listens only once
-    /// recovery is done, as `/health` would answer).
+    /// The configuration file (or the environment) makes `--listen` TLS: a start waits for
+    /// the port rather than for `/health`, and [`ChildServer::endpoint`] is `https://`.
+    /// `--tls-cert` among the flags says so by itself.
+    pub fn https(mut self) -> ServeCommand {
+        self.https = true;
+        self
+    }
+
+    /// Whether `--listen` is TLS: its `/health` is then not plain HTTP, so a start waits for
+    /// the port to accept connections instead (it listens only once recovery is done, as
+    /// `/health` would answer).
     fn is_tls(&self) -> bool {
-        self.args.iter().any(|arg| arg == "--tls-cert")
+        self.https || self.args.iter().any(|arg| arg == "--tls-cert")
     }
 
     /// Spawns the server on `address`, its output to `log_path`.
