@@ -124,14 +124,23 @@ pub async fn serve<B: Api>(
     let stops = Arc::new(Stops::default());
     let (open_tx, open_rx) = watch::channel(());
     let mut shutdown = pin!(shutdown);
+    // Whether the last connection had to wait for a permit: the warning is logged once per
+    // stretch at the limit, not once per connection.
+    let mut at_limit = false;
     loop {
         let permit = match permits.clone().try_acquire_owned() {
-            Ok(permit) => permit,
+            Ok(permit) => {
+                at_limit = false;
+                permit
+            }
             Err(_) => {
-                tracing::warn!(
-                    max_connections = connections.max_connections,
-                    "max_connections reached: new connections wait until one closes"
-                );
+                if !at_limit {
+                    tracing::warn!(
+                        max_connections = connections.max_connections,
+                        "max_connections reached: new connections wait until one closes"
+                    );
+                }
+                at_limit = true;
                 tokio::select! {
                     permit = permits.clone().acquire_owned() => {
                         permit.expect("the semaphore is never closed")
