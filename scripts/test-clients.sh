@@ -234,12 +234,12 @@ fi
 
 if [[ "$suites" == *" boto3 "* ]]; then
     # The same clients against a server with auth = "sigv4" (tests/clients-auth: right and wrong
-    # keys, two accounts), on its own port, in memory.
+    # keys, accounts, queue policies between three accounts), on its own port, in memory.
     auth_port="$("$python" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
     auth_endpoint="http://127.0.0.1:$auth_port"
     echo
     echo "== starting $server_bin serve --auth sigv4 on $auth_endpoint"
-    LEASEQ_CREDENTIALS="AKIACLIENTS1:clients-secret-1:111111111111,AKIACLIENTS2:clients-secret-2:222222222222" \
+    LEASEQ_CREDENTIALS="AKIACLIENTS1:clients-secret-1:111111111111,AKIACLIENTS2:clients-secret-2:222222222222,AKIACLIENTS3:clients-secret-3:333333333333" \
         "$server_bin" serve --listen "127.0.0.1:$auth_port" --in-memory true --auth sigv4 \
         --admin-listen 127.0.0.1:0 >"$server_log.auth" 2>&1 &
     auth_pid=$!

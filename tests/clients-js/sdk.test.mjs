@@ -369,3 +369,42 @@ test("dead-letter queues and redrive: source queues, move task start, list, canc
     Class: ResourceNotFoundException, name: "ResourceNotFoundException",
   });
 });
+
+test("fair queues and redelivery backoff: group ids on a standard queue, quiet tenants first, a delayed redelivery", async () => {
+  // Fair queues: SQS developer guide, "Amazon SQS fair queues" (a MessageGroupId on a standard
+  // queue names a tenant; quiet tenants' messages go first). LeaseqFairInFlightMin and
+  // LeaseqRedeliveryBackoff are leaseq's settings (docs/design/fairness.md).
+  const QueueUrl = await newQueue("fair", {
+    VisibilityTimeout: "60",
+    LeaseqFairInFlightMin: "2",
+  });
+  for (const MessageBody of ["b1", "b2", "b3"]) {
+    await sqs.send(new SendMessageCommand({ QueueUrl, MessageBody, MessageGroupId: "big" }));
+  }
+  await sqs.send(new SendMessageCommand({ QueueUrl, MessageBody: "s1", MessageGroupId: "small" }));
+  const take = async (MaxNumberOfMessages) =>
+    receive(QueueUrl, { MaxNumberOfMessages, WaitTimeSeconds: 0, MessageSystemAttributeNames: ["MessageGroupId"] });
+  const first = await take(2);
+  assert.deepEqual(first.map((m) => m.Attributes.MessageGroupId), ["big", "big"]);
+  // "big" holds every in-flight message: noisy, so the newer quiet message goes first.
+  const [quiet] = await take(1);
+  assert.equal(quiet.Body, "s1");
+  assert.equal(quiet.Attributes.MessageGroupId, "small");
+  assert.deepEqual((await take(1)).map((m) => m.Body), ["b3"]);
+
+  const crashy = await newQueue("backoff", { LeaseqRedeliveryBackoff: "2s" });
+  const { Attributes } = await sqs.send(
+    new GetQueueAttributesCommand({ QueueUrl: crashy, AttributeNames: ["LeaseqRedeliveryBackoff"] }),
+  );
+  assert.equal(Attributes.LeaseqRedeliveryBackoff, "2s");
+  await sqs.send(new SendMessageCommand({ QueueUrl: crashy, MessageBody: "job" }));
+  const [leased] = await receive(crashy, { MaxNumberOfMessages: 1, VisibilityTimeout: 1 });
+  const leasedAt = Date.now();
+  // The 1 s lease ends; the message then waits 2 s more before it is redelivered.
+  await sleep(1500);
+  assert.deepEqual(await receive(crashy, { WaitTimeSeconds: 0 }), []);
+  const [again] = await receive(crashy, { WaitTimeSeconds: 10, MessageSystemAttributeNames: ["ApproximateReceiveCount"] });
+  assert.equal(again.MessageId, leased.MessageId);
+  assert.equal(again.Attributes.ApproximateReceiveCount, "2");
+  assert.ok(Date.now() - leasedAt >= 2500, `redelivered after ${Date.now() - leasedAt} ms`);
+});

@@ -49,6 +49,152 @@ def raw_get(url, params):
         return error.code, error.read().decode()
 
 
+# --- FIFO delivery -------------------------------------------------------------------------------
+
+
+def test_fifo_queue_delay_is_retroactive(sqs, new_queue, queue_name):
+    # [DG:sqs-delay-queues]: "For FIFO queues, the per-queue delay setting is retroactive—changing
+    # the setting affects the delay of messages already in the queue." and "For standard queues,
+    # the per-queue delay setting is not retroactive". No waiting: 900 s (the maximum) is long
+    # enough that only the change can make a message ready, or delay a ready one.
+    fifo = sqs.create_queue(
+        QueueName=queue_name() + ".fifo",
+        Attributes={"FifoQueue": "true", "DelaySeconds": "900"},
+    )["QueueUrl"]
+    try:
+        sqs.send_message(
+            QueueUrl=fifo, MessageBody="a", MessageGroupId="g", MessageDeduplicationId="a"
+        )
+        assert "Messages" not in sqs.receive_message(QueueUrl=fifo)
+        sqs.set_queue_attributes(QueueUrl=fifo, Attributes={"DelaySeconds": "0"})
+        received = sqs.receive_message(QueueUrl=fifo, VisibilityTimeout=0)["Messages"]
+        assert [message["Body"] for message in received] == ["a"]
+        # Received once: its delay is over for good. A message never received is delayed again.
+        sqs.send_message(
+            QueueUrl=fifo, MessageBody="b", MessageGroupId="h", MessageDeduplicationId="b"
+        )
+        sqs.set_queue_attributes(QueueUrl=fifo, Attributes={"DelaySeconds": "900"})
+        counts = sqs.get_queue_attributes(
+            QueueUrl=fifo,
+            AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesDelayed"],
+        )["Attributes"]
+        assert counts == {
+            "ApproximateNumberOfMessages": "1",
+            "ApproximateNumberOfMessagesDelayed": "1",
+        }
+        received = sqs.receive_message(QueueUrl=fifo, MaxNumberOfMessages=10)["Messages"]
+        assert [message["Body"] for message in received] == ["a"]
+    finally:
+        sqs.delete_queue(QueueUrl=fifo)
+    standard = new_queue(DelaySeconds=900)
+    sqs.send_message(QueueUrl=standard, MessageBody="s")
+    sqs.set_queue_attributes(QueueUrl=standard, Attributes={"DelaySeconds": "0"})
+    assert "Messages" not in sqs.receive_message(QueueUrl=standard)
+
+
+def test_fifo_groups_are_served_in_the_order_they_became_available(sqs, queue_name):
+    # [LS:test_fifo_receive_message_with_zero_visibility_timeout]: g1-m1, g2-m1, g2-m2, g3-m1,
+    # g1-m2 sent; a receive of 3 with VisibilityTimeout 0 returns g1-m1, g1-m2, g2-m1, and the
+    # next receive of 10 exactly g3-m1, g1-m1, g1-m2, g2-m1, g2-m2 (the groups just received
+    # queue behind g3). [LS:test_fifo_message_group_visibility_after_terminate_visibility_timeout]:
+    # with g1-m1 and g1-m2 received and g1-m1 released, a receive of 3 returns g2-m1, g1-m1.
+    def fifo(tag, **attributes):
+        return sqs.create_queue(
+            QueueName=queue_name(tag) + ".fifo",
+            Attributes={"FifoQueue": "true", "ContentBasedDeduplication": "true", **attributes},
+        )["QueueUrl"]
+
+    def send(url, *bodies):
+        for body in bodies:
+            sqs.send_message(QueueUrl=url, MessageBody=body, MessageGroupId=body.split("-")[0])
+
+    def bodies(response):
+        return [message["Body"] for message in response.get("Messages", [])]
+
+    first, second = fifo("zero"), fifo("release", VisibilityTimeout="30")
+    try:
+        send(first, "g1-m1", "g2-m1", "g2-m2", "g3-m1", "g1-m2")
+        received = sqs.receive_message(QueueUrl=first, MaxNumberOfMessages=3, VisibilityTimeout=0)
+        assert bodies(received) == ["g1-m1", "g1-m2", "g2-m1"]
+        again = sqs.receive_message(QueueUrl=first, MaxNumberOfMessages=10, VisibilityTimeout=0)
+        assert bodies(again) == ["g3-m1", "g1-m1", "g1-m2", "g2-m1", "g2-m2"]
+
+        send(second, "g1-m1", "g1-m2", "g2-m1")
+        held = sqs.receive_message(QueueUrl=second, MaxNumberOfMessages=2)["Messages"]
+        assert [m["Body"] for m in held] == ["g1-m1", "g1-m2"]
+        sqs.change_message_visibility(
+            QueueUrl=second, ReceiptHandle=held[0]["ReceiptHandle"], VisibilityTimeout=0
+        )
+        after = sqs.receive_message(QueueUrl=second, MaxNumberOfMessages=3)
+        assert bodies(after) == ["g2-m1", "g1-m1"]
+    finally:
+        sqs.delete_queue(QueueUrl=first)
+        sqs.delete_queue(QueueUrl=second)
+
+
+def test_fifo_receive_attempt_retry_resets_the_visibility_timeout(sqs, queue_name):
+    # [API:ReceiveMessage] ReceiveRequestAttemptId: "During a visibility timeout, subsequent calls
+    # with the same ReceiveRequestAttemptId return the same messages and receipt handles. If a
+    # retry occurs within the deduplication interval, it resets the visibility timeout." A
+    # retry with VisibilityTimeout 0 therefore makes the message visible at once (no waiting).
+    fifo = sqs.create_queue(
+        QueueName=queue_name() + ".fifo", Attributes={"FifoQueue": "true"}
+    )["QueueUrl"]
+    try:
+        sqs.send_message(
+            QueueUrl=fifo, MessageBody="a", MessageGroupId="g", MessageDeduplicationId="a"
+        )
+        first = sqs.receive_message(
+            QueueUrl=fifo, VisibilityTimeout=600, ReceiveRequestAttemptId="try-1"
+        )["Messages"]
+        assert "Messages" not in sqs.receive_message(QueueUrl=fifo)
+        retry = sqs.receive_message(
+            QueueUrl=fifo, VisibilityTimeout=0, ReceiveRequestAttemptId="try-1"
+        )["Messages"]
+        assert [m["ReceiptHandle"] for m in retry] == [m["ReceiptHandle"] for m in first]
+        again = sqs.receive_message(QueueUrl=fifo, AttributeNames=["ApproximateReceiveCount"])
+        assert [(m["Body"], m["Attributes"]["ApproximateReceiveCount"]) for m in again["Messages"]] == [
+            ("a", "2")
+        ]
+    finally:
+        sqs.delete_queue(QueueUrl=fifo)
+
+
+def test_fifo_batch_entry_without_group_fails_the_whole_request(sqs, queue_name):
+    # [LS:test_send_batch_missing_message_group_id_for_fifo_queue]: InvalidParameterValue, 400,
+    # "The request must contain the parameter MessageGroupId." (a single SendMessage says
+    # MissingParameter, test_fifo.py); [LS:test_send_batch_missing_deduplication_id_for_fifo_queue]
+    # likewise for a missing deduplication id. Nothing of the batch is sent.
+    fifo = sqs.create_queue(
+        QueueName=queue_name() + ".fifo", Attributes={"FifoQueue": "true"}
+    )["QueueUrl"]
+    try:
+        cases = [
+            ({"MessageDeduplicationId": "d"}, "The request must contain the parameter MessageGroupId."),
+            (
+                {"MessageGroupId": "g"},
+                "The queue should either have ContentBasedDeduplication enabled or "
+                "MessageDeduplicationId provided explicitly",
+            ),
+        ]
+        for fields, message in cases:
+            entries = [
+                {"Id": "ok", "MessageBody": "a", "MessageGroupId": "g", "MessageDeduplicationId": "a"},
+                {"Id": "bad", "MessageBody": "b", **fields},
+            ]
+            error, status = error_of(
+                lambda: sqs.send_message_batch(QueueUrl=fifo, Entries=entries)
+            )
+            assert (error["Code"], error["Message"], status) == (
+                "InvalidParameterValue",
+                message,
+                400,
+            )
+        assert "Messages" not in sqs.receive_message(QueueUrl=fifo)
+    finally:
+        sqs.delete_queue(QueueUrl=fifo)
+
+
 # --- messages and attributes ---------------------------------------------------------------------
 
 
@@ -182,21 +328,49 @@ def test_string_attribute_with_characters_outside_the_allowed_set(sqs, new_queue
     )
 
 
-def test_attribute_names_reserved_prefixes(sqs, new_queue):
-    # [LS:test_send_message_with_invalid_string_attributes]: names starting "aWs.", "AMAZON." or
-    # "." are refused with a message containing "Invalid" ([DG:sqs-message-metadata]: names
-    # can't start with AWS. or Amazon. (any casing), nor start or end with a period).
+def test_attribute_name_rules(sqs, new_queue):
+    # [LS:test_send_message_with_invalid_string_attributes]: AWS takes "attr.1øßä" (Unicode
+    # letters, though [DG:sqs-message-metadata] lists only A-Z, a-z and 0-9) and refuses names
+    # starting "aWs.", "AMAZON." or ".", holding "!", '"', "§", "(" or "?", ending in "." or
+    # longer than 256 characters, each InvalidParameterValue, 400. The sentences: AWS has not
+    # published them; these are AWS's answers as LocalStack's SNS provider and Eucalyptus's SQS
+    # service both word them (SNS message attributes follow the same rules).
     url = new_queue()
-    for name in ["aWs.-Invalid-attr", "AMAZON.-Invalid-attr", ".-Invalid-attr", "trailing."]:
-        error, status = error_of(
-            lambda: sqs.send_message(
-                QueueUrl=url,
-                MessageBody="test",
-                MessageAttributes={name: {"StringValue": "Valid", "DataType": "String"}},
-            )
+
+    def send(name):
+        return sqs.send_message(
+            QueueUrl=url,
+            MessageBody="test",
+            MessageAttributes={name: {"StringValue": "Valid", "DataType": "String"}},
         )
-        assert (error["Code"], status) == ("InvalidParameterValue", 400), name
-        assert "Invalid" in error["Message"] or "invalid" in error["Message"], name
+
+    assert send("attr.1øßä")["MD5OfMessageAttributes"]
+    reserved = "Message attribute names starting with 'AWS.' or 'Amazon.' are reserved for use by Amazon."
+
+    def character(c):
+        return (
+            f"Invalid non-alphanumeric character '#x{ord(c):X}' was found in the message "
+            "attribute name. Can only include alphanumeric characters, hyphens, underscores, "
+            "or dots."
+        )
+
+    cases = {
+        "aWs.-Invalid-attr": reserved,
+        "AMAZON.-Invalid-attr": reserved,
+        ".-Invalid-attr": "Invalid message attribute name starting with character '.' was found.",
+        "Invalid.": "Invalid message attribute name ending with character '.' was found.",
+        "Invalid..Name": "Message attribute name can not have successive '.' character.",
+        **{f"Invalid-{c}-attr": character(c) for c in ["!", '"', "§", "(", "?"]},
+    }
+    for name, message in cases.items():
+        error, status = error_of(lambda: send(name))
+        assert (error["Code"], error["Message"], status) == (
+            "InvalidParameterValue",
+            message,
+            400,
+        ), name
+    error, status = error_of(lambda: send("L" * 257))
+    assert (error["Code"], status) == ("InvalidParameterValue", 400)
 
 
 def test_unknown_attribute_type(sqs_unvalidated, new_queue):
@@ -218,7 +392,8 @@ def test_unknown_attribute_type(sqs_unvalidated, new_queue):
 
 def test_more_than_ten_attributes(sqs, new_queue):
     # [DG:sqs-message-metadata] / [API:SendMessage]: "each message can have up to 10 attributes";
-    # the wording is SQS's "Number of message attributes [11] exceeds the allowed maximum [10]."
+    # the wording as AWS answered it [GH:aws/aws-sdk-js#2876] ("message attributes [11] exceeds
+    # the allowed maximum"; the SDK does not count attributes, the service does).
     url = new_queue()
     attributes = {f"a{i}": {"StringValue": "v", "DataType": "String"} for i in range(11)}
     error, _ = error_of(
@@ -418,6 +593,24 @@ def test_queue_attributes_set_to_defaults(sqs, new_queue):
         Attributes={"KmsMasterKeyId": "", "KmsDataKeyReusePeriodSeconds": "300"},
     )
     assert attributes() == {**defaults, "SqsManagedSseEnabled": "false"}
+
+
+def test_kms_and_sqs_encryption_are_exclusive(sqs, new_queue):
+    # [LS:test_sse_kms_and_sqs_are_mutually_exclusive]: SetQueueAttributes with a KmsMasterKeyId
+    # and SqsManagedSseEnabled=true is InvalidAttributeName, in AWS's words.
+    url = new_queue()
+    error, status = error_of(
+        lambda: sqs.set_queue_attributes(
+            QueueUrl=url,
+            Attributes={"KmsMasterKeyId": "testKeyId", "SqsManagedSseEnabled": "true"},
+        )
+    )
+    assert (error["Code"], error["Message"], status) == (
+        "InvalidAttributeName",
+        "You can use one type of server-side encryption (SSE) at one time. You can either "
+        "enable KMS SSE or SQS SSE.",
+        400,
+    )
 
 
 def test_fifo_queue_true_on_a_fifo_queue_is_accepted(sqs, new_queue, queue_name):
@@ -672,9 +865,14 @@ def dead_letter_queue(sqs, new_queue, count):
 
 
 def test_task_handle_format(sqs, new_queue):
-    # A TaskHandle is base64 of the JSON document {"taskId": …, "sourceArn": …} (LocalStack's
-    # encode_move_task_handle, whose handles AWS takes as task handles in
-    # [LS:test_sqs_move_task.py::test_cancel_with_invalid_task_id_in_task_handle]).
+    # AWS publishes no format for a TaskHandle ([API:StartMessageMoveTask]: "An identifier
+    # associated with a message movement task"). Ours is base64 of the JSON document
+    # {"taskId": …, "sourceArn": …}, LocalStack's encode_move_task_handle, because AWS parses
+    # that form: [LS:test_sqs_move_task.py::test_cancel_with_invalid_task_id_in_task_handle]
+    # sends such a handle with a made-up task id and AWS answers "Task does not exist." (and
+    # [LS:test_cancel_with_invalid_source_arn_in_task_handle]: an unknown sourceArn in it is a
+    # missing SourceArn), where a handle of any other form is "Value for parameter TaskHandle is
+    # invalid." (test_move_task_errors).
     _, _, dlq_arn = dead_letter_queue(sqs, new_queue, 5)
     handle = sqs.start_message_move_task(SourceArn=dlq_arn, MaxNumberOfMessagesPerSecond=1)[
         "TaskHandle"

@@ -61,6 +61,21 @@ def test_the_metrics_page_parses_and_counts_one_delivery(sqs, new_queue):
     assert found["leaseq_log_fsync_duration_seconds"].type == "histogram"
 
 
+def test_process_and_storage_families_parse(sqs, new_queue):
+    sqs.send_message(QueueUrl=new_queue("storage"), MessageBody="x")
+    found = families()
+    # Prometheus' standard process metrics (the "Process metrics" of its client library
+    # guidelines), present on Linux, where the test server runs.
+    assert found["process_cpu_seconds"].type == "counter"
+    assert found["process_resident_memory_bytes"].samples[0].value > 1 << 20
+    assert 0 < found["process_open_fds"].samples[0].value <= found["process_max_fds"].samples[0].value
+    assert found["process_start_time_seconds"].type == "gauge"
+    # The test server keeps a file log: its storage gauges.
+    assert found["leaseq_log_bytes"].samples[0].value > 0
+    assert found["leaseq_log_segments"].samples[0].value >= 1
+    assert found["leaseq_checkpoints"].type == "counter"
+
+
 def test_visibility_advice_extra_action(sqs, new_queue):
     url = new_queue("advice", VisibilityTimeout=45)
     # boto3 has no method for an action SQS does not define: send it as SQS's JSON protocol would.

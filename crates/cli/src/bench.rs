@@ -11,6 +11,7 @@
 //! side comparison. The workloads are those of `BENCHMARKS.md` (W1–W5).
 
 mod client;
+mod jetstream;
 mod plan;
 mod postgres;
 mod report;
@@ -88,6 +89,15 @@ pub struct BenchArgs {
     /// each with a unique deduplication id) instead of a standard queue.
     #[arg(long)]
     pub groups: Option<u64>,
+    /// Drive a standard queue whose sends carry one of this many MessageGroupIds (tenants of a
+    /// fair queue, docs/design/fairness.md), `t0` … `tN-1`, round-robin weighted by
+    /// `--noisy-weight`.
+    #[arg(long, conflicts_with = "groups")]
+    pub tenants: Option<u64>,
+    /// With `--tenants`: tenant `t0` sends this many times as often as each other tenant (the
+    /// noisy tenant of the fairness benchmark).
+    #[arg(long, default_value_t = 1, requires = "tenants")]
+    pub noisy_weight: u64,
     /// Queue name [default: a new unique name].
     #[arg(long)]
     pub queue: Option<String>,
@@ -112,6 +122,13 @@ pub struct BenchArgs {
     /// DeleteMessageBatch pgmq.delete of the ids); `--endpoint` is not used.
     #[arg(long, value_name = "CONNECTION")]
     pub pgmq: Option<String>,
+    /// Drive NATS JetStream instead of an SQS endpoint: the server's URL (nats://HOST:PORT). A
+    /// file-stored work-queue stream with one durable pull consumer, the same workers and report
+    /// (SendMessage is a publish that awaits its ack, SendMessageBatch N asynchronous publishes
+    /// with their acks in flight, ReceiveMessage a pull, DeleteMessageBatch an ack of each);
+    /// `--endpoint` is not used.
+    #[arg(long, value_name = "URL", conflicts_with = "pgmq")]
+    pub jetstream: Option<String>,
     /// Report what each phase cost PostgreSQL (on this machine): CPU time of every postgres
     /// process, WAL bytes and commits, per message [default: the --pgmq connection].
     #[arg(long, value_name = "CONNECTION")]
@@ -152,6 +169,25 @@ async fn bench(plan: Plan) -> anyhow::Result<BenchReport> {
         }
         let (fill, run) = outcome?;
         return Ok(BenchReport::new(&plan, queue, fill, run));
+    }
+    if let Some(url) = &plan.jetstream {
+        let stream = jetstream::stream_name(&plan.queue);
+        jetstream::create_queue(url, &stream)
+            .await
+            .with_context(|| format!("creating JetStream stream {stream} on {url}"))?;
+        eprintln!(
+            "leaseq bench: {} on JetStream stream {stream}",
+            plan.describe()
+        );
+        let target = Arc::new(Target::JetStream(Arc::from(url.as_str())));
+        let outcome = run_phases(&plan, &target, &stream).await;
+        if !plan.keep {
+            if let Err(error) = jetstream::drop_queue(url, &stream).await {
+                eprintln!("leaseq bench: could not delete JetStream stream {stream}: {error}");
+            }
+        }
+        let (fill, run) = outcome?;
+        return Ok(BenchReport::new(&plan, stream, fill, run));
     }
     let endpoint = Arc::new(Endpoint::parse(
         &plan.endpoint,

@@ -93,8 +93,9 @@ pub struct ServeArgs {
     threads: Option<u16>,
     /// Authentication of SQS requests: `sigv4` (every request must be signed, in its
     /// Authorization header or as a presigned URL, by a key of `--credentials` or the config
-    /// file's `[[credentials]]`, and acts for that key's account) or `none` (nothing is
-    /// checked; a signature's access key id, if any, is the sender) [default: none]. With
+    /// file's `[[credentials]]`, and acts for that key's account; another account's queue
+    /// only as its `Policy` allows) or `none` (nothing is checked; a signature's access key
+    /// id, if any, is the sender; policies are not enforced) [default: none]. With
     /// `none`, listening on an address other than loopback also needs `--allow-anonymous true`.
     #[arg(long, env = "LEASEQ_AUTH")]
     auth: Option<String>,

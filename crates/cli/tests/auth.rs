@@ -8,6 +8,9 @@
 //! date stamp on the request is more than 15 minutes in the future"); SignatureDoesNotMatch 403
 //! with AWS's sentence as SQS sends it (e.g. aws/aws-cli#5341, boto/boto#1573).
 
+#[path = "auth/policy.rs"]
+mod policy;
+
 use std::sync::Arc;
 
 use aws_sdk_sqs::error::ProvideErrorMetadata;

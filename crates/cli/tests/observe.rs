@@ -507,3 +507,100 @@ async fn stats_watch_redraws_with_rates() {
     // VISIBLE 1, and after the first frame a rate instead of "-".
     assert_eq!((row[1], row[5]), ("1", "0.0"), "{last}");
 }
+
+/// The value of the sample `series` on a metrics page, if it is there.
+fn sample_if_any(page: &str, series: &str) -> Option<f64> {
+    page.lines()
+        .find_map(|line| line.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+}
+
+/// The process metrics (Prometheus' standard names) and the log's storage gauges of a file-log
+/// server that checkpoints every few KiB: plausible values that move with the work done.
+#[tokio::test]
+async fn process_and_storage_gauges_move_with_the_work() {
+    let dir = scratch("storage-gauges");
+    let command = common::serve_command()
+        .data_dir(&dir.path().join("data"))
+        .args(["--checkpoint-bytes", "8192"])
+        .env("NO_COLOR", "1");
+    let server = ChildServer::start(command, dir.path()).await;
+    let before = get(server.addr(), "/metrics").await;
+    // The process: its memory, its descriptors (the listener, the log's files), its start a
+    // moment ago by this machine's clock.
+    #[cfg(target_os = "linux")]
+    {
+        assert!(sample(&before, "process_resident_memory_bytes") > f64::from(1 << 20));
+        let open_fds = sample(&before, "process_open_fds");
+        assert!(open_fds >= 4.0, "{before}");
+        assert!(sample(&before, "process_max_fds") >= open_fds);
+        let started = sample(&before, "process_start_time_seconds");
+        let now_seconds = leaseq_server::clock::now_ms() as f64 / 1e3;
+        assert!(
+            started <= now_seconds + 1.0 && started > now_seconds - 600.0,
+            "{started} vs {now_seconds}"
+        );
+        assert!(sample(&before, "process_cpu_seconds_total") >= 0.0);
+    }
+    // A fresh log: no record yet (the first append opens its first segment), nothing
+    // checkpointed.
+    assert_eq!(sample(&before, "leaseq_log_bytes"), 0.0, "{before}");
+    assert_eq!(sample(&before, "leaseq_log_segments"), 0.0);
+    assert_eq!(sample(&before, "leaseq_checkpoints_total"), 0.0);
+    assert_eq!(
+        sample_if_any(&before, "leaseq_checkpoint_duration_seconds"),
+        None
+    );
+    assert_eq!(sample_if_any(&before, "leaseq_snapshot_age_seconds"), None);
+
+    // Well over 8 KiB of log: a checkpoint starts in the background.
+    let url = json_call(
+        server.addr(),
+        "CreateQueue",
+        json!({ "QueueName": "filled" }),
+    )
+    .await["QueueUrl"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let body = "x".repeat(1024);
+    for _ in 0..24 {
+        json_call(
+            server.addr(),
+            "SendMessage",
+            json!({ "QueueUrl": url, "MessageBody": body }),
+        )
+        .await;
+    }
+    // The checkpoint runs on its own thread: poll for it (bounded), the only wait here.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let after = loop {
+        let page = get(server.addr(), "/metrics").await;
+        if sample(&page, "leaseq_checkpoints_total") >= 1.0 {
+            break page;
+        }
+        assert!(Instant::now() < deadline, "no checkpoint:\n{page}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let duration = sample(&after, "leaseq_checkpoint_duration_seconds");
+    assert!(duration > 0.0 && duration < 20.0, "{duration}");
+    let pause = sample(&after, "leaseq_checkpoint_pause_seconds");
+    assert!(pause >= 0.0 && pause <= duration, "{pause} {duration}");
+    // The snapshot holds the 24 messages' state (their bodies stay in the log).
+    assert!(sample(&after, "leaseq_snapshot_bytes") > 0.0, "{after}");
+    let age = sample(&after, "leaseq_snapshot_age_seconds");
+    assert!((0.0..20.0).contains(&age), "{age}");
+    // The log holds the bodies (24 KiB at least) and grew with them.
+    let log_bytes = sample(&after, "leaseq_log_bytes");
+    assert!(log_bytes >= 24.0 * 1024.0, "{log_bytes}");
+    assert!(sample(&after, "leaseq_log_segments") >= 1.0);
+    #[cfg(target_os = "linux")]
+    assert!(
+        sample(&after, "process_cpu_seconds_total") >= sample(&before, "process_cpu_seconds_total")
+    );
+    // The snapshot ages as time passes.
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let later = get(server.addr(), "/metrics").await;
+    if sample(&later, "leaseq_checkpoints_total") == sample(&after, "leaseq_checkpoints_total") {
+        assert!(sample(&later, "leaseq_snapshot_age_seconds") >= age + 0.05);
+    }
+}

@@ -37,6 +37,7 @@ pub fn caller(user_agent: Option<&str>) -> Caller {
         sender_id: Arc::from("AIDACONFORMANCE"),
         address: None,
         namespace: None,
+        account_id: None,
         user_agent: user_agent.and_then(|agent| agent.parse().ok()),
     }
 }

@@ -53,7 +53,10 @@ fn counter_fields(c: &QueueCounters) -> [u64; COUNTER_FIELDS] {
 /// settings at the end of a queue's config, and the snapshot records `RestoreTenant` and
 /// `RestoreFairTotal`, and the redelivery backoff at the very end of a config (its attribute
 /// text, optional). Older records decode with the default fair settings and no backoff.
-pub const FORMAT_VERSION: u8 = 6;
+///
+/// Version 7 added `RestoreDeletedQueue` (snapshots of the names of queues deleted within the
+/// reuse delay); no older record changed.
+pub const FORMAT_VERSION: u8 = 7;
 
 /// The oldest version this build still decodes.
 const FORMAT_VERSION_MIN: u8 = 1;
@@ -105,6 +108,8 @@ const TAG_SEND_GROUPED: u8 = 15;
 const TAG_RESTORE_GROUPED_MESSAGE: u8 = 16;
 const TAG_RESTORE_TENANT: u8 = 17;
 const TAG_RESTORE_FAIR_TOTAL: u8 = 18;
+// Format version 7: a recently deleted queue's name (the delete's time in the id field).
+const TAG_RESTORE_DELETED_QUEUE: u8 = 19;
 // FIFO queues. A record about a FIFO queue or message uses the FIFO twin of its tag: the same
 // fields, then the FIFO ones at the end. Standard queues' records keep their encoding, so logs
 // written before FIFO queues existed decode unchanged. The FIFO tags start at 32 to leave the
@@ -249,6 +254,14 @@ pub fn encode(record: &Record, out: &mut Vec<u8>) {
             now_ms,
             next_queue_id,
         } => w.head(TAG_RESTORE_ENGINE, *now_ms, *next_queue_id),
+        Record::RestoreDeletedQueue {
+            now_ms,
+            name,
+            deleted_at_ms,
+        } => {
+            w.head(TAG_RESTORE_DELETED_QUEUE, *now_ms, *deleted_at_ms);
+            w.str(name);
+        }
         Record::RestoreQueue {
             now_ms,
             queue_id,
@@ -566,6 +579,11 @@ fn decode_with(bytes: &[u8], shared: &mut Decoder) -> Result<Record, DecodeError
         TAG_RESTORE_ENGINE => Record::RestoreEngine {
             now_ms,
             next_queue_id: queue_id,
+        },
+        TAG_RESTORE_DELETED_QUEUE if version >= 7 => Record::RestoreDeletedQueue {
+            now_ms,
+            deleted_at_ms: queue_id,
+            name: r.string()?,
         },
         TAG_RESTORE_QUEUE | TAG_RESTORE_FIFO_QUEUE => {
             let name = r.string()?;
@@ -1767,6 +1785,23 @@ mod tests {
             bytes[0] = 5;
             assert!(decode(&bytes).is_err(), "{record:?} as version 5");
         }
+    }
+
+    #[test]
+    fn deleted_queue_names_round_trip_and_need_version_7() {
+        let record = Record::RestoreDeletedQueue {
+            now_ms: 70_000,
+            name: "123456789012:eu-west-1:gone".into(),
+            deleted_at_ms: 20_000,
+        };
+        let mut bytes = Vec::new();
+        encode(&record, &mut bytes);
+        assert_eq!(decode(&bytes), Ok(record));
+        bytes[0] = 6;
+        assert!(
+            decode(&bytes).is_err(),
+            "a deleted queue's name as version 6"
+        );
     }
 
     #[test]

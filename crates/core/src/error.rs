@@ -74,14 +74,26 @@ pub enum Field {
 /// What is wrong with one message attribute (named in [`Error::InvalidMessageAttribute`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum AttributeProblem {
-    /// The name is empty or longer than `length_max` characters.
+    /// The name is empty.
+    NameEmpty,
+    /// The name is longer than `length_max` characters.
     NameLength {
         /// The longest name allowed.
         length_max: usize,
     },
-    /// The name holds a character outside A-Z, a-z, 0-9, `_`, `-` and `.`, starts or ends with
-    /// `.`, repeats `.`, or starts with a reserved prefix (`AWS.`, `Amazon.`).
-    NameCharacters,
+    /// The name starts with a prefix reserved for AWS (`AWS.`, `Amazon.`, in any casing).
+    NameReservedPrefix,
+    /// The name starts with `.`.
+    NameLeadingPeriod,
+    /// The name ends with `.`.
+    NameTrailingPeriod,
+    /// The name has `..`.
+    NameSuccessivePeriods,
+    /// The name holds a character that is neither alphanumeric nor `_`, `-` or `.`.
+    NameCharacter {
+        /// The first such character.
+        character: char,
+    },
     /// The data type is longer than `length_max` characters.
     DataTypeLength {
         /// The longest data type allowed.
@@ -223,6 +235,10 @@ pub enum Error {
     /// A second purge within the purge interval.
     #[error("purged less than the purge interval ago")]
     PurgeInProgress,
+    /// `create` of a name whose queue was deleted less than
+    /// `Limits::queue_name_reuse_delay_ms` ago.
+    #[error("a queue of this name was deleted less than the reuse delay ago")]
+    QueueDeletedRecently,
     /// Body plus attributes exceed the queue's `MaximumMessageSize`.
     #[error("message is {size_bytes} bytes, more than {max_bytes}")]
     MessageTooLong {
@@ -304,6 +320,7 @@ impl Error {
             | Error::NotFound(_)
             | Error::InvalidTarget { .. }
             | Error::PurgeInProgress
+            | Error::QueueDeletedRecently
             | Error::MessageTooLong { .. }
             | Error::OverLimit { .. }
             | Error::ReceiptHandleIsInvalid
@@ -323,7 +340,10 @@ impl Error {
     /// Whether retrying the same request unchanged could succeed later (a full queue drains, a
     /// purge interval passes). Everything else is permanent for that request.
     pub fn is_retryable(&self) -> bool {
-        matches!(self, Error::OverLimit { .. } | Error::PurgeInProgress)
+        matches!(
+            self,
+            Error::OverLimit { .. } | Error::PurgeInProgress | Error::QueueDeletedRecently
+        )
     }
 
     /// Shorthand for [`Error::OutOfRange`] from the integer types the engine's fields use.

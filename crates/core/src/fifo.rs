@@ -11,10 +11,14 @@
 //!   delivery resumes from), and only when that message is ready. A lease that runs out or is
 //!   released ends the hold at once, even while other messages of the group are in flight (SQS
 //!   does the same: each message of a batch keeps its own lease).
-//! - **Available groups.** The groups that may deliver now, keyed by the sequence number of the
-//!   message they resume from: a receive serves the oldest first, so a busy group cannot starve
-//!   the others (every group gets its turn in send order). Kept up to date on every state
-//!   change of a message in O(log n), never by scanning the backlog. Whether a group is held
+//! - **Available groups.** The groups that may deliver now, keyed by when the message they
+//!   resume from became visible (its send, the end of its delay, or the end of its lease), then
+//!   its sequence number: a receive serves the group that has waited longest first, so a busy
+//!   group cannot starve the others, and a group whose lease just ended queues behind the groups
+//!   that were waiting (as SQS orders them: LocalStack's AWS-validated
+//!   `test_fifo_receive_message_with_zero_visibility_timeout` and
+//!   `test_fifo_message_group_visibility_after_terminate_visibility_timeout`). Kept up to date on
+//!   every state change of a message in O(log n), never by scanning the backlog. Whether a group is held
 //!   is history, not a function of its messages' states, so snapshots carry the groups that
 //!   are not held although they have messages in flight (`RestoreGroupRelease`).
 //! - **The deduplication window.** (scope, deduplication id) → the message the id first
@@ -156,8 +160,9 @@ struct Group {
     /// A receive leased one of its messages, and none of its in-flight messages became visible
     /// since. Never true without a message in flight.
     held: bool,
-    /// The key under which it is in `available`, if it is.
-    available_at: Option<u64>,
+    /// The key under which it is in `available`, if it is: (when its resume message became
+    /// visible, that message's sequence number).
+    available_at: Option<(u64, u64)>,
 }
 
 impl Group {
@@ -171,8 +176,9 @@ impl Group {
 #[derive(Clone, Debug, Default)]
 pub struct FifoState {
     groups: FxHashMap<Arc<str>, Group>,
-    /// The oldest waiting message of each group that may deliver now (see [`Group`]).
-    available: BTreeSet<u64>,
+    /// The oldest waiting message of each group that may deliver now, as (when it became
+    /// visible, its sequence number) (see [`Group`]).
+    available: BTreeSet<(u64, u64)>,
     /// scope → deduplication id → entry; the scope is the group id or "" for the whole queue.
     /// (Nested so a lookup borrows the request's strings instead of building a key.)
     window: FxHashMap<Arc<str>, FxHashMap<Arc<str>, Deduplicated>>,
@@ -332,12 +338,17 @@ impl FifoState {
         self.released.clear();
     }
 
-    /// The first available group after `after`, as the sequence number of the message it
-    /// resumes from (the available groups are ordered by it).
-    pub fn next_available(&self, after: Option<u64>) -> Option<u64> {
+    /// The first available group after `after`, as (when the message it resumes from became
+    /// visible, that message's sequence number): the order in which receives serve them.
+    pub fn next_available(&self, after: Option<(u64, u64)>) -> Option<(u64, u64)> {
+        use std::ops::Bound::{Excluded, Unbounded};
         match after {
             None => self.available.first().copied(),
-            Some(after) => self.available.range(after + 1..).next().copied(),
+            Some(after) => self
+                .available
+                .range((Excluded(after), Unbounded))
+                .next()
+                .copied(),
         }
     }
 
@@ -378,8 +389,8 @@ impl FifoState {
     }
 
     /// Ends the hold on a group (a snapshot's `RestoreGroupRelease`), then re-decides whether it
-    /// is available. `is_ready` answers whether a message is ready.
-    pub(crate) fn release(&mut self, group_id: &str, is_ready: impl Fn(u64) -> bool) {
+    /// is available. `ready_since` answers when a message became visible, if it is ready.
+    pub(crate) fn release(&mut self, group_id: &str, ready_since: impl Fn(u64) -> Option<u64>) {
         let group = self
             .groups
             .get_mut(group_id)
@@ -388,19 +399,19 @@ impl FifoState {
         if !group.in_flight.is_empty() {
             self.released.insert(Arc::from(group_id));
         }
-        Self::decide(&mut self.available, group, is_ready);
+        Self::decide(&mut self.available, group, ready_since);
     }
 
     /// Records that message `seq` of `group_id` entered (`present`) or left the queue or changed
-    /// state, then re-decides whether the group is available. `is_ready` answers whether a
-    /// message is ready (the queue owns the messages).
+    /// state, then re-decides whether the group is available. `ready_since` answers when a
+    /// message became visible, if it is ready (the queue owns the messages).
     pub(crate) fn update(
         &mut self,
         group_id: &Arc<str>,
         seq: u64,
         present: bool,
         transition: Transition,
-        is_ready: impl Fn(u64) -> bool,
+        ready_since: impl Fn(u64) -> Option<u64>,
     ) {
         let group = self.groups.entry(group_id.clone()).or_default();
         let was_released = !group.held && !group.in_flight.is_empty();
@@ -438,19 +449,25 @@ impl FifoState {
             self.groups.remove(group_id);
             return;
         }
-        Self::decide(&mut self.available, group, is_ready);
+        Self::decide(&mut self.available, group, ready_since);
     }
 
-    /// Puts `group` into `available` (keyed by its oldest waiting message) exactly when it is
-    /// not held and that message is ready.
-    fn decide(available: &mut BTreeSet<u64>, group: &mut Group, is_ready: impl Fn(u64) -> bool) {
+    /// Puts `group` into `available` (keyed by when its oldest waiting message became visible,
+    /// then that message) exactly when it is not held and that message is ready.
+    fn decide(
+        available: &mut BTreeSet<(u64, u64)>,
+        group: &mut Group,
+        ready_since: impl Fn(u64) -> Option<u64>,
+    ) {
         if let Some(at) = group.available_at.take() {
             available.remove(&at);
         }
-        let resume = group.waiting.first().copied();
-        if let Some(next) = resume.filter(|&next| !group.held && is_ready(next)) {
-            group.available_at = Some(next);
-            available.insert(next);
+        let Some(resume) = group.waiting.first().copied().filter(|_| !group.held) else {
+            return;
+        };
+        if let Some(since) = ready_since(resume) {
+            group.available_at = Some((since, resume));
+            available.insert((since, resume));
         }
     }
 
@@ -458,19 +475,19 @@ impl FifoState {
     /// window with its expiry index. O(n): tests only.
     pub(crate) fn check_invariants<'a>(
         &self,
-        messages: impl Iterator<Item = (u64, &'a str, bool, bool)>,
+        messages: impl Iterator<Item = (u64, &'a str, Option<u64>, bool)>,
     ) {
-        // Per group: every message, those in flight, those ready.
-        type Expected = (BTreeSet<u64>, BTreeSet<u64>, BTreeSet<u64>);
+        // Per group: every message, those in flight, those ready (with when they became visible).
+        type Expected = (BTreeSet<u64>, BTreeSet<u64>, BTreeMap<u64, u64>);
         let mut expected: FxHashMap<&str, Expected> = FxHashMap::default();
-        for (seq, group_id, ready, in_flight) in messages {
+        for (seq, group_id, ready_since, in_flight) in messages {
             let entry = expected.entry(group_id).or_default();
             entry.0.insert(seq);
             if in_flight {
                 entry.1.insert(seq);
             }
-            if ready {
-                entry.2.insert(seq);
+            if let Some(since) = ready_since {
+                entry.2.insert(seq, since);
             }
         }
         assert_eq!(expected.len(), self.groups.len(), "group count");
@@ -484,8 +501,8 @@ impl FifoState {
                 !group.held || !in_flight.is_empty(),
                 "group {group_id} held with nothing in flight"
             );
-            let resume = waiting.first().copied();
-            let should = resume.filter(|next| !group.held && ready.contains(next));
+            let resume = waiting.first().copied().filter(|_| !group.held);
+            let should = resume.and_then(|next| ready.get(&next).map(|&since| (since, next)));
             assert_eq!(
                 group.available_at, should,
                 "availability of group {group_id}"

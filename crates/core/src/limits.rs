@@ -39,6 +39,9 @@ pub struct Limits {
     pub queue_name_length_max: usize,
     /// Minimum time between two purges of one queue.
     pub purge_interval_ms: u64,
+    /// How long a deleted queue's name stays unusable (SQS: "You must wait 60 seconds after
+    /// deleting a queue before you can create another with the same name", `API_CreateQueue`).
+    pub queue_name_reuse_delay_ms: u64,
     /// Tags on one queue.
     pub tags_max: usize,
     /// Bounds of a redrive policy's `maxReceiveCount`.
@@ -73,6 +76,7 @@ impl Limits {
         wait_time_max_seconds: 20,
         queue_name_length_max: 80,
         purge_interval_ms: 60_000,
+        queue_name_reuse_delay_ms: 60_000,
         tags_max: 50,
         max_receive_count_max: 1_000,
         attribute_name_length_max: 256,

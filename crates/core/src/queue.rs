@@ -329,9 +329,7 @@ impl Queue {
             is_in_flight: now == Some(MessageState::InFlight),
         };
         fifo.update(&group_id, seq, now.is_some(), transition, |head| {
-            messages
-                .get(head)
-                .is_some_and(|message| message.state == MessageState::Ready)
+            Self::ready_since(messages.get(head))
         });
     }
 
@@ -342,11 +340,15 @@ impl Queue {
         self.fifo
             .as_deref_mut()
             .expect("group release on a FIFO queue")
-            .release(group_id, |seq| {
-                messages
-                    .get(seq)
-                    .is_some_and(|message| message.state == MessageState::Ready)
-            });
+            .release(group_id, |seq| Self::ready_since(messages.get(seq)));
+    }
+
+    /// When `message` became visible (its `visible_at_ms`: its send, the end of its delay or of
+    /// its lease), if it is ready: the key of a FIFO group that resumes from it.
+    fn ready_since(message: Option<&Message>) -> Option<u64> {
+        message
+            .filter(|message| message.state == MessageState::Ready)
+            .map(|message| message.visible_at_ms)
     }
 
     fn group_of(&self, seq: u64) -> Option<Arc<str>> {
@@ -753,6 +755,75 @@ impl Queue {
         self.fifo_update(group_id, seq, Some(state), Some(now_state));
     }
 
+    /// Applies a FIFO queue's new `DelaySeconds` to the messages already in it (SQS: "For FIFO
+    /// queues, the per-queue delay setting is retroactive", developer guide, delay queues).
+    /// Every FIFO send takes the queue's delay (a FIFO message has none of its own), so a
+    /// message that was sent and never received waits until its send time plus the new delay:
+    /// a delayed one becomes ready if that time has passed, and a ready one becomes delayed
+    /// again if it has not. A received message (its visibility is its lease's) and one a move
+    /// task brought (it arrived without the queue's delay) keep theirs. Called by `apply` for
+    /// a `SetConfig` record that changes the delay, so replay and snapshots agree with live
+    /// traffic. O(messages in the queue): a delay change is rare, a scan of the backlog is
+    /// what SQS's rule asks for.
+    pub(crate) fn apply_queue_delay(&mut self, now_ms: u64) {
+        let delay_ms = u64::from(self.config.delay_seconds) * 1000;
+        let changes: Vec<(u64, u64)> = self
+            .messages
+            .iter()
+            .filter(|(_, message)| {
+                message.receive_count == 0
+                    && message.redrive_generation == 0
+                    && message.state != MessageState::InFlight
+            })
+            .filter_map(|(seq, message)| {
+                let visible_at_ms = message.sent_at_ms + delay_ms;
+                let delayed = visible_at_ms > now_ms;
+                let unchanged = match message.state {
+                    MessageState::Delayed => message.visible_at_ms == visible_at_ms,
+                    _ => !delayed,
+                };
+                (!unchanged).then_some((seq, visible_at_ms))
+            })
+            .collect();
+        for (seq, visible_at_ms) in changes {
+            self.set_delay(seq, now_ms, visible_at_ms);
+        }
+    }
+
+    /// Makes message `seq`, waiting (delayed or ready), delayed until `visible_at_ms`, or ready
+    /// when that is not after `now_ms`.
+    fn set_delay(&mut self, seq: u64, now_ms: u64, visible_at_ms: u64) {
+        let message = self.messages.get(seq).expect("delay of a live message");
+        let was_slot = Self::fair_slot(message, seq);
+        let (state, sent_at_ms, old_visible_at_ms) =
+            (message.state, message.sent_at_ms, message.visible_at_ms);
+        assert_ne!(
+            state,
+            MessageState::InFlight,
+            "delay of a leased message {seq}"
+        );
+        self.unindex_state(seq, state, sent_at_ms, old_visible_at_ms);
+        let message = self.messages.get_mut(seq).expect("delay of a live message");
+        message.visible_at_ms = visible_at_ms;
+        if visible_at_ms > now_ms {
+            message.state = MessageState::Delayed;
+            self.delayed += 1;
+            self.timers.insert((visible_at_ms, seq));
+        } else {
+            message.state = MessageState::Ready;
+            self.ready.insert(sent_at_ms, seq);
+        }
+        let now_state = message.state;
+        if self.fair.is_some() {
+            let now_slot = Self::fair_slot(message, seq);
+            let group = message.fifo.as_ref().map(|fifo| fifo.group_id.clone());
+            self.set_fair_clock(self.fair_clock_ms.max(now_ms));
+            self.fair_update(group.as_ref(), Some(was_slot), Some(now_slot));
+        }
+        let group_id = self.group_of(seq);
+        self.fifo_update(group_id, seq, Some(state), Some(now_state));
+    }
+
     /// The message at `seq`, mutably (for fields no index depends on).
     pub fn message_mut(&mut self, seq: u64) -> Option<&mut Message> {
         self.messages.get_mut(seq)
@@ -827,7 +898,7 @@ impl Queue {
                 (
                     seq,
                     &*group.group_id,
-                    message.state == MessageState::Ready,
+                    (message.state == MessageState::Ready).then_some(message.visible_at_ms),
                     message.state == MessageState::InFlight,
                 )
             }));

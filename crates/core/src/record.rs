@@ -264,6 +264,16 @@ pub enum Record {
         /// The messages, in the order they moved.
         moves: Vec<MovedMessage>,
     },
+    /// Snapshot: a queue deleted less than `Limits::queue_name_reuse_delay_ms` before the
+    /// snapshot, whose name cannot be used yet (see `DeleteQueue`). Format version 7.
+    RestoreDeletedQueue {
+        /// The engine's clock when the snapshot was taken.
+        now_ms: u64,
+        /// The deleted queue's name.
+        name: String,
+        /// When it was deleted.
+        deleted_at_ms: u64,
+    },
     /// Snapshot: the engine-wide state that no queue holds.
     RestoreEngine {
         /// The engine's clock when the snapshot was taken.
@@ -353,6 +363,7 @@ impl Record {
             | Record::Relocate { now_ms, .. }
             | Record::SetMoveTask { now_ms, .. }
             | Record::MoveMessages { now_ms, .. }
+            | Record::RestoreDeletedQueue { now_ms, .. }
             | Record::RestoreEngine { now_ms, .. }
             | Record::RestoreQueue { now_ms, .. }
             | Record::RestoreMessage { now_ms, .. } => *now_ms,

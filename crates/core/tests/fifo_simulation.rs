@@ -366,11 +366,35 @@ impl Sim {
             .map(|d| (d.message_id, d.receipt.clone()))
             .collect();
         // A retry that returned the earlier receipts is the earlier receive again: its
-        // messages are already held, and nothing changed.
+        // messages are already held, and each lease restarts with this receive's visibility
+        // timeout (SQS: a retry "resets the visibility timeout"); with 0 it is released, which
+        // ends the group's hold as a release does.
         if let Some(id) = &attempt_id {
             if let Some((_, earlier)) = self.attempts.iter().find(|(a, _)| a == id) {
                 if !returned.is_empty() && *earlier == returned {
                     self.totals.retried += 1;
+                    for delivery in &deliveries {
+                        let Some(index) = self
+                            .held
+                            .iter()
+                            .position(|held| held.message_id == delivery.message_id)
+                        else {
+                            continue;
+                        };
+                        if visibility == 0 {
+                            let held = self.held.remove(index);
+                            self.holds.remove(&held.group);
+                        } else {
+                            // From now, later or sooner than before, as the retry asks (the
+                            // simulation's leases stay far below the 12-hour cap).
+                            assert_eq!(
+                                delivery.visible_at_ms,
+                                self.now_ms + u64::from(visibility) * 1000,
+                                "a retry's lease ends after its visibility timeout"
+                            );
+                            self.held[index].visible_at_ms = delivery.visible_at_ms;
+                        }
+                    }
                     return;
                 }
             }

@@ -159,6 +159,8 @@ struct Model {
     reject_stale_deletes: bool,
     /// Ids of messages that left the system for good.
     gone: Vec<MessageId>,
+    /// When each deleted queue's name was deleted (SQS: unusable for 60 s).
+    deleted_at_ms: BTreeMap<String, u64>,
 }
 
 /// An out-of-range error about `field`; [`same_error`] compares only the field.
@@ -174,6 +176,7 @@ impl Model {
             clock_ms: 0,
             reject_stale_deletes,
             gone: Vec::new(),
+            deleted_at_ms: BTreeMap::new(),
         }
     }
 
@@ -228,6 +231,13 @@ impl Model {
                 _ => Ok((queue.queue_id, false)),
             };
         }
+        if self
+            .deleted_at_ms
+            .get(name)
+            .is_some_and(|&at_ms| self.clock_ms < at_ms + 60_000)
+        {
+            return Err(Error::QueueDeletedRecently);
+        }
         let queue_id = self.next_queue_id;
         self.next_queue_id += 1;
         let queue = ModelQueue {
@@ -249,6 +259,7 @@ impl Model {
         self.advance(now_ms);
         let queue = self.queues.remove(name).ok_or(Error::QueueDoesNotExist)?;
         self.gone.extend(queue.messages.iter().map(|m| m.id));
+        self.deleted_at_ms.insert(name.to_string(), self.clock_ms);
         Ok(())
     }
 

@@ -252,6 +252,19 @@ fn a_snapshot_rebuilds_fifo_state() {
         .unwrap();
     assert_eq!(retried.len(), 1);
     assert_eq!(retried[0].receipt, d[0].receipt);
+    // The retry restarted the lease (SQS: a retry "resets the visibility timeout"); the same
+    // retry on the original engine does the same.
+    assert_eq!(retried[0].visible_at_ms, 2_900 + 60_000);
+    let retried_live = engine
+        .receive_with_attempt(
+            2_900,
+            "q.fifo",
+            request.clone(),
+            Some("try-3"),
+            &mut journal,
+        )
+        .unwrap();
+    assert_eq!(retried_live[0].receipt, d[0].receipt);
     assert_eq!(describe(&mut rebuilt, 3_000), describe(&mut engine, 3_000));
     let info = rebuilt.queue_info(3_000, "q.fifo").unwrap();
     assert_eq!(

@@ -32,11 +32,13 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader, Read};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Instant;
 
 use leaseq_core::{codec, Engine, FrozenEngine, Journal, Location, Record};
 use parking_lot::{Mutex, RwLock, RwLockReadGuard};
 
+use crate::clock::{SharedClock, SystemClock};
 use crate::log_store::{LogError, LogStore, Lsn, Segment};
 use crate::payloads;
 
@@ -63,6 +65,43 @@ pub struct Checkpoints {
     /// payloads, and (exclusive) by segment removal: a payload location handed out is always
     /// readable. Never held across an `.await`.
     payload_reads: RwLock<()>,
+    /// Where the time of a written snapshot comes from: the service's clock, so that a test on
+    /// a `ManualClock` ages it by jumping time.
+    clock: SnapshotClock,
+    /// What the checkpoints of this process did, for the metrics page.
+    completed: AtomicU64,
+    snapshot_written_at_ms: AtomicU64,
+    last_duration_micros: AtomicU64,
+    last_paused_micros: AtomicU64,
+}
+
+/// The clock snapshots are dated by (a `Clock` has no `Debug`).
+struct SnapshotClock(RwLock<SharedClock>);
+
+impl std::fmt::Debug for SnapshotClock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SnapshotClock")
+    }
+}
+
+/// What the checkpoints of this process did, as the metrics page shows it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CheckpointStats {
+    /// Checkpoints completed since the process started.
+    pub completed: u64,
+    /// Log bytes appended since the last checkpoint began, or since the process started (what
+    /// a recovery would replay beyond the snapshot, roughly).
+    pub log_bytes_since: u64,
+    /// The size of the newest snapshot (written, or loaded at recovery); 0 if there is none.
+    pub snapshot_bytes: u64,
+    /// When this process last wrote a snapshot, by the service's clock (`None` before its
+    /// first checkpoint: the time of a snapshot loaded at recovery is not recorded).
+    pub snapshot_written_at_ms: Option<u64>,
+    /// The duration of the last completed checkpoint, freeze to relocations, in microseconds.
+    pub last_duration_micros: Option<u64>,
+    /// How long the last completed checkpoint held the engine lock (the freeze), in
+    /// microseconds.
+    pub last_paused_micros: Option<u64>,
 }
 
 impl Checkpoints {
@@ -77,6 +116,30 @@ impl Checkpoints {
             serial: Mutex::new(()),
             newest_lsn: Mutex::new(newest_lsn),
             payload_reads: RwLock::new(()),
+            clock: SnapshotClock(RwLock::new(Arc::new(SystemClock))),
+            completed: AtomicU64::new(0),
+            snapshot_written_at_ms: AtomicU64::new(0),
+            last_duration_micros: AtomicU64::new(0),
+            last_paused_micros: AtomicU64::new(0),
+        }
+    }
+
+    /// Takes the time of written snapshots from `clock` (the service's).
+    pub fn set_clock(&self, clock: SharedClock) {
+        *self.clock.0.write() = clock;
+    }
+
+    /// What the checkpoints of this process did.
+    pub fn stats(&self) -> CheckpointStats {
+        let completed = self.completed.load(Ordering::Acquire);
+        let if_any = |value: &AtomicU64| (completed > 0).then(|| value.load(Ordering::Relaxed));
+        CheckpointStats {
+            completed,
+            log_bytes_since: self.log_bytes_since.load(Ordering::Relaxed),
+            snapshot_bytes: self.last_snapshot_bytes.load(Ordering::Relaxed),
+            snapshot_written_at_ms: if_any(&self.snapshot_written_at_ms),
+            last_duration_micros: if_any(&self.last_duration_micros),
+            last_paused_micros: if_any(&self.last_paused_micros),
         }
     }
 
@@ -132,7 +195,8 @@ impl Checkpoints {
             self.log_bytes_since.store(0, Ordering::Relaxed);
             (engine.freeze(), lsn)
         };
-        let paused_ms = started.elapsed().as_millis() as u64;
+        let paused = started.elapsed();
+        let paused_ms = paused.as_millis() as u64;
         // Streamed to the snapshot file in chunks: the snapshot is the size of the state, and
         // holding it in memory would double the server's footprint while a checkpoint runs.
         let mut writer = log.snapshot_writer(lsn)?;
@@ -156,7 +220,17 @@ impl Checkpoints {
         };
         self.last_snapshot_bytes
             .store(snapshot_bytes, Ordering::Relaxed);
+        let written_at_ms = self.clock.0.read().now_ms();
+        self.snapshot_written_at_ms
+            .store(written_at_ms, Ordering::Relaxed);
         let relocated = self.relocate(engine, log, &moves)?;
+        let micros = |duration: std::time::Duration| duration.as_micros() as u64;
+        self.last_duration_micros
+            .store(micros(started.elapsed()), Ordering::Relaxed);
+        self.last_paused_micros
+            .store(micros(paused), Ordering::Relaxed);
+        // Release: a reader that sees the count sees the values above.
+        self.completed.fetch_add(1, Ordering::Release);
         tracing::info!(
             lsn,
             snapshot_bytes,

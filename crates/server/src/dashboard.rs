@@ -22,7 +22,7 @@ use axum::Router;
 use serde_json::{json, Value};
 
 use crate::advisor::advice_for;
-use crate::metrics::{render, Metrics, Scrape};
+use crate::metrics::{render, Metrics, ProcessStats, Scrape};
 use crate::Service;
 
 const PAGE: &str = include_str!("dashboard.html");
@@ -104,6 +104,8 @@ async fn metrics(State(service): State<Arc<Service>>) -> Response {
         metrics: service.metrics().map_or(&empty, |m| &**m),
         log: service.log_stats(),
         fifo_groups: &fifo_groups,
+        process: ProcessStats::read(),
+        storage: service.storage_stats(),
     });
     (
         [(CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")],

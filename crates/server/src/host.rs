@@ -140,6 +140,16 @@ impl EngineHost {
         self.checkpoints.payload_reads()
     }
 
+    /// What the checkpoints of this process did (for the metrics page).
+    pub fn checkpoint_stats(&self) -> crate::checkpoint::CheckpointStats {
+        self.checkpoints.stats()
+    }
+
+    /// Dates snapshots by `clock` (the service's).
+    pub fn set_clock(&self, clock: crate::clock::SharedClock) {
+        self.checkpoints.set_clock(clock);
+    }
+
     /// Writes a checkpoint now (at shutdown, so the next start replays almost nothing). Does
     /// nothing for a store that keeps no records.
     pub fn checkpoint(&self) -> Result<(), LogError> {

@@ -300,6 +300,9 @@ where
     let namespace = namespace(config, &headers, verified.as_ref());
     let caller = Caller {
         namespace,
+        account_id: verified
+            .as_ref()
+            .map(|verified| verified.account_id.clone()),
         sender_id: match &verified {
             Some(verified) => verified.access_key_id.clone(),
             None => sender_id(&headers, &config.account_id),

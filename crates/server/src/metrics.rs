@@ -28,6 +28,10 @@ use leaseq_core::histogram::{Histogram, HistogramSnapshot};
 use parking_lot::RwLock;
 use rustc_hash::FxHashMap;
 
+mod operations;
+
+pub use operations::{ProcessStats, StorageStats};
+
 /// Bucket bounds of processing time and lease time left, in milliseconds (5 ms to 12 h, the
 /// longest lease).
 pub const LEASE_MS_BOUNDS: &[u64] = &[
@@ -213,6 +217,10 @@ pub struct Scrape<'a> {
     pub log: Option<LogStats>,
     /// FIFO queues' groups under lease, by queue id.
     pub fifo_groups: &'a FxHashMap<u64, GroupPressure>,
+    /// The process's resources (`None` where `/proc/self` cannot tell them).
+    pub process: Option<ProcessStats>,
+    /// The log's storage and checkpoints (`None` for a store that keeps nothing).
+    pub storage: Option<StorageStats>,
 }
 
 /// The Prometheus text exposition (format 0.0.4) of a scrape.
@@ -229,6 +237,12 @@ pub fn render(scrape: &Scrape) -> String {
         &[("version", env!("CARGO_PKG_VERSION"))],
         1,
     );
+    if let Some(process) = &scrape.process {
+        operations::render_process(&mut page, process);
+    }
+    if let Some(storage) = &scrape.storage {
+        operations::render_storage(&mut page, storage, scrape.now_ms);
+    }
     render_queue_gauges(&mut page, scrape);
     render_fifo_groups(&mut page, scrape);
     render_queue_counters(&mut page, scrape);
@@ -830,6 +844,8 @@ mod tests {
             )]
             .into_iter()
             .collect(),
+            process: None,
+            storage: None,
         });
         check_format(&page);
         for expected in [
@@ -872,7 +888,7 @@ mod tests {
         batch.observe(3);
         let metrics = Metrics::default();
         let page = render(&Scrape {
-            now_ms: 0,
+            now_ms: 10_000,
             queues: &[(info("a\"b\\c"), None)],
             metrics: &metrics,
             log: Some(LogStats {
@@ -881,8 +897,47 @@ mod tests {
                 uncached_reads: 5,
             }),
             fifo_groups: &FxHashMap::default(),
+            process: Some(ProcessStats {
+                cpu_seconds: 1.25,
+                resident_memory_bytes: 1 << 20,
+                open_fds: 12,
+                max_fds: Some(1024),
+                start_time_seconds: 1_700_000_000.5,
+            }),
+            storage: Some(StorageStats {
+                log_bytes: 4096,
+                log_segments: 2,
+                checkpoints: crate::checkpoint::CheckpointStats {
+                    completed: 3,
+                    log_bytes_since: 100,
+                    snapshot_bytes: 512,
+                    snapshot_written_at_ms: Some(7_500),
+                    last_duration_micros: Some(1_500),
+                    last_paused_micros: Some(20),
+                },
+            }),
         });
         check_format(&page);
+        for expected in [
+            "process_cpu_seconds_total 1.25",
+            "process_resident_memory_bytes 1048576",
+            "process_open_fds 12",
+            "process_max_fds 1024",
+            "process_start_time_seconds 1700000000.5",
+            "leaseq_log_bytes 4096",
+            "leaseq_log_segments 2",
+            "leaseq_log_bytes_since_checkpoint 100",
+            "leaseq_snapshot_bytes 512",
+            "leaseq_checkpoints_total 3",
+            "leaseq_snapshot_age_seconds 2.5",
+            "leaseq_checkpoint_duration_seconds 0.0015",
+            "leaseq_checkpoint_pause_seconds 0.00002",
+        ] {
+            assert!(
+                page.lines().any(|line| line == expected),
+                "missing {expected} in\n{page}"
+            );
+        }
         assert!(page.contains("leaseq_log_fsync_duration_seconds_bucket{le=\"0.001\"} 1"));
         assert!(page.contains("leaseq_log_fsync_duration_seconds_bucket{le=\"0.0005\"} 0"));
         assert!(page.contains("leaseq_log_fsync_batch_records_bucket{le=\"4\"} 1"));

@@ -52,7 +52,7 @@ fn dir_size_bytes(dir: &Path) -> u64 {
 }
 
 fn queue() -> QueueRef {
-    QueueRef { name: "q".into() }
+    QueueRef::new("q")
 }
 
 async fn execute(backend: &Service, action: Action) -> Outcome {
@@ -133,9 +133,7 @@ async fn steady_load(dir: &Path, backend: &Service, straggler_every: Option<u32>
         execute(backend, send).await;
         if straggler_every.is_some_and(|every| round % every == 0) {
             let send = Action::SendMessage {
-                queue: QueueRef {
-                    name: "kept".into(),
-                },
+                queue: QueueRef::new("kept"),
                 message: SendInput::body(format!("kept {round}-{body}")),
             };
             execute(backend, send).await;
@@ -266,4 +264,62 @@ async fn a_restart_after_a_checkpoint_keeps_leases_and_receipts() {
     let info = reopened.host().engine().queue_info(0, "q").unwrap();
     assert_eq!((info.ready, info.in_flight), (3, 0));
     assert_eq!(info.counters.deleted, 1);
+}
+
+/// The metrics page's storage gauges follow the checkpoints: the snapshot's age is on the
+/// service's clock (a jump of 90 s ages it by 90 s), its size and the checkpoint's duration
+/// appear with the first checkpoint, the log's bytes are the segments'.
+#[tokio::test]
+async fn storage_gauges_follow_checkpoints_on_the_services_clock() {
+    let dir = fresh_dir("storage-gauges");
+    let clock = leaseq_server::clock::ManualClock::new(1_700_000_000_000);
+    let backend = open(&dir).with_clock(Arc::new(clock.clone()));
+    execute(
+        &backend,
+        Action::CreateQueue {
+            name: "q".into(),
+            attributes: QueueConfigPatch::default(),
+            tags: Default::default(),
+        },
+    )
+    .await;
+    let stats = backend.storage_stats().unwrap();
+    assert_eq!(stats.checkpoints.completed, 0);
+    assert_eq!(stats.checkpoints.snapshot_written_at_ms, None);
+    assert_eq!(stats.checkpoints.last_duration_micros, None);
+    assert!(stats.log_bytes > 0 && stats.log_segments == 1, "{stats:?}");
+    assert!(stats.checkpoints.log_bytes_since > 0, "{stats:?}");
+
+    clock.advance(5_000);
+    backend.host().checkpoint().unwrap();
+    let stats = backend.storage_stats().unwrap();
+    assert_eq!(stats.checkpoints.completed, 1);
+    assert_eq!(
+        stats.checkpoints.snapshot_written_at_ms,
+        Some(1_700_000_005_000)
+    );
+    assert!(stats.checkpoints.snapshot_bytes > 0);
+    assert_eq!(stats.checkpoints.log_bytes_since, 0);
+    let duration = stats.checkpoints.last_duration_micros.unwrap();
+    assert!(stats.checkpoints.last_paused_micros.unwrap() <= duration);
+
+    clock.advance(90_000);
+    let metrics = leaseq_server::metrics::Metrics::default();
+    let page = leaseq_server::metrics::render(&leaseq_server::metrics::Scrape {
+        now_ms: 1_700_000_095_000,
+        queues: &[],
+        metrics: &metrics,
+        log: None,
+        fifo_groups: &Default::default(),
+        process: None,
+        storage: Some(stats),
+    });
+    assert!(
+        page.lines()
+            .any(|line| line == "leaseq_snapshot_age_seconds 90"),
+        "{page}"
+    );
+    assert!(page
+        .lines()
+        .any(|line| line == "leaseq_checkpoints_total 1"));
 }

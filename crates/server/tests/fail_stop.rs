@@ -29,7 +29,7 @@ fn open(dir: &Path) -> Service {
 
 fn send(body: String) -> Action {
     Action::SendMessage {
-        queue: QueueRef { name: "q".into() },
+        queue: QueueRef::new("q"),
         message: SendInput::body(body),
     }
 }

@@ -18,6 +18,19 @@ pub enum Protocol {
 pub struct QueueRef {
     /// The queue's name.
     pub name: String,
+    /// The account of the queue's URL (`/ACCOUNT/NAME`), if it names one: with `auth =
+    /// "sigv4"` the queue of another account is that account's, reached if its policy allows.
+    pub owner_account_id: Option<String>,
+}
+
+impl QueueRef {
+    /// The queue `name`, of no particular account (the caller's).
+    pub fn new(name: impl Into<String>) -> QueueRef {
+        QueueRef {
+            name: name.into(),
+            owner_account_id: None,
+        }
+    }
 }
 
 /// One entry of a batch request.
@@ -55,6 +68,8 @@ pub enum Action {
     GetQueueUrl {
         /// The queue's name.
         name: String,
+        /// `QueueOwnerAWSAccountId`: the account whose queue it is, if not the caller's.
+        owner_account_id: Option<String>,
     },
     /// `ListQueues`.
     ListQueues {

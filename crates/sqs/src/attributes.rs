@@ -120,6 +120,21 @@ const KMS_DATA_KEY_REUSE_DEFAULT_SECONDS: u32 = 300;
 
 /// Turns the attributes of `CreateQueue` or `SetQueueAttributes` into a patch.
 pub fn parse_settings(attributes: &BTreeMap<String, String>) -> Result<QueueConfigPatch, SqsError> {
+    // One kind of server-side encryption at a time (recorded from AWS: LocalStack's
+    // test_sse_kms_and_sqs_are_mutually_exclusive, SetQueueAttributes with a KMS key and
+    // SqsManagedSseEnabled=true).
+    let kms_key = attributes
+        .get("KmsMasterKeyId")
+        .is_some_and(|key| !key.is_empty());
+    let sse_sqs = attributes
+        .get("SqsManagedSseEnabled")
+        .is_some_and(|enabled| enabled.trim().eq_ignore_ascii_case("true"));
+    if kms_key && sse_sqs {
+        return Err(SqsError::new(
+            ErrorCode::InvalidAttributeName,
+            "You can use one type of server-side encryption (SSE) at one time. You can either enable KMS SSE or SQS SSE.",
+        ));
+    }
     let mut patch = QueueConfigPatch::default();
     for (name, value) in attributes {
         match name.as_str() {
@@ -629,6 +644,16 @@ mod tests {
         assert!(patch.policy.unwrap().is_some());
         assert!(settings(&[("KmsDataKeyReusePeriodSeconds", "59")]).is_err());
         assert!(settings(&[("SqsManagedSseEnabled", "yes")]).is_err());
+        // One kind of SSE at a time (LocalStack's AWS-validated
+        // test_sse_kms_and_sqs_are_mutually_exclusive).
+        let both = settings(&[("KmsMasterKeyId", "k"), ("SqsManagedSseEnabled", "true")]);
+        let error = both.expect_err("KMS and SQS SSE together");
+        assert_eq!(error.code, ErrorCode::InvalidAttributeName);
+        assert_eq!(
+            error.message,
+            "You can use one type of server-side encryption (SSE) at one time. You can either enable KMS SSE or SQS SSE."
+        );
+        assert!(settings(&[("KmsMasterKeyId", ""), ("SqsManagedSseEnabled", "true")]).is_ok());
         assert!(settings(&[("Policy", "{")]).is_err());
         assert_eq!(settings(&[("Policy", "")]).unwrap().policy, Some(None));
     }

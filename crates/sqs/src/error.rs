@@ -87,6 +87,9 @@ pub enum ErrorCode {
     /// The signature's date is more than 15 minutes from the server's time, or a presigned
     /// URL has expired.
     RequestExpired,
+    /// The caller's account may not do this to the queue: another account's queue whose
+    /// policy does not allow it, or an action only the queue's owner may call.
+    AccessDenied,
 }
 
 /// How a code appears on the wire: `(JSON __type, Query code, HTTP status, sender fault)`.
@@ -113,7 +116,7 @@ const fn wire(
 
 impl ErrorCode {
     /// Every code, for tests and documentation.
-    pub const ALL: [ErrorCode; 36] = [
+    pub const ALL: [ErrorCode; 37] = [
         ErrorCode::QueueDoesNotExist,
         ErrorCode::QueueNameExists,
         ErrorCode::QueueDeletedRecently,
@@ -150,6 +153,7 @@ impl ErrorCode {
         ErrorCode::InvalidClientTokenId,
         ErrorCode::SignatureDoesNotMatch,
         ErrorCode::RequestExpired,
+        ErrorCode::AccessDenied,
     ];
 
     /// The table. Modeled SQS errors use the `com.amazonaws.sqs` namespace; the generic errors
@@ -374,6 +378,18 @@ impl ErrorCode {
                 400,
                 true,
             ),
+            // The Query code and the 403 as SQS answers a refused request (`Sender`, `<Code>
+            // AccessDenied</Code>`, "Status Code: 403; Error Code: AccessDenied" in the reports
+            // of SDK users, e.g. aws/aws-sdk-php#188, and an SDK's `httpStatusCode: 403` in
+            // island-is/island.is#7812); the JSON name is the common errors table's
+            // `AccessDeniedException` (SQS API reference, "Common Errors") in the service
+            // framework's namespace, like the other generic errors above.
+            AccessDenied => wire(
+                "com.amazon.coral.service#AccessDeniedException",
+                "AccessDenied",
+                403,
+                true,
+            ),
         }
     }
 
@@ -469,6 +485,24 @@ impl SqsError {
         }
     }
 
+    /// The engine's error about a `SendMessageBatch` as a whole (see
+    /// `leaseq_core::Engine::check_send_batch`): a FIFO entry without a `MessageGroupId` is
+    /// `InvalidParameterValue` there, with `SendMessage`'s sentence, where `SendMessage` answers
+    /// `MissingParameter` (recorded from AWS: LocalStack's
+    /// `test_send_batch_missing_message_group_id_for_fifo_queue`; quoted from AWS in
+    /// lumigo-io/lumigo-CLI#100, whose DLQ replay sends batches). Other errors are mapped as by
+    /// `From`.
+    pub fn for_batch_request(error: leaseq_core::Error) -> SqsError {
+        match error {
+            leaseq_core::Error::Missing(leaseq_core::Field::MessageGroupId) => {
+                SqsError::invalid_parameter_value(
+                    "The request must contain the parameter MessageGroupId.",
+                )
+            }
+            other => SqsError::from(other),
+        }
+    }
+
     /// The engine's error about queue `name`, with the name where SQS puts it: a second purge
     /// within 60 seconds names the queue (recorded from AWS: LocalStack's
     /// `test_successive_purge_calls_fail`, "Only one PurgeQueue operation on <queue-name> is
@@ -481,15 +515,6 @@ impl SqsError {
             ),
             other => SqsError::from(other),
         }
-    }
-
-    /// `CreateQueue` of a name whose queue was deleted less than 60 seconds ago, in the words of
-    /// the API reference (`API_CreateQueue`, Errors: QueueDeletedRecently).
-    pub fn queue_deleted_recently() -> SqsError {
-        SqsError::new(
-            ErrorCode::QueueDeletedRecently,
-            "You must wait 60 seconds after deleting a queue before you can create another with the same name.",
-        )
     }
 
     /// An action SQS does not have, or one that is not valid at the address it was sent to (a
@@ -520,11 +545,30 @@ impl SqsError {
         SqsError::invalid_parameter_value("Value for parameter TaskHandle is invalid.")
     }
 
+    /// AWS's refusal of a request its account may not make. The message the client reads
+    /// names the endpoint (see [`SqsError::message_in`]).
+    pub fn access_denied() -> SqsError {
+        SqsError::new(ErrorCode::AccessDenied, ACCESS_DENIED)
+    }
+
     /// The message the client reads in `protocol`. SQS words one error differently per
     /// protocol: a missing queue is "The specified queue does not exist." over JSON and "The
     /// specified queue does not exist for this wsdl version." over Query (both recorded from
     /// AWS: LocalStack's `test_non_existent_queue` and `TestSqsQueryApi.test_get_on_deleted_queue_fails`).
-    pub fn message_in(&self, protocol: crate::Protocol) -> std::borrow::Cow<'_, str> {
+    ///
+    /// A refusal names the endpoint the request was sent to, as SQS's does: `Access to the
+    /// resource https://sqs.us-east-1.amazonaws.com/ is denied.` (the message SDK users report
+    /// with `AccessDenied`, e.g. aws/aws-sdk-php#188, bbc/sqs-consumer#225).
+    pub fn message_in(
+        &self,
+        protocol: crate::Protocol,
+        base_url: &str,
+    ) -> std::borrow::Cow<'_, str> {
+        if self.code == ErrorCode::AccessDenied && self.message == ACCESS_DENIED {
+            return std::borrow::Cow::Owned(format!(
+                "Access to the resource {base_url}/ is denied."
+            ));
+        }
         if protocol == crate::Protocol::Query
             && self.code == ErrorCode::QueueDoesNotExist
             && self.message == QUEUE_DOES_NOT_EXIST
@@ -578,6 +622,8 @@ impl SqsError {
     }
 }
 
+/// A refusal, before [`SqsError::message_in`] names the endpoint in it.
+const ACCESS_DENIED: &str = "Access to the resource is denied.";
 /// A missing queue over JSON.
 const QUEUE_DOES_NOT_EXIST: &str = "The specified queue does not exist.";
 /// A missing queue over Query.
@@ -734,32 +780,59 @@ fn invalid_character(field: leaseq_core::Field, character: char) -> SqsError {
 /// One malformed message attribute, as `SendMessage` reports it.
 fn invalid_message_attribute(name: &str, problem: &leaseq_core::AttributeProblem) -> SqsError {
     use leaseq_core::AttributeProblem::*;
-    let reason = match problem {
+    // AWS's whole sentences, without the "Invalid value for parameter" frame. An empty name as
+    // AWS answered SDK users (aws/aws-sdk-php#694, aws/aws-sdk-go#178, aws/aws-sdk-java#1030);
+    // a name's other problems as two reimplementations of AWS's answers word them alike
+    // (LocalStack's SNS provider, whose message attributes follow the same rules, and
+    // Eucalyptus's SQS service): AWS has not published those. An unknown type as an SDK user
+    // quoted it (grafana/k6-jslib-aws#65, 2023), an empty value as recorded from AWS
+    // (LocalStack's `test_send_message_with_empty_string_attribute`).
+    let sentence = match problem {
+        NameEmpty => "The request must contain non-empty message attribute name.".to_string(),
+        NameReservedPrefix => {
+            "Message attribute names starting with 'AWS.' or 'Amazon.' are reserved for use by Amazon."
+                .to_string()
+        }
+        NameLeadingPeriod => {
+            "Invalid message attribute name starting with character '.' was found.".to_string()
+        }
+        NameTrailingPeriod => {
+            "Invalid message attribute name ending with character '.' was found.".to_string()
+        }
+        NameSuccessivePeriods => {
+            "Message attribute name can not have successive '.' character.".to_string()
+        }
+        NameCharacter { character } => format!(
+            "Invalid non-alphanumeric character '#x{:X}' was found in the message attribute name. Can only include alphanumeric characters, hyphens, underscores, or dots.",
+            *character as u32
+        ),
+        UnknownDataType => format!(
+            "The type of message (user) attribute '{name}' is invalid. You must use only the following supported type prefixes: Binary, Number, String."
+        ),
+        MissingValue { data_type } => format!(
+            "Message (user) attribute '{name}' must contain a non-empty value of type '{data_type}'."
+        ),
+        // AWS publishes no sentence for these three: ours, in the parameter frame.
         NameLength { length_max } => {
-            format!("Message attribute name '{name}' must be 1 to {length_max} characters long.")
+            return invalid_field(
+                leaseq_core::Field::MessageAttributes,
+                format!("Message attribute name '{name}' must be 1 to {length_max} characters long."),
+            )
         }
-        NameCharacters => format!(
-            "Message attribute name '{name}' is invalid: use A-Z, a-z, 0-9, '_', '-' and '.', no leading, trailing or repeated '.', and no 'AWS.' or 'Amazon.' prefix."
-        ),
-        DataTypeLength { length_max } => format!(
-            "Message attribute '{name}' has a data type longer than {length_max} characters."
-        ),
-        // AWS's current sentences, without the "Invalid value for parameter" frame: an unknown
-        // type as an SDK user quoted it (grafana/k6-jslib-aws#65, 2023), an empty value as
-        // recorded from AWS (LocalStack's `test_send_message_with_empty_string_attribute`).
-        UnknownDataType => {
-            return SqsError::invalid_parameter_value(format!(
-                "The type of message (user) attribute '{name}' is invalid. You must use only the following supported type prefixes: Binary, Number, String."
-            ))
+        DataTypeLength { length_max } => {
+            return invalid_field(
+                leaseq_core::Field::MessageAttributes,
+                format!("Message attribute '{name}' has a data type longer than {length_max} characters."),
+            )
         }
-        MissingValue { data_type } => {
-            return SqsError::invalid_parameter_value(format!(
-                "Message (user) attribute '{name}' must contain a non-empty value of type '{data_type}'."
-            ))
+        NotANumber => {
+            return invalid_field(
+                leaseq_core::Field::MessageAttributes,
+                format!("Could not cast message attribute '{name}' value to number."),
+            )
         }
-        NotANumber => format!("Could not cast message attribute '{name}' value to number."),
     };
-    invalid_field(leaseq_core::Field::MessageAttributes, reason)
+    SqsError::invalid_parameter_value(sentence)
 }
 
 /// A required field that is missing. SQS answers an empty body as a missing one
@@ -887,6 +960,11 @@ impl From<leaseq_core::Error> for SqsError {
             Error::PurgeInProgress => SqsError::new(
                 ErrorCode::PurgeQueueInProgress,
                 "Only one PurgeQueue operation on a queue is allowed every 60 seconds.",
+            ),
+            // The API reference's words (`API_CreateQueue`, Errors: QueueDeletedRecently).
+            Error::QueueDeletedRecently => SqsError::new(
+                ErrorCode::QueueDeletedRecently,
+                "You must wait 60 seconds after deleting a queue before you can create another with the same name.",
             ),
             Error::MessageTooLong { max_bytes, .. } => SqsError::invalid_parameter_value(format!(
                 "One or more parameters are invalid. Reason: Message must be shorter than {max_bytes} bytes."
@@ -1069,8 +1147,18 @@ mod tests {
              "Invalid value for parameter MessageAttributes. Reason: Invalid binary character '#x1' was found in the message body, the set of allowed characters is #x9 | #xA | #xD | #x20 to #xD7FF | #xE000 to #xFFFD | #x10000 to #x10FFFF"),
             (attribute(AttributeProblem::NameLength { length_max: 256 }), InvalidParameterValue,
              "Invalid value for parameter MessageAttributes. Reason: Message attribute name 'a' must be 1 to 256 characters long."),
-            (attribute(AttributeProblem::NameCharacters), InvalidParameterValue,
-             "Invalid value for parameter MessageAttributes. Reason: Message attribute name 'a' is invalid: use A-Z, a-z, 0-9, '_', '-' and '.', no leading, trailing or repeated '.', and no 'AWS.' or 'Amazon.' prefix."),
+            (attribute(AttributeProblem::NameEmpty), InvalidParameterValue,
+             "The request must contain non-empty message attribute name."),
+            (attribute(AttributeProblem::NameReservedPrefix), InvalidParameterValue,
+             "Message attribute names starting with 'AWS.' or 'Amazon.' are reserved for use by Amazon."),
+            (attribute(AttributeProblem::NameLeadingPeriod), InvalidParameterValue,
+             "Invalid message attribute name starting with character '.' was found."),
+            (attribute(AttributeProblem::NameTrailingPeriod), InvalidParameterValue,
+             "Invalid message attribute name ending with character '.' was found."),
+            (attribute(AttributeProblem::NameSuccessivePeriods), InvalidParameterValue,
+             "Message attribute name can not have successive '.' character."),
+            (attribute(AttributeProblem::NameCharacter { character: '§' }), InvalidParameterValue,
+             "Invalid non-alphanumeric character '#xA7' was found in the message attribute name. Can only include alphanumeric characters, hyphens, underscores, or dots."),
             (attribute(AttributeProblem::DataTypeLength { length_max: 256 }), InvalidParameterValue,
              "Invalid value for parameter MessageAttributes. Reason: Message attribute 'a' has a data type longer than 256 characters."),
             (attribute(AttributeProblem::UnknownDataType), InvalidParameterValue,
@@ -1105,6 +1193,8 @@ mod tests {
             (target(Field::DestinationArn, TargetProblem::NotAllowed, false), InvalidParameterValue,
              "Invalid value for parameter DestinationArn. Reason: The RedriveAllowPolicy of src does not allow moving messages to dst."),
             (Error::PurgeInProgress, PurgeQueueInProgress, "Only one PurgeQueue operation on a queue is allowed every 60 seconds."),
+            (Error::QueueDeletedRecently, QueueDeletedRecently,
+             "You must wait 60 seconds after deleting a queue before you can create another with the same name."),
             (Error::MessageTooLong { size_bytes: 9, max_bytes: 8 }, InvalidParameterValue,
              "One or more parameters are invalid. Reason: Message must be shorter than 8 bytes."),
             (Error::OverLimit { in_flight_max: 3 }, OverLimit, "Too many messages in flight (limit 3)."),
@@ -1151,5 +1241,18 @@ mod tests {
                 "The input receipt handle \"abc\" is not a valid receipt handle."
             )
         );
+    }
+
+    #[test]
+    fn a_batch_without_a_group_id_is_an_invalid_value() {
+        // LocalStack's AWS-validated test_send_batch_missing_message_group_id_for_fifo_queue.
+        let error = SqsError::for_batch_request(Error::Missing(Field::MessageGroupId));
+        assert_eq!(error.code, ErrorCode::InvalidParameterValue);
+        assert_eq!(
+            error.message,
+            "The request must contain the parameter MessageGroupId."
+        );
+        let single = SqsError::from(Error::Missing(Field::MessageGroupId));
+        assert_eq!(single.code, ErrorCode::MissingParameter);
     }
 }

@@ -12,7 +12,9 @@
 //! Every queue a request names (by URL, by name, or by ARN in a redrive policy, a redrive
 //! allow policy, a move task or its handle) is taken in the caller's namespace: SQS's
 //! dead-letter queues, redrive sources and move-task queues must be in the account and region of
-//! the queue they serve.
+//! the queue they serve. The one exception is another account's queue named by its URL (or
+//! GetQueueUrl's `QueueOwnerAWSAccountId`, see [`addressed_queue`]) under `auth = "sigv4"`: the
+//! service takes it in that account's namespace and lets the queue's policy decide.
 //!
 //! The caller's account is that of its SigV4 key (`auth = "sigv4"`), else the home account; its
 //! region is the one its endpoint's host names ([`region_of_host`]), else the home region.
@@ -85,7 +87,7 @@ pub fn qualify(action: &mut Action, prefix: &str) -> Result<(), SqsError> {
             put(name);
             qualify_patch(attributes, prefix);
         }
-        Action::GetQueueUrl { name } => put(name),
+        Action::GetQueueUrl { name, .. } => put(name),
         Action::ListQueues { prefix: list, .. } => {
             if list.contains(SEPARATOR) {
                 return Err(SqsError::invalid_parameter(
@@ -138,6 +140,48 @@ pub fn qualify(action: &mut Action, prefix: &str) -> Result<(), SqsError> {
         return Err(SqsError::from(leaseq_core::Error::QueueDoesNotExist));
     }
     Ok(())
+}
+
+/// The one queue an action addresses by name, and the account its request names as the
+/// queue's owner, if any: the account of its `QueueUrl` (`/ACCOUNT/NAME`) or `GetQueueUrl`'s
+/// `QueueOwnerAWSAccountId`. `None` for the actions about the caller's own account (creating
+/// and listing queues) and for move tasks, which take queues by ARN in the caller's account.
+pub fn addressed_queue(action: &Action) -> Option<(&str, Option<&str>)> {
+    match action {
+        Action::GetQueueUrl {
+            name,
+            owner_account_id,
+        } => Some((name, owner_account_id.as_deref())),
+        Action::SetQueueAttributes { queue, .. }
+        | Action::DeleteQueue { queue }
+        | Action::GetQueueAttributes { queue }
+        | Action::PurgeQueue { queue }
+        | Action::SendMessage { queue, .. }
+        | Action::SendMessageBatch { queue, .. }
+        | Action::ReceiveMessage { queue, .. }
+        | Action::DeleteMessage { queue, .. }
+        | Action::DeleteMessageBatch { queue, .. }
+        | Action::ChangeMessageVisibility { queue, .. }
+        | Action::ChangeMessageVisibilityBatch { queue, .. }
+        | Action::TagQueue { queue, .. }
+        | Action::UntagQueue { queue, .. }
+        | Action::ListQueueTags { queue }
+        | Action::ListDeadLetterSourceQueues { queue, .. }
+        | Action::AddPermission { queue, .. }
+        | Action::RemovePermission { queue, .. }
+        | Action::GetVisibilityAdvice { queue }
+        | Action::LeaseqFailMessage { queue, .. }
+        | Action::LeaseqGetMessageHistory { queue, .. }
+        | Action::LeaseqPeekMessages { queue, .. } => {
+            Some((&queue.name, queue.owner_account_id.as_deref()))
+        }
+        Action::CreateQueue { .. }
+        | Action::ListQueues { .. }
+        | Action::StartMessageMoveTask { .. }
+        | Action::ListMessageMoveTasks { .. }
+        | Action::CancelMessageMoveTask { .. }
+        | Action::LeaseqChangeMessageMoveTask { .. } => None,
+    }
 }
 
 fn qualify_patch(patch: &mut leaseq_core::QueueConfigPatch, prefix: &str) {
@@ -233,25 +277,19 @@ mod tests {
             region: "eu-west-1".into(),
         };
         let mut action = Action::PurgeQueue {
-            queue: QueueRef {
-                name: "jobs".into(),
-            },
+            queue: QueueRef::new("jobs"),
         };
         qualify(&mut action, &namespace.prefix()).unwrap();
         assert_eq!(
             action,
             Action::PurgeQueue {
-                queue: QueueRef {
-                    name: "111111111111:eu-west-1:jobs".into()
-                }
+                queue: QueueRef::new("111111111111:eu-west-1:jobs")
             }
         );
         // No client reaches another namespace by spelling its engine name, from home or not.
         for prefix in ["", "222222222222:us-east-1:"] {
             let mut spelled = Action::PurgeQueue {
-                queue: QueueRef {
-                    name: "111111111111:eu-west-1:jobs".into(),
-                },
+                queue: QueueRef::new("111111111111:eu-west-1:jobs"),
             };
             let error = qualify(&mut spelled, prefix).unwrap_err();
             assert_eq!(error.code, crate::ErrorCode::QueueDoesNotExist);

@@ -328,12 +328,14 @@ pub struct SendMessage<'a> {
     pub fifo: Option<FifoFields>,
 }
 
-/// Group and deduplication id of a message to a FIFO queue.
+/// Group and deduplication id of a message to a FIFO queue, or the group (tenant) alone of a
+/// message to a standard queue.
 #[derive(Serialize)]
 #[serde(rename_all = "PascalCase")]
 pub struct FifoFields {
     pub message_group_id: String,
-    pub message_deduplication_id: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message_deduplication_id: Option<String>,
 }
 
 #[derive(Serialize)]

@@ -77,8 +77,12 @@ pub struct Plan {
     pub threads: usize,
     /// Message groups of a FIFO queue; `None` drives a standard queue.
     pub groups: Option<u64>,
+    /// Tenants (group ids on a standard queue) and tenant `t0`'s weight among them.
+    pub tenants: Option<(u64, u64)>,
     /// pgmq's database, when pgmq is driven instead of an SQS endpoint.
     pub pgmq: Option<String>,
+    /// NATS JetStream's URL, when JetStream is driven instead of an SQS endpoint.
+    pub jetstream: Option<String>,
     /// Where PostgreSQL's costs are read from, if they are reported.
     pub postgres_stats: Option<String>,
 }
@@ -160,9 +164,11 @@ impl Plan {
             wait_time_seconds: args.wait_time_seconds,
             server_pid: args.server_pid,
             pgmq: args.pgmq.clone(),
+            jetstream: args.jetstream.clone(),
             postgres_stats: args.postgres_stats.clone(),
             threads: args.threads.unwrap_or_else(available_cpus),
             groups: args.groups,
+            tenants: args.tenants.map(|tenants| (tenants, args.noisy_weight)),
         };
         plan.check()?;
         ensure!(
@@ -216,6 +222,10 @@ impl Plan {
         ensure!(self.messages_max != Some(0), "--messages must be above 0");
         ensure!(self.threads > 0, "--threads must be above 0");
         ensure!(self.groups != Some(0), "--groups must be at least 1");
+        if let Some((tenants, weight)) = self.tenants {
+            ensure!(tenants > 0, "--tenants must be at least 1");
+            ensure!(weight > 0, "--noisy-weight must be at least 1");
+        }
         if self.producers == 0 && self.backlog == 0 && self.messages_max.is_none() {
             bail!(
                 "consumers without producers need messages to consume: a backlog to fill first \
@@ -224,6 +234,18 @@ impl Plan {
             );
         }
         Ok(())
+    }
+
+    /// What the run drives, for the report: the SQS endpoint, or pgmq's or JetStream's server.
+    pub fn target(&self) -> String {
+        if let Some(url) = &self.jetstream {
+            format!("NATS JetStream {url}")
+        } else if self.pgmq.is_some() {
+            // The connection string may hold a password: name the system only.
+            "pgmq".to_string()
+        } else {
+            format!("endpoint {}", self.endpoint)
+        }
     }
 
     /// One line for the log: what this run does.
@@ -245,6 +267,8 @@ impl Plan {
             self.threads,
         ) + &self.groups.map_or(String::new(), |groups| {
             format!(", FIFO with {groups} groups")
+        }) + &self.tenants.map_or(String::new(), |(tenants, weight)| {
+            format!(", {tenants} tenants (t0 weighs {weight})")
         })
     }
 
@@ -376,6 +400,26 @@ mod tests {
         assert_eq!(drain.run_phase().consume_target, Some(5000));
         assert!(plan(&["--workload", "w3", "--backlog", "0", "--queue", "kept"]).is_err());
         assert!(plan(&["--workload", "w3", "--backlog", "0", "--messages", "5000"]).is_err());
+    }
+
+    #[test]
+    fn tenants_drive_a_standard_queue_with_a_noisy_one() {
+        let fair = plan(&[
+            "--workload",
+            "w4",
+            "--tenants",
+            "51",
+            "--noisy-weight",
+            "20",
+        ])
+        .unwrap();
+        assert_eq!(fair.tenants, Some((51, 20)));
+        assert!(!fair.queue.ends_with(".fifo"));
+        assert!(fair.describe().ends_with("51 tenants (t0 weighs 20)"));
+        assert!(plan(&["--tenants", "0"]).is_err());
+        assert!(plan(&["--tenants", "5", "--noisy-weight", "0"]).is_err());
+        assert!(plan(&["--tenants", "5", "--groups", "5"]).is_err());
+        assert!(plan(&["--noisy-weight", "5"]).is_err());
     }
 
     #[test]

@@ -137,11 +137,7 @@ impl BenchReport {
     pub fn to_text(&self) -> String {
         let mut text = String::new();
         let _ = writeln!(text, "leaseq bench: {}", self.plan.describe());
-        let _ = writeln!(
-            text,
-            "endpoint {}, queue {}",
-            self.plan.endpoint, self.queue_url
-        );
+        let _ = writeln!(text, "{}, queue {}", self.plan.target(), self.queue_url);
         if let Some(fill) = &self.fill {
             fill.write_text(&mut text);
         }

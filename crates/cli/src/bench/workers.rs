@@ -19,6 +19,7 @@ use super::client::{
     Endpoint, FifoFields, ReceiveMessage, Received, ReceivedMessage, SendEntry, SendMessage,
     SendMessageBatch, ENTRY_IDS,
 };
+use super::jetstream::JetStreamConnection;
 use super::plan::{Phase, Plan};
 use super::postgres::PgmqConnection;
 
@@ -36,6 +37,8 @@ pub enum Target {
     Sqs(Arc<Endpoint>),
     /// pgmq in the PostgreSQL this connection string names.
     Pgmq(Arc<str>),
+    /// NATS JetStream at this URL.
+    JetStream(Arc<str>),
 }
 
 /// What the workers of one phase share.
@@ -56,6 +59,8 @@ pub struct Shared {
     message_size_bytes: usize,
     /// FIFO groups to spread sends over (`None`: a standard queue).
     groups: Option<u64>,
+    /// Tenants of a standard queue and tenant `t0`'s weight.
+    tenants: Option<(u64, u64)>,
     /// Messages handed out to producers so far (may pass `send_limit` by less than a batch).
     send_claimed: AtomicU64,
     producers_running: AtomicUsize,
@@ -77,6 +82,7 @@ impl Shared {
             record_end_to_end: phase.record_end_to_end,
             message_size_bytes: plan.message_size_bytes,
             groups: plan.groups,
+            tenants: plan.tenants,
             send_claimed: AtomicU64::new(0),
             producers_running: AtomicUsize::new(phase.producers),
         }
@@ -132,13 +138,21 @@ impl Shared {
     }
 
     /// The group and a unique deduplication id of the next FIFO message (round-robin over the
-    /// groups), or `None` for a standard queue.
+    /// groups), the tenant of the next message of a standard queue with tenants (round-robin,
+    /// `t0` `weight` times in each round), or `None` for a plain standard queue.
     fn fifo_fields(&self) -> Option<FifoFields> {
+        if let Some((tenants, weight)) = self.tenants {
+            let n = FIFO_MESSAGES.fetch_add(1, Relaxed);
+            return Some(FifoFields {
+                message_group_id: format!("t{}", tenant_of(n, tenants, weight)),
+                message_deduplication_id: None,
+            });
+        }
         let groups = self.groups?;
         let n = FIFO_MESSAGES.fetch_add(1, Relaxed);
         Some(FifoFields {
             message_group_id: format!("g{}", n % groups),
-            message_deduplication_id: format!("{}-{n}", std::process::id()),
+            message_deduplication_id: Some(format!("{}-{n}", std::process::id())),
         })
     }
 
@@ -171,6 +185,13 @@ impl Shared {
     }
 }
 
+/// The tenant of the `n`-th message: rounds of `tenants - 1 + weight` sends, of which tenant 0
+/// gets the first `weight` and every other tenant one.
+fn tenant_of(n: u64, tenants: u64, weight: u64) -> u64 {
+    let slot = n % (tenants - 1 + weight);
+    slot.saturating_sub(weight - 1)
+}
+
 /// One request of a worker, whatever it drives.
 enum Op<'a> {
     /// Send this many messages (one: a single send; more: a batch).
@@ -186,10 +207,12 @@ enum Answer {
     Received(Vec<ReceivedMessage>),
 }
 
-/// A worker's connection: to an SQS endpoint or a PostgreSQL session for pgmq.
+/// A worker's connection: to an SQS endpoint, a PostgreSQL session for pgmq or a NATS server.
 enum Link {
     Sqs(Connection),
     Pgmq(PgmqConnection),
+    // Boxed: the pull consumer's handle is large, and a Link lives in every worker's future.
+    JetStream(Box<JetStreamConnection>),
 }
 
 impl Link {
@@ -199,13 +222,16 @@ impl Link {
             Target::Pgmq(connection) => {
                 Link::Pgmq(PgmqConnection::open(connection, &shared.queue_url).await?)
             }
+            Target::JetStream(url) => Link::JetStream(Box::new(
+                JetStreamConnection::open(url, &shared.queue_url).await?,
+            )),
         })
     }
 
     async fn ready(&mut self) -> bool {
         match self {
             Link::Sqs(connection) => connection.ready().await,
-            Link::Pgmq(_) => true,
+            Link::Pgmq(_) | Link::JetStream(_) => true,
         }
     }
 
@@ -246,6 +272,23 @@ impl Link {
                     let missing = messages.len() as u64 - deleted.min(messages.len() as u64);
                     let reason = (missing > 0).then(|| "pgmq.delete: not found".to_string());
                     Ok(Answer::Done(deleted, missing, reason))
+                }
+            },
+            Link::JetStream(connection) => match op {
+                Op::Send(count) => {
+                    let bodies: Vec<String> = (0..count).map(|_| shared.message_body()).collect();
+                    let stored = connection.send(bodies).await?;
+                    Ok(Answer::Done(stored, count as u64 - stored, None))
+                }
+                Op::Receive => Ok(Answer::Received(
+                    connection
+                        .read(shared.receive_max, shared.wait_time_seconds)
+                        .await?,
+                )),
+                Op::Delete(messages) => {
+                    let receipts: Vec<&str> =
+                        messages.iter().map(|m| m.receipt_handle.as_str()).collect();
+                    Ok(Answer::Done(connection.ack(&receipts).await?, 0, None))
                 }
             },
         }
@@ -478,4 +521,22 @@ fn sent_at_us(body: &str) -> Option<u64> {
     body.get(..super::plan::Plan::timestamp_bytes())?
         .parse()
         .ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::tenant_of;
+
+    #[test]
+    fn the_noisy_tenant_gets_its_weight_in_every_round() {
+        let round: Vec<u64> = (0..24).map(|n| tenant_of(n, 5, 20)).collect();
+        let mut counts = [0; 5];
+        for tenant in &round {
+            counts[*tenant as usize] += 1;
+        }
+        assert_eq!(counts, [20, 1, 1, 1, 1]);
+        assert_eq!(tenant_of(24, 5, 20), 0, "the next round starts again");
+        let even: Vec<u64> = (0..6).map(|n| tenant_of(n, 3, 1)).collect();
+        assert_eq!(even, [0, 1, 2, 0, 1, 2]);
+    }
 }

@@ -131,6 +131,44 @@ async fn messages_and_attributes_as_aws_answers_them() {
         .await;
     assert_eq!(failure(bad_characters).0, "InvalidParameterValue");
 
+    // [LS:test_send_message_with_invalid_string_attributes]: AWS takes "attr.1øßä" and refuses
+    // "Invalid-§-attr" and a leading period; the sentences as LocalStack's SNS provider and
+    // Eucalyptus's SQS word AWS's answers (AWS has not published them; see the Python twin).
+    sqs.send_message()
+        .queue_url(&url)
+        .message_body("test")
+        .message_attributes("attr.1øßä", text_attribute("String", "Valida"))
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("SendMessage attr.1øßä: {}", DisplayErrorContext(&e)));
+    for (name, message) in [
+        (
+            "Invalid-§-attr",
+            "Invalid non-alphanumeric character '#xA7' was found in the message attribute name. Can only include alphanumeric characters, hyphens, underscores, or dots.",
+        ),
+        (
+            ".-Invalid-attr",
+            "Invalid message attribute name starting with character '.' was found.",
+        ),
+        (
+            "aWs.-Invalid-attr",
+            "Message attribute names starting with 'AWS.' or 'Amazon.' are reserved for use by Amazon.",
+        ),
+    ] {
+        let refused = sqs
+            .send_message()
+            .queue_url(&url)
+            .message_body("test")
+            .message_attributes(name, text_attribute("String", "Valid"))
+            .send()
+            .await;
+        assert_eq!(
+            failure(refused),
+            pair("InvalidParameterValue", message),
+            "{name}"
+        );
+    }
+
     // [GH:ruby-shoryuken/shoryuken#769], [GH:lumigo-io/lumigo-CLI#94]
     let list = Value::builder()
         .data_type("String")
@@ -545,4 +583,218 @@ async fn move_tasks_as_aws_answers_them() {
     );
     assert_eq!(failed[0].destination_arn(), Some(destination_arn.as_str()));
     assert_eq!(failed[0].task_handle(), None);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fifo_delay_is_retroactive_as_aws_documents() {
+    // [DG:sqs-delay-queues]: "For FIFO queues, the per-queue delay setting is retroactive—
+    // changing the setting affects the delay of messages already in the queue." (and not for
+    // standard queues). 900 s, the maximum, is long enough that only the change can make the
+    // message ready, or delay a ready one: no waiting.
+    let server = Server::start().await;
+    let sqs = &server.client;
+    let fifo = create_queue(
+        sqs,
+        &format!("{}.fifo", unique_name("fidelity-delay")),
+        &[
+            (QueueAttributeName::FifoQueue, "true"),
+            (QueueAttributeName::DelaySeconds, "900"),
+        ],
+    )
+    .await;
+    let send_fifo = |body: &'static str, group: &'static str| {
+        sqs.send_message()
+            .queue_url(&fifo)
+            .message_body(body)
+            .message_group_id(group)
+            .message_deduplication_id(body)
+            .send()
+    };
+    send_fifo("a", "g").await.expect("SendMessage a");
+    assert!(receive(sqs, &fifo, 10, 0, None).await.is_empty());
+    let set_delay = |seconds: &'static str| {
+        sqs.set_queue_attributes()
+            .queue_url(&fifo)
+            .attributes(QueueAttributeName::DelaySeconds, seconds)
+            .send()
+    };
+    set_delay("0").await.expect("SetQueueAttributes");
+    let bodies = |messages: Vec<Message>| -> Vec<String> {
+        messages
+            .iter()
+            .map(|m| m.body().unwrap_or_default().to_string())
+            .collect()
+    };
+    assert_eq!(bodies(receive(sqs, &fifo, 10, 0, Some(0)).await), ["a"]);
+    // A message never received is delayed again; the received one is not.
+    send_fifo("b", "h").await.expect("SendMessage b");
+    set_delay("900").await.expect("SetQueueAttributes");
+    assert_eq!(
+        queue_attribute(
+            sqs,
+            &fifo,
+            QueueAttributeName::ApproximateNumberOfMessagesDelayed
+        )
+        .await,
+        "1"
+    );
+    assert_eq!(bodies(receive(sqs, &fifo, 10, 0, None).await), ["a"]);
+
+    let standard = create_queue(
+        sqs,
+        &unique_name("fidelity-delay-std"),
+        &[(QueueAttributeName::DelaySeconds, "900")],
+    )
+    .await;
+    send(sqs, &standard, "s").await;
+    sqs.set_queue_attributes()
+        .queue_url(&standard)
+        .attributes(QueueAttributeName::DelaySeconds, "0")
+        .send()
+        .await
+        .expect("SetQueueAttributes");
+    assert!(receive(sqs, &standard, 10, 0, None).await.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fifo_receive_attempt_retry_resets_the_visibility_timeout() {
+    // [API:ReceiveMessage] ReceiveRequestAttemptId: "If a retry occurs within the deduplication
+    // interval, it resets the visibility timeout." A retry with VisibilityTimeout 0 makes the
+    // message visible at once: no waiting.
+    let server = Server::start().await;
+    let sqs = &server.client;
+    let fifo = create_queue(
+        sqs,
+        &format!("{}.fifo", unique_name("fidelity-retry")),
+        &[(QueueAttributeName::FifoQueue, "true")],
+    )
+    .await;
+    sqs.send_message()
+        .queue_url(&fifo)
+        .message_body("a")
+        .message_group_id("g")
+        .message_deduplication_id("a")
+        .send()
+        .await
+        .expect("SendMessage");
+    let attempt = |visibility: i32| {
+        sqs.receive_message()
+            .queue_url(&fifo)
+            .visibility_timeout(visibility)
+            .receive_request_attempt_id("try-1")
+            .send()
+    };
+    let first = attempt(600)
+        .await
+        .expect("ReceiveMessage")
+        .messages()
+        .to_vec();
+    assert!(receive(sqs, &fifo, 10, 0, None).await.is_empty());
+    let retry = attempt(0)
+        .await
+        .expect("ReceiveMessage")
+        .messages()
+        .to_vec();
+    assert_eq!(receipt(&retry[0]), receipt(&first[0]));
+    let again = receive(sqs, &fifo, 10, 0, None).await;
+    assert_eq!((again[0].body(), receive_count(&again[0])), (Some("a"), 2));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fifo_batch_and_encryption_errors_as_aws_answers_them() {
+    let server = Server::start().await;
+    let sqs = &server.client;
+    let fifo = create_queue(
+        sqs,
+        &format!("{}.fifo", unique_name("fidelity-batch")),
+        &[(QueueAttributeName::FifoQueue, "true")],
+    )
+    .await;
+    // [LS:test_send_batch_missing_message_group_id_for_fifo_queue]: the whole batch fails with
+    // InvalidParameterValue (a single SendMessage says MissingParameter).
+    let ok = SendMessageBatchRequestEntry::builder()
+        .id("ok")
+        .message_body("a")
+        .message_group_id("g")
+        .message_deduplication_id("a")
+        .build()
+        .expect("a complete entry");
+    let no_group = SendMessageBatchRequestEntry::builder()
+        .id("bad")
+        .message_body("b")
+        .message_deduplication_id("b")
+        .build()
+        .expect("a complete entry");
+    let batch = sqs
+        .send_message_batch()
+        .queue_url(&fifo)
+        .entries(ok)
+        .entries(no_group)
+        .send()
+        .await;
+    assert_eq!(
+        failure(batch),
+        pair(
+            "InvalidParameterValue",
+            "The request must contain the parameter MessageGroupId."
+        )
+    );
+    assert!(receive(sqs, &fifo, 10, 0, None).await.is_empty());
+
+    // [LS:test_sse_kms_and_sqs_are_mutually_exclusive]
+    let both = sqs
+        .set_queue_attributes()
+        .queue_url(&fifo)
+        .attributes(QueueAttributeName::KmsMasterKeyId, "testKeyId")
+        .attributes(QueueAttributeName::SqsManagedSseEnabled, "true")
+        .send()
+        .await;
+    assert_eq!(
+        failure(both),
+        pair(
+            "InvalidAttributeName",
+            "You can use one type of server-side encryption (SSE) at one time. You can either enable KMS SSE or SQS SSE."
+        )
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fifo_groups_are_served_in_the_order_they_became_available() {
+    // [LS:test_fifo_receive_message_with_zero_visibility_timeout]: after a receive of 3 with
+    // VisibilityTimeout 0 took g1-m1, g1-m2, g2-m1, the next receive of 10 returns exactly
+    // g3-m1, g1-m1, g1-m2, g2-m1, g2-m2.
+    let server = Server::start().await;
+    let sqs = &server.client;
+    let fifo = create_queue(
+        sqs,
+        &format!("{}.fifo", unique_name("fidelity-order")),
+        &[
+            (QueueAttributeName::FifoQueue, "true"),
+            (QueueAttributeName::ContentBasedDeduplication, "true"),
+        ],
+    )
+    .await;
+    for body in ["g1-m1", "g2-m1", "g2-m2", "g3-m1", "g1-m2"] {
+        sqs.send_message()
+            .queue_url(&fifo)
+            .message_body(body)
+            .message_group_id(&body[..2])
+            .send()
+            .await
+            .expect("SendMessage");
+    }
+    let bodies = |messages: Vec<Message>| -> Vec<String> {
+        messages
+            .iter()
+            .map(|m| m.body().unwrap_or_default().to_string())
+            .collect()
+    };
+    assert_eq!(
+        bodies(receive(sqs, &fifo, 3, 0, Some(0)).await),
+        ["g1-m1", "g1-m2", "g2-m1"]
+    );
+    assert_eq!(
+        bodies(receive(sqs, &fifo, 10, 0, Some(0)).await),
+        ["g3-m1", "g1-m1", "g1-m2", "g2-m1", "g2-m2"]
+    );
 }

@@ -42,13 +42,19 @@ impl Engine {
                 let queue = self.queues.remove(queue_id).expect("deleted queue exists");
                 self.names.remove(&queue.name);
                 self.fail_tasks_of_deleted(*queue_id, &queue.name);
+                self.remember_deleted_name(queue.name.clone(), now_ms);
             }
             Record::SetConfig {
                 queue_id, config, ..
             } => {
                 let queue = self.advance(*queue_id, now_ms);
+                let delay_changed = queue.config.delay_seconds != config.delay_seconds;
                 queue.config = config.clone();
                 queue.last_modified_at_ms = now_ms;
+                // A FIFO queue's delay is retroactive (see `Queue::apply_queue_delay`).
+                if delay_changed && queue.fifo().is_some() {
+                    queue.apply_queue_delay(now_ms);
+                }
             }
             Record::SetTags { queue_id, tags, .. } => {
                 self.advance(*queue_id, now_ms).tags = tags.clone();
@@ -271,6 +277,14 @@ impl Engine {
                 moves,
                 ..
             } => self.apply_move_messages(now_ms, *task_id, *source_queue_id, moves),
+            Record::RestoreDeletedQueue {
+                name,
+                deleted_at_ms,
+                ..
+            } => {
+                self.deleted_names
+                    .insert(Arc::from(name.as_str()), *deleted_at_ms);
+            }
             Record::RestoreEngine { next_queue_id, .. } => {
                 self.next_queue_id = self.next_queue_id.max(*next_queue_id);
             }
@@ -377,11 +391,22 @@ impl Engine {
                 task: task.clone(),
             })
             .collect();
+        let deleted_queues = self
+            .deleted_names
+            .iter()
+            .filter(|(name, _)| self.deleted_recently(name, now_ms))
+            .map(|(name, &deleted_at_ms)| Record::RestoreDeletedQueue {
+                now_ms,
+                name: name.to_string(),
+                deleted_at_ms,
+            })
+            .collect();
         FrozenEngine {
             now_ms,
             next_queue_id: self.next_queue_id,
             queues,
             move_tasks,
+            deleted_queues,
         }
     }
 
@@ -460,6 +485,8 @@ pub struct FrozenEngine {
     queues: Vec<FrozenQueue>,
     /// A `SetMoveTask` per task kept (after the queues: a task names them).
     move_tasks: Vec<Record>,
+    /// A `RestoreDeletedQueue` per name deleted within the reuse delay.
+    deleted_queues: Vec<Record>,
 }
 
 struct FrozenQueue {
@@ -598,7 +625,7 @@ impl FrozenEngine {
                 emit(record.clone());
             }
         }
-        for record in &self.move_tasks {
+        for record in self.move_tasks.iter().chain(&self.deleted_queues) {
             emit(record.clone());
         }
     }

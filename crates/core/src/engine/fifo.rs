@@ -122,26 +122,27 @@ impl Engine {
         } = receive;
         if let Some(attempt_id) = attempt_id {
             check_token(Field::ReceiveRequestAttemptId, attempt_id)?;
-            if let Some(deliveries) = self.retried_attempt(queue_id, attempt_id) {
+            if let Some(deliveries) = self.retry_attempt(&receive, attempt_id, journal) {
                 return Ok(deliveries);
             }
         }
         let mut deliveries = Vec::with_capacity(wanted);
         let mut leases = Vec::new();
-        // Groups are visited in the order of the message they resume from, each at most once per
-        // receive: a group served with a lease of 0 seconds stays available at the same message,
-        // and the cursor moves past it; a group whose first message was dead-lettered may be
-        // available again at a later one, and `served` skips it there (it holds at most one
-        // group per delivery, so at most 10).
+        // Groups are visited in the order they became available (when the message they resume
+        // from became visible, then its sequence number), each at most once per receive: a
+        // group served with a lease of 0 seconds is available again, now, after the cursor, and
+        // a group whose first message was dead-lettered may be available again at a later one;
+        // `served` skips both (it holds at most one group per delivery, so at most 10).
         let mut cursor = None;
         let mut served: Vec<Arc<str>> = Vec::new();
         while deliveries.len() < wanted {
             let queue = &self.queues[&queue_id];
             let fifo = queue.fifo().expect("FIFO queue");
-            let Some(head) = fifo.next_available(cursor) else {
+            let Some(key) = fifo.next_available(cursor) else {
                 break;
             };
-            cursor = Some(head);
+            cursor = Some(key);
+            let head = key.1;
             let message = queue.message(head).expect("group head exists");
             let group_id = &message.fifo.as_ref().expect("FIFO message").group_id;
             if served.contains(group_id) {
@@ -228,28 +229,71 @@ impl Engine {
         leases
     }
 
-    /// The deliveries of an earlier receive with this attempt id, if every lease it granted is
-    /// still its message's current lease, unchanged and running.
-    fn retried_attempt(
-        &self,
-        queue_id: u64,
+    /// A retry of an earlier receive with this attempt id, if every lease it granted is still
+    /// its message's current lease, unchanged and running: the same messages and receipts, each
+    /// lease's visibility timeout restarted from now with this receive's (SQS, `ReceiveMessage`,
+    /// ReceiveRequestAttemptId: "If a retry occurs within the deduplication interval, it resets
+    /// the visibility timeout"), within the 12 hours a lease may last from its receive. The
+    /// restart is a `ChangeVisibility` per lease whose deadline moves (the attempt history counts
+    /// it as an extension), then the attempt remembered again with the new deadlines (its five
+    /// minutes still count from the first receive), so a further retry matches.
+    fn retry_attempt(
+        &mut self,
+        receive: &FifoReceive,
         attempt_id: &str,
+        journal: &mut Journal,
     ) -> Option<Vec<Delivery<PayloadRef>>> {
+        let (now_ms, queue_id) = (receive.now_ms, receive.queue_id);
+        let lease_max_ms = u64::from(self.config.limits.visibility_timeout_max_seconds) * 1000;
         let queue = &self.queues[&queue_id];
         let attempt = queue.fifo()?.attempt(attempt_id)?;
-        let unchanged = attempt.leases.iter().all(|lease| {
-            queue.message(lease.seq).is_some_and(|message| {
-                message.state == MessageState::InFlight
-                    && message.receive_count == lease.attempt
-                    && message.visible_at_ms == lease.visible_at_ms
-            })
-        });
-        unchanged.then(|| {
-            attempt
-                .leases
-                .iter()
-                .map(|lease| self.delivery(queue_id, lease.seq))
-                .collect()
-        })
+        let mut leases = Vec::with_capacity(attempt.leases.len());
+        for lease in &attempt.leases {
+            let message = queue.message(lease.seq)?;
+            let unchanged = message.state == MessageState::InFlight
+                && message.receive_count == lease.attempt
+                && message.visible_at_ms == lease.visible_at_ms;
+            if !unchanged {
+                return None;
+            }
+            let visible_at_ms = (now_ms + receive.visibility_ms)
+                .min(message.leased_at_ms.saturating_add(lease_max_ms));
+            leases.push(AttemptLease {
+                visible_at_ms,
+                ..*lease
+            });
+        }
+        let received_at_ms = attempt.received_at_ms;
+        // A retry at the same moment changes no deadline: no record (and no extension).
+        let changed: Vec<AttemptLease> = leases
+            .iter()
+            .zip(&attempt.leases)
+            .filter(|(new, old)| new.visible_at_ms != old.visible_at_ms)
+            .map(|(new, _)| *new)
+            .collect();
+        for lease in &changed {
+            let record = Record::ChangeVisibility {
+                now_ms,
+                queue_id,
+                seq: lease.seq,
+                visible_at_ms: lease.visible_at_ms,
+            };
+            self.commit(record, journal);
+        }
+        let deliveries = leases
+            .iter()
+            .map(|lease| self.delivery(queue_id, lease.seq))
+            .collect();
+        if !changed.is_empty() {
+            let record = Record::ReceiveAttempt {
+                now_ms,
+                queue_id,
+                attempt_id: attempt_id.to_string(),
+                received_at_ms,
+                leases,
+            };
+            self.commit(record, journal);
+        }
+        Some(deliveries)
     }
 }

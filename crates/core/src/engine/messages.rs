@@ -122,12 +122,16 @@ impl Engine {
         let (now_ms, queue_id) = self.advanced(now_ms, name)?;
         let queue = &self.queues[&queue_id];
         let in_flight_max = self.config.limits.in_flight_max;
-        if queue.in_flight_count() >= in_flight_max {
+        // A standard queue at the limit answers OverLimit; a FIFO queue answers no messages:
+        // "If this limit is reached, Amazon SQS does not return an error, but processing may be
+        // impacted" (SQS developer guide, FIFO queue quotas, messages per queue in flight). A
+        // FIFO receive that leases nothing still validates and retries its attempt id.
+        if queue.in_flight_count() >= in_flight_max && queue.fifo().is_none() {
             return Err(Error::OverLimit { in_flight_max });
         }
         let wanted = request
             .max_messages
-            .min(in_flight_max - queue.in_flight_count());
+            .min(in_flight_max.saturating_sub(queue.in_flight_count()));
         let visibility_ms = u64::from(
             request
                 .visibility_timeout_seconds

@@ -215,6 +215,11 @@ pub struct Engine {
     moves: BTreeMap<u64, crate::moves::MoveTask>,
     /// The clients of the attempts in message histories, one copy each.
     clients: Clients,
+    /// Names of the queues deleted in the last `Limits::queue_name_reuse_delay_ms`, with the
+    /// time of each delete: a create of such a name is refused until then (SQS's
+    /// `QueueDeletedRecently`). Derived from `DeleteQueue` records and repeated by snapshots
+    /// (`RestoreDeletedQueue`), so a restart keeps them.
+    deleted_names: BTreeMap<Arc<str>, u64>,
 }
 
 impl Engine {
@@ -229,6 +234,7 @@ impl Engine {
             clock_ms: 0,
             moves: BTreeMap::new(),
             clients: Clients::default(),
+            deleted_names: BTreeMap::new(),
         }
     }
 
@@ -245,6 +251,25 @@ impl Engine {
     fn tick(&mut self, now_ms: u64) -> u64 {
         self.clock_ms = self.clock_ms.max(now_ms);
         self.clock_ms
+    }
+
+    /// Whether a queue named `name` was deleted less than the reuse delay before `now_ms`.
+    fn deleted_recently(&self, name: &str, now_ms: u64) -> bool {
+        let delay_ms = self.config.limits.queue_name_reuse_delay_ms;
+        self.deleted_names
+            .get(name)
+            .is_some_and(|&at_ms| now_ms < at_ms.saturating_add(delay_ms))
+    }
+
+    /// Remembers that `name`'s queue was deleted at `now_ms`, and forgets the names whose wait
+    /// is over (so the map holds at most the names deleted within the reuse delay).
+    fn remember_deleted_name(&mut self, name: Arc<str>, now_ms: u64) {
+        let delay_ms = self.config.limits.queue_name_reuse_delay_ms;
+        self.deleted_names
+            .retain(|_, at_ms| now_ms < at_ms.saturating_add(delay_ms));
+        if delay_ms > 0 {
+            self.deleted_names.insert(name, now_ms);
+        }
     }
 
     fn id_of(&self, name: &str) -> Result<u64> {

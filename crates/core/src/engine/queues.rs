@@ -42,6 +42,10 @@ impl Engine {
                 }),
             };
         }
+        // An existing queue answered above, as an idempotent create does, whenever it was made.
+        if self.deleted_recently(name, now_ms) {
+            return Err(Error::QueueDeletedRecently);
+        }
         let fifo = patch.fifo_queue == Some(true);
         if fifo != name.ends_with(".fifo") {
             return Err(Error::FifoNameMismatch {
@@ -116,7 +120,8 @@ impl Engine {
     }
 
     /// Deletes a queue and its messages. Queues that name it as dead-letter queue keep their
-    /// policy; their messages stay where they are until it exists again.
+    /// policy; their messages stay where they are until it exists again. Its name cannot be
+    /// used again for `Limits::queue_name_reuse_delay_ms` (SQS's 60 seconds).
     pub fn delete_queue(&mut self, now_ms: u64, name: &str, journal: &mut Journal) -> Result<()> {
         let now_ms = self.tick(now_ms);
         let queue_id = self.id_of(name)?;
@@ -247,6 +252,16 @@ impl Engine {
             ))
             .take_while(|(name, _)| name.starts_with(prefix))
             .map(|(name, _)| name.clone())
+            .collect()
+    }
+
+    /// The names a create refuses as of the engine's clock (queues deleted less than
+    /// `Limits::queue_name_reuse_delay_ms` ago), each with the time of its delete, in order.
+    pub fn recently_deleted_queues(&self) -> Vec<(Arc<str>, u64)> {
+        self.deleted_names
+            .iter()
+            .filter(|(name, _)| self.deleted_recently(name, self.clock_ms))
+            .map(|(name, &deleted_at_ms)| (name.clone(), deleted_at_ms))
             .collect()
     }
 

@@ -873,6 +873,18 @@ impl Harness {
             replayed.list_queues(""),
             "{script}: replay has other queues"
         );
+        // The names of queues deleted within the reuse delay, which a create refuses.
+        let deleted = live.recently_deleted_queues();
+        assert_eq!(
+            deleted,
+            replayed.recently_deleted_queues(),
+            "{script}: replay forgot or invented deleted queues' names"
+        );
+        assert_eq!(
+            deleted,
+            restored.recently_deleted_queues(),
+            "{script}: a snapshot forgot or invented deleted queues' names"
+        );
         for name in &names {
             assert_eq!(
                 snapshot(live, now_ms, name),

@@ -234,6 +234,7 @@ pub fn set_limit(limits: &mut Limits, key: &str, value: &str) -> Result<(), Prob
         wait_time_max_seconds,
         queue_name_length_max,
         purge_interval_ms,
+        queue_name_reuse_delay_ms,
         tags_max,
         max_receive_count_max,
         attribute_name_length_max,

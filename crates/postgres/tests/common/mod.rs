@@ -47,6 +47,7 @@ pub async fn call(service: &Service, action: &str, body: Value) -> Result<Value,
         sender_id: Arc::from("AIDATEST"),
         address: None,
         namespace: None,
+        account_id: None,
         user_agent: None,
     };
     let name = action.name();

@@ -90,7 +90,7 @@ pub(super) async fn peek(
     )?;
     let after_seq = integer_parameter(&query, "after", 0..=u64::MAX, 0)?;
     let action = Action::LeaseqPeekMessages {
-        queue: QueueRef { name: name.clone() },
+        queue: QueueRef::new(name.clone()),
         after_seq,
         max_messages: max_messages as usize,
     };

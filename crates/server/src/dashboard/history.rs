@@ -33,7 +33,7 @@ pub(super) async fn history(
         .parse()
         .map_err(|_| ApiError::bad_request(format!("{id:?} is not a message id (a UUID).")))?;
     let action = Action::LeaseqGetMessageHistory {
-        queue: QueueRef { name: name.clone() },
+        queue: QueueRef::new(name.clone()),
         message_id,
     };
     let Outcome::MessageHistory(history) = execute(&service, action, &name).await? else {

@@ -31,7 +31,9 @@ impl Service {
         caller: &Caller,
     ) -> Result<Outcome, SqsError> {
         let check = |engine: &Engine, entries: &[BatchEntry<SendInput>]| {
-            engine.check_send_batch(name, entries.iter().map(|entry| &entry.value))
+            engine
+                .check_send_batch(name, entries.iter().map(|entry| &entry.value))
+                .map_err(SqsError::for_batch_request)
         };
         let results = self
             .per_entry(name, entries, check, |engine, now, message, journal| {
@@ -113,14 +115,14 @@ impl Service {
         &self,
         name: &str,
         entries: Vec<BatchEntry<T>>,
-        check: impl FnOnce(&Engine, &[BatchEntry<T>]) -> Result<(), Error>,
+        check: impl FnOnce(&Engine, &[BatchEntry<T>]) -> Result<(), SqsError>,
         mut each: impl FnMut(&mut Engine, u64, T, &mut Journal) -> Result<R, SqsError>,
     ) -> Result<Vec<(String, Result<R, SqsError>)>, SqsError> {
         self.run(|engine, journal| {
             let now = self.now_ms();
             engine.queue(name).ok_or(Error::QueueDoesNotExist)?;
             check(engine, &entries)?;
-            Ok::<_, Error>(
+            Ok::<_, SqsError>(
                 entries
                     .into_iter()
                     .map(|entry| (entry.id, each(engine, now, entry.value, journal)))

@@ -74,6 +74,10 @@ pub struct Caller {
     /// the region its endpoint's host names); `None` is the home namespace (the service's
     /// `account_id` and `region`). See `leaseq_sqs::namespace`.
     pub namespace: Option<Namespace>,
+    /// The account whose key signed the request (`auth = "sigv4"`), home account or not;
+    /// `None` when requests are not authenticated (`auth = "none"`): then a queue URL's account
+    /// is ignored and queue policies are not enforced. See `policy.rs`.
+    pub account_id: Option<Arc<str>>,
 }
 
 impl Caller {
@@ -121,8 +125,8 @@ pub struct Service {
     config: ServiceConfig,
     /// Where observations go; `None` when metrics are off (see `observe`).
     metrics: Option<Arc<Metrics>>,
-    /// Queues deleted in the last [`queues::RECREATE_DELAY_MS`], by name (see `queues.rs`).
-    recently_deleted: queues::RecentlyDeleted,
+    /// Queue policies parsed for other accounts' requests (see `policy.rs`).
+    policies: policy::PolicyCache,
 }
 
 impl Service {
@@ -136,7 +140,7 @@ impl Service {
             clock: Arc::new(SystemClock),
             config,
             metrics: None,
-            recently_deleted: queues::RecentlyDeleted::default(),
+            policies: policy::PolicyCache::default(),
         }
     }
 
@@ -152,6 +156,7 @@ impl Service {
     /// Replaces the real clock, so tests can jump time instead of sleeping. The engine ignores a
     /// reading earlier than one it has seen, so the clock may start anywhere.
     pub fn with_clock(mut self, clock: SharedClock) -> Service {
+        self.host.set_clock(clock.clone());
         self.clock = clock;
         self
     }
@@ -278,8 +283,11 @@ impl Api for Service {
     /// One arm per message action, each a call into the file of its group; the others are in
     /// [`Service::execute_queue_action`].
     async fn execute(&self, mut action: Action, caller: &Caller) -> Result<Outcome, SqsError> {
-        let prefix = self.namespace_prefix(caller);
-        leaseq_sqs::namespace::qualify(&mut action, &prefix)?;
+        let target = self.target(&action, caller)?;
+        leaseq_sqs::namespace::qualify(&mut action, &target.prefix)?;
+        if let Some(grant) = &target.grant {
+            self.authorize(&action, grant)?;
+        }
         match action {
             Action::SendMessage { queue, message } => {
                 self.send_message(&queue.name, message, caller).await
@@ -359,7 +367,7 @@ impl Service {
                 attributes,
                 tags,
             } => self.create_queue(name, attributes, tags).await,
-            Action::GetQueueUrl { name } => self.get_queue_url(&name).await,
+            Action::GetQueueUrl { name, .. } => self.get_queue_url(&name).await,
             Action::ListQueues {
                 prefix,
                 max_results,

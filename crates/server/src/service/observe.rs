@@ -256,6 +256,21 @@ impl Service {
             .collect()
     }
 
+    /// The log's storage and this process's checkpoints (`None` for a store that keeps
+    /// nothing).
+    pub fn storage_stats(&self) -> Option<crate::metrics::StorageStats> {
+        let store = self.host.store();
+        if !store.keeps_records() {
+            return None;
+        }
+        let segments = store.segments();
+        Some(crate::metrics::StorageStats {
+            log_bytes: segments.iter().map(|segment| segment.size_bytes).sum(),
+            log_segments: segments.len() as u64,
+            checkpoints: self.host.checkpoint_stats(),
+        })
+    }
+
     /// The log store's measurements (`None` for one that keeps nothing).
     pub fn log_stats(&self) -> Option<LogStats> {
         self.host.store().stats()

@@ -54,7 +54,7 @@ pub enum Request {
 }
 
 fn queue(name: &str) -> QueueRef {
-    QueueRef { name: name.into() }
+    QueueRef::new(name)
 }
 
 fn send_input(body: &str, delay_seconds: Option<u32>) -> SendInput {

@@ -150,6 +150,9 @@ fn decode_plain(name: &str, input: &Input, path: &str) -> Result<Action, SqsErro
         "CreateQueue" => create_queue(input)?,
         "GetQueueUrl" => Action::GetQueueUrl {
             name: input.required_string("QueueName", "QueueName")?,
+            owner_account_id: input
+                .string("QueueOwnerAWSAccountId", "QueueOwnerAWSAccountId")?
+                .filter(|account| !account.is_empty()),
         },
         "ListQueues" => Action::ListQueues {
             prefix: input
@@ -293,14 +296,16 @@ pub fn queue_name_of_url(url: &str) -> Result<QueueRef, SqsError> {
     let path = &path[..end];
     // A bare queue name (no scheme, no slash) is a QueueUrl too, as SQS answers it.
     if scheme.is_none() && !path.is_empty() && !path.contains('/') {
-        return Ok(QueueRef {
-            name: path.to_string(),
-        });
+        return Ok(QueueRef::new(path));
     }
     let mut segments = path.split('/').filter(|s| !s.is_empty());
     match (segments.next(), segments.next(), segments.next()) {
-        (Some(_account_or_queue), Some(name), None) => Ok(QueueRef {
+        (Some(account_or_queue), Some(name), None) => Ok(QueueRef {
             name: name.to_string(),
+            // An account id is 12 digits; the legacy `/queue/NAME` names none.
+            owner_account_id: (account_or_queue.len() == 12
+                && account_or_queue.bytes().all(|b| b.is_ascii_digit()))
+            .then(|| account_or_queue.to_string()),
         }),
         _ => Err(SqsError::new(
             ErrorCode::InvalidAddress,

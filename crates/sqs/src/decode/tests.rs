@@ -86,6 +86,7 @@ const URL: &str = "http://localhost:9324/000000000000/jobs";
 fn jobs() -> QueueRef {
     QueueRef {
         name: "jobs".into(),
+        owner_account_id: Some("000000000000".into()),
     }
 }
 
@@ -153,9 +154,13 @@ fn get_queue_url_and_list_queues() {
     both(
         "GetQueueUrl",
         json!({"QueueName": "jobs", "QueueOwnerAWSAccountId": "000000000000"}),
-        &[("QueueName", "jobs")],
+        &[
+            ("QueueName", "jobs"),
+            ("QueueOwnerAWSAccountId", "000000000000"),
+        ],
         Action::GetQueueUrl {
             name: "jobs".into(),
+            owner_account_id: Some("000000000000".into()),
         },
     );
     both(
@@ -579,7 +584,26 @@ fn queue_url_forms_and_request_path() {
         // behaviour listed in issue 19, "Addressing").
         "jobs",
     ] {
-        assert_eq!(queue_name_of_url(url).unwrap(), jobs(), "{url}");
+        assert_eq!(queue_name_of_url(url).unwrap().name, "jobs", "{url}");
+    }
+    // The account of the path, when it is one (12 digits), names the queue's owner.
+    for (url, owner) in [
+        (
+            "http://localhost:9324/000000000000/jobs",
+            Some("000000000000"),
+        ),
+        (
+            "https://sqs.us-east-1.amazonaws.com/123456789012/jobs",
+            Some("123456789012"),
+        ),
+        ("/123456789012/jobs", Some("123456789012")),
+        ("http://localhost:9324/queue/jobs", None),
+        ("HTTP://host/1/jobs?x=y", None),
+        ("/12345678901x/jobs", None),
+        ("jobs", None),
+    ] {
+        let queue = queue_name_of_url(url).unwrap();
+        assert_eq!(queue.owner_account_id.as_deref(), owner, "{url}");
     }
     for bad in [
         "/jobs",
@@ -625,7 +649,8 @@ fn query_string_of_a_get() {
     assert_eq!(
         action,
         Action::GetQueueUrl {
-            name: "a b+c".into()
+            name: "a b+c".into(),
+            owner_account_id: None,
         }
     );
 }
@@ -1122,7 +1147,10 @@ fn message_move_actions() {
         )
         .unwrap(),
         Action::LeaseqPeekMessages {
-            queue: crate::QueueRef { name: "dlq".into() },
+            queue: crate::QueueRef {
+                name: "dlq".into(),
+                owner_account_id: Some("000000000000".into()),
+            },
             after_seq: 12,
             max_messages: 100,
         }

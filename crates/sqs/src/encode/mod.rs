@@ -909,7 +909,7 @@ pub fn encode_error(protocol: crate::Protocol, error: &SqsError, ctx: &Context) 
         crate::Protocol::Json => {
             let body = json_document(Node::Struct(vec![
                 ("__type", text(error.code.json_type())),
-                ("message", text(&error.message)),
+                ("message", text(error.message_in(protocol, &ctx.base_url))),
             ]));
             let query_error = format!("{};{}", error.code.query_code(), error.fault());
             json_response(error.status(), body, ctx, Some(query_error))
@@ -927,7 +927,10 @@ pub fn encode_error(protocol: crate::Protocol, error: &SqsError, ctx: &Context) 
                 element(out, "Type", |out| out.push_str(error.fault()));
                 element(out, "Code", |out| xml_escape(error.code.query_code(), out));
                 element(out, "Message", |out| {
-                    xml_escape(&error.message_in(crate::Protocol::Query), out)
+                    xml_escape(
+                        &error.message_in(crate::Protocol::Query, &ctx.base_url),
+                        out,
+                    )
                 });
                 out.push_str("<Detail/>");
             });

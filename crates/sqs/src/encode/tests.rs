@@ -851,6 +851,37 @@ fn errors_in_both_protocols() {
 }
 
 #[test]
+fn access_denied_in_both_protocols() {
+    // SQS's refusal: 403, `AccessDenied` (Query's <Code>, JSON's x-amzn-query-error), `Sender`,
+    // and the sentence naming the endpoint, as SDK users report it (aws/aws-sdk-php#188:
+    // "Access to the resource https://sqs.us-west-2.amazonaws.com/ is denied. ... Status Code:
+    // 403; Error Code: AccessDenied"; the Query document of DanielDaCosta/apiGateway-sqs-lambda#1:
+    // <Type>Sender</Type><Code>AccessDenied</Code>). JSON's `__type` is the common errors
+    // table's AccessDeniedException (SQS API reference, "Common Errors").
+    let error = SqsError::access_denied();
+    let sentence = "Access to the resource http://localhost:9324/ is denied.";
+    let response = encode_error(Protocol::Json, &error, &ctx());
+    assert_eq!(response.status, 403);
+    assert_eq!(
+        header(&response, "x-amzn-query-error"),
+        Some("AccessDenied;Sender")
+    );
+    assert_eq!(
+        json_body(&response),
+        json!({"__type": "com.amazon.coral.service#AccessDeniedException", "message": sentence})
+    );
+    let response = encode_error(Protocol::Query, &error, &ctx());
+    assert_eq!(response.status, 403);
+    let texts = xml_texts(&response);
+    assert_eq!(xml_text(&texts, "ErrorResponse/Error/Type"), ["Sender"]);
+    assert_eq!(
+        xml_text(&texts, "ErrorResponse/Error/Code"),
+        ["AccessDenied"]
+    );
+    assert_eq!(xml_text(&texts, "ErrorResponse/Error/Message"), [sentence]);
+}
+
+#[test]
 fn visibility_advice_in_both_protocols() {
     let advice = crate::VisibilityAdvice {
         queue_name: Arc::from("jobs"),

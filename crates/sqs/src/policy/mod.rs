@@ -2,7 +2,10 @@
 //!
 //! SQS implements both actions by writing statements into the queue's access policy, one
 //! statement per label, and returns the result as the `Policy` attribute. leaseq stores the
-//! policy and returns it; it does not enforce it (there is one account).
+//! policy and returns it; with `auth = "sigv4"` the service enforces it for requests of other
+//! accounts ([`evaluate`]).
+
+pub mod evaluate;
 
 use serde_json::{json, Map, Value};
 

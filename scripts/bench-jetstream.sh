@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# leaseq beside NATS JetStream, driven by the same Rust load generator (`leaseq bench`, whose
+# `--jetstream` driver publishes with acks, publishes asynchronously with acks in flight, pulls
+# and acks), in one run: W1 single sends at c=64, W2 batches of 10 at c=64 (JetStream: 10
+# asynchronous publishes in flight per worker), W3 consume at c=16 from a backlog. Each line gives
+# msg/s, the p50 of the send (W3: the receive) and the server's CPU us/msg (/proc of the server process).
+#
+# leaseq runs fresh for each policy of LEASEQ_FSYNC (default "always never"); JetStream is the
+# machine's running nats-server (127.0.0.1:4222, or NATS_URL), a fresh file-stored stream per
+# run, at its default durability (no fsync per message; see BENCHMARKS.md).
+#
+# Usage: scripts/bench-jetstream.sh [seconds] [backlog]   (defaults 10 and 100000)
+#   LEASEQ_BIN  the binary (default: build and use target/release/leaseq)
+set -euo pipefail
+repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$repo_root"
+seconds="${1:-10}" backlog="${2:-100000}"
+nats_url="${NATS_URL:-nats://127.0.0.1:4222}"
+if [[ -z "${LEASEQ_BIN:-}" ]]; then
+    cargo build -q --release -p leaseq
+fi
+leaseq="${LEASEQ_BIN:-$repo_root/target/release/leaseq}"
+scratch="$(mktemp -d -p "$repo_root/target" bench-jetstream.XXXXXX)" # on disk, not tmpfs
+server_pid=""
+trap '[[ -n "$server_pid" ]] && kill "$server_pid" 2>/dev/null; rm -rf "$scratch"' EXIT
+
+nats_pid="$(pgrep -o -x nats-server || true)"
+[[ -n "$nats_pid" ]] || echo "bench-jetstream: no nats-server process here; JetStream's CPU is not reported" >&2
+
+line() { # label, then bench --json on stdin
+    python3 -c '
+import json, sys
+r = json.load(sys.stdin)["run"]
+count = max(r["messages_sent"], r["messages_deleted"])
+rate = count / r["elapsed_s"]
+cpu = (r.get("server_cpu") or {}).get("us_per_message")
+# The p50 of the phase's first action: the send, or in W3 the receive.
+p50 = next((a["latency_us"]["p50"] for a in r["actions"] if a["requests"]), 0)
+errors = sum(a["errors"] + a["failed_entries"] for a in r["actions"])
+cpu = "-" if cpu is None else f"{cpu:.1f}"
+print(f"{sys.argv[1]:<34} {rate:>9.0f} msg/s  p50 {p50:>6} us  server CPU {cpu:>6} us/msg  errors {errors}")
+' "$1"
+}
+
+workloads() { # label, pid, bench target args...
+    local label="$1" pid="$2"
+    shift 2
+    local pid_args=()
+    [[ -n "$pid" ]] && pid_args=(--server-pid "$pid")
+    "$leaseq" bench "$@" "${pid_args[@]}" --workload w1 -c 64 --duration "$seconds" --json 2>/dev/null | line "$label W1 c=64"
+    "$leaseq" bench "$@" "${pid_args[@]}" --workload w2 -c 64 --duration "$seconds" --json 2>/dev/null | line "$label W2 c=64"
+    "$leaseq" bench "$@" "${pid_args[@]}" --workload w3 -c 16 --backlog "$backlog" --duration "$seconds" \
+        --json 2>/dev/null | line "$label W3 c=16"
+}
+
+for fsync in ${LEASEQ_FSYNC:-always never}; do
+    port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+    "$leaseq" serve --listen "127.0.0.1:$port" --data-dir "$scratch/data-$fsync" --fsync "$fsync" \
+        --log warn >"$scratch/log-$fsync" 2>&1 &
+    server_pid=$!
+    for _ in $(seq 1 100); do
+        curl -sf "http://127.0.0.1:$port/health" >/dev/null 2>&1 && break
+        sleep 0.1
+    done
+    workloads "leaseq --fsync $fsync" "$server_pid" --endpoint "http://127.0.0.1:$port"
+    kill "$server_pid"
+    wait "$server_pid" 2>/dev/null || true
+    server_pid=""
+done
+workloads "JetStream (default durability)" "$nats_pid" --jetstream "$nats_url"
