@@ -13,6 +13,9 @@
 #      - tests/clients-aiobotocore: aiobotocore,
 #      - tests/clients-terraform: Terraform's AWS provider, if the machine has it in a local
 #        provider mirror (it starts and restarts its own server); else a SKIPPED line says why,
+#      - with the boto3 suites: tests/clients-auth (a server with auth = "sigv4") and
+#        tests/clients-tls (the aws CLI and boto3 over HTTPS with a CA bundle; certificates made
+#        with openssl, which the TLS run needs),
 #   5. stops the server (always, via trap) and exits non-zero if anything failed.
 #
 # Environment: LEASEQ_BIN=path uses that binary and skips the build; PYTEST_ARGS adds pytest
@@ -72,6 +75,7 @@ data_dir="$(mktemp -d "${TMPDIR:-/tmp}/leaseq-clients.XXXXXX")"
 server_log="$data_dir.log"
 server_pid=""
 auth_pid=""
+tls_pid=""
 
 cleanup() {
     if [[ -n "${terraform_pid:-}" ]] && kill -0 "$terraform_pid" 2>/dev/null; then
@@ -82,6 +86,10 @@ cleanup() {
     if [[ -n "$auth_pid" ]] && kill -0 "$auth_pid" 2>/dev/null; then
         kill -TERM "$auth_pid" 2>/dev/null || true
         wait "$auth_pid" 2>/dev/null || true
+    fi
+    if [[ -n "$tls_pid" ]] && kill -0 "$tls_pid" 2>/dev/null; then
+        kill -TERM "$tls_pid" 2>/dev/null || true
+        wait "$tls_pid" 2>/dev/null || true
     fi
     if [[ -n "$server_pid" ]] && kill -0 "$server_pid" 2>/dev/null; then
         kill -TERM "$server_pid" 2>/dev/null || true
@@ -252,6 +260,54 @@ if [[ "$suites" == *" boto3 "* ]]; then
         fi
     done
     rm -f "$server_log.auth"
+fi
+
+if [[ "$suites" == *" boto3 "* ]]; then
+    # The aws CLI and boto3 over HTTPS (tests/clients-tls): a CA and a server certificate for
+    # localhost and 127.0.0.1 made here with openssl, the server on its own port with
+    # --tls-cert/--tls-key, in memory, and the clients trusting the CA (--ca-bundle,
+    # AWS_CA_BUNDLE, verify=).
+    if ! command -v openssl >/dev/null; then
+        echo; echo "== SKIPPED TLS clients: no openssl on PATH to make the test certificates"
+    else
+        tls_dir="$data_dir.tls"
+        mkdir -p "$tls_dir"
+        openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 \
+            -subj "/CN=leaseq clients CA" -addext "keyUsage=critical,keyCertSign,cRLSign" \
+            -keyout "$tls_dir/ca.key" -out "$tls_dir/ca.pem" 2>/dev/null
+        openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -subj "/CN=localhost" \
+            -keyout "$tls_dir/key.pem" -out "$tls_dir/server.csr" 2>/dev/null
+        printf '%s\n' "subjectAltName=DNS:localhost,IP:127.0.0.1" "basicConstraints=CA:FALSE" \
+            "keyUsage=critical,digitalSignature" "extendedKeyUsage=serverAuth" \
+            "authorityKeyIdentifier=keyid,issuer" "subjectKeyIdentifier=hash" >"$tls_dir/server.ext"
+        openssl x509 -req -in "$tls_dir/server.csr" -CA "$tls_dir/ca.pem" -CAkey "$tls_dir/ca.key" \
+            -CAcreateserial -days 2 -extfile "$tls_dir/server.ext" -out "$tls_dir/cert.pem" 2>/dev/null
+        tls_port="$("$python" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+        tls_endpoint="https://localhost:$tls_port"
+        echo
+        echo "== starting $server_bin serve with TLS on $tls_endpoint"
+        "$server_bin" serve --listen "127.0.0.1:$tls_port" --in-memory true \
+            --tls-cert "$tls_dir/cert.pem" --tls-key "$tls_dir/key.pem" \
+            --admin-listen 127.0.0.1:0 >"$server_log.tls" 2>&1 &
+        tls_pid=$!
+        for _ in $(seq 1 100); do
+            "$python" -c "import ssl,socket,sys; c=ssl.create_default_context(cafile=sys.argv[2]); \
+c.wrap_socket(socket.create_connection(('127.0.0.1', int(sys.argv[1])), timeout=1), server_hostname='localhost').close()" \
+                "$tls_port" "$tls_dir/ca.pem" 2>/dev/null && break
+            sleep 0.1
+        done
+        status=0
+        LEASEQ_TLS_ENDPOINT="$tls_endpoint" LEASEQ_TLS_CA="$tls_dir/ca.pem" timeout 300 \
+            "$venvs_dir/json/bin/python" -m pytest tests/clients-tls -p no:cacheprovider -q -rfEs \
+            --color=no || status=$?
+        if [[ $status -ne 0 ]]; then
+            failures+=("pytest json against TLS exited $status")
+            tail -n 20 "$server_log.tls"
+        fi
+        kill -TERM "$tls_pid" 2>/dev/null || true
+        wait "$tls_pid" 2>/dev/null || true
+        rm -rf "$tls_dir" "$server_log.tls"
+    fi
 fi
 
 if ! kill -0 "$server_pid" 2>/dev/null; then

@@ -34,9 +34,13 @@ use workers::{Shared, Target};
 /// Flags of `leaseq bench`. A `--workload` preset fills in what is not given explicitly.
 #[derive(Args, Debug)]
 pub struct BenchArgs {
-    /// The SQS endpoint to drive (plain HTTP; no TLS).
+    /// The SQS endpoint to drive: `http://HOST:PORT`, or `https://HOST:PORT` (HTTP/1.1 over
+    /// TLS; needs `--ca-bundle`).
     #[arg(long, default_value = "http://127.0.0.1:9324")]
     pub endpoint: String,
+    /// PEM file of the certificates an `https://` endpoint's certificate must chain to.
+    #[arg(long)]
+    pub ca_bundle: Option<std::path::PathBuf>,
     /// A standard workload of BENCHMARKS.md: w1 send, w2 send-batch, w3 consume a backlog,
     /// w4 mixed producers and consumers, w5 consume a backlog of a chosen size.
     #[arg(long, value_enum)]
@@ -185,7 +189,11 @@ async fn bench(plan: Plan) -> anyhow::Result<BenchReport> {
         let (fill, run) = outcome?;
         return Ok(BenchReport::new(&plan, stream, fill, run));
     }
-    let endpoint = Arc::new(Endpoint::parse(&plan.endpoint, &plan.region)?);
+    let endpoint = Arc::new(Endpoint::parse(
+        &plan.endpoint,
+        &plan.region,
+        plan.ca_bundle.as_deref(),
+    )?);
     let mut admin = Connection::open(endpoint.clone())
         .await
         .with_context(|| format!("connecting to {}", plan.endpoint))?;

@@ -1,6 +1,9 @@
 //! `leaseq healthcheck`: asks a running server whether it is ready (`GET /readyz`) and exits 0
 //! if so, 1 if not or if it does not answer, for container images without curl
 //! (`HEALTHCHECK CMD ["leaseq", "healthcheck"]`).
+//!
+//! It speaks plain HTTP only: when `--listen` is TLS, the admin listener (plain, on loopback
+//! by default: `http://127.0.0.1:9325`) answers `/readyz` and `/livez` as well.
 
 use std::time::Duration;
 
@@ -11,7 +14,9 @@ use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 /// Flags of `leaseq healthcheck`.
 #[derive(Args, Debug)]
 pub struct HealthcheckArgs {
-    /// The server's address, `http://HOST:PORT` [default: http://127.0.0.1:9324].
+    /// The server's address, `http://HOST:PORT` [default: http://127.0.0.1:9324]. When the
+    /// SQS listener is TLS, ask the admin listener (`--admin-listen`, default
+    /// http://127.0.0.1:9325), which answers the same probes.
     #[arg(long, env = "LEASEQ_ENDPOINT", default_value = "http://127.0.0.1:9324")]
     endpoint: String,
     /// The path asked: `/readyz` (ready for traffic) or `/livez` (the process answers).
@@ -43,6 +48,13 @@ pub fn run(args: HealthcheckArgs) -> anyhow::Result<()> {
 
 /// One HTTP/1.1 GET over plain TCP: the status and body.
 async fn get(endpoint: &str, path: &str) -> anyhow::Result<(u16, String)> {
+    if endpoint.starts_with("https://") {
+        bail!(
+            "--endpoint must be http://HOST:PORT: with TLS on the SQS listener, ask the admin \
+             listener (admin_listen, by default http://127.0.0.1:9325), which answers /readyz \
+             and /livez too"
+        );
+    }
     let Some(authority) = endpoint.strip_prefix("http://") else {
         bail!("--endpoint must be http://HOST:PORT, not {endpoint:?}");
     };

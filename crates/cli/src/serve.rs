@@ -12,6 +12,8 @@ use clap::Args;
 use leaseq_core::{EngineConfig, ReceiptKey};
 use leaseq_server::auth::{Authenticator, Credential, Keys, Secret};
 use leaseq_server::clock::SystemClock;
+use leaseq_server::http::tls::Tls;
+use leaseq_server::http::{Connections, HEADER_READ_TIMEOUT_DEFAULT, MAX_CONNECTIONS_DEFAULT};
 use leaseq_server::{Api, Caller, DataDir, HttpConfig, Metrics, Service, ServiceConfig};
 use leaseq_sqs::{Action, RawRequest};
 use leaseq_wal::FsyncPolicy;
@@ -113,15 +115,34 @@ pub struct ServeArgs {
     )]
     credentials: Vec<String>,
     /// Serve the dashboard (`GET /`), `/api/*` and `/metrics` on this address instead of
-    /// `--listen` [default: with `--auth sigv4`, 127.0.0.1:9325; with `--auth none`, on
-    /// `--listen` as before]. Its routes are not authenticated: keep it on loopback or a
-    /// private network.
+    /// `--listen` [default: with `--auth sigv4` or TLS, 127.0.0.1:9325; otherwise on
+    /// `--listen` as before]. It also answers `/livez` and `/readyz`. It is plain HTTP (never
+    /// TLS) and not authenticated: keep it on loopback or a private network.
     #[arg(long, env = "LEASEQ_ADMIN_LISTEN")]
     admin_listen: Option<SocketAddr>,
     /// The log's format: `text` (colours only when the output is a terminal) or `json` (one
     /// object per line, for log collectors) [default: text].
     #[arg(long, env = "LEASEQ_LOG_FORMAT")]
     log_format: Option<String>,
+    /// PEM file of the TLS certificate chain (the server's certificate first). With
+    /// `--tls-key`, `--listen` serves HTTPS only (HTTP/2 and HTTP/1.1 by ALPN) and queue URLs
+    /// are `https://`. Both files are read again on SIGHUP: new connections get the new pair,
+    /// open ones keep theirs, and a pair that fails to load is logged and the old one kept.
+    #[arg(long, env = "LEASEQ_TLS_CERT")]
+    tls_cert: Option<PathBuf>,
+    /// PEM file of the TLS private key (PKCS#8, PKCS#1 or SEC1) of `--tls-cert`.
+    #[arg(long, env = "LEASEQ_TLS_KEY")]
+    tls_key: Option<PathBuf>,
+    /// Milliseconds a client may take to send a request's header (and over TLS, the
+    /// handshake), counted from the connection's start or the previous answer; then the
+    /// connection is closed. An idle HTTP/1.1 keep-alive connection closes after as long
+    /// [default: 30000].
+    #[arg(long, env = "LEASEQ_HEADER_READ_TIMEOUT_MS", value_parser = clap::value_parser!(u64).range(1..))]
+    header_read_timeout_ms: Option<u64>,
+    /// Connections served at once on `--listen`; beyond it, new connections wait (in the
+    /// kernel's listen backlog) until one closes. Keep `ulimit -n` above it [default: 10000].
+    #[arg(long, env = "LEASEQ_MAX_CONNECTIONS", value_parser = clap::value_parser!(u64).range(1..))]
+    max_connections: Option<u64>,
 }
 
 /// The `--config` file.
@@ -147,6 +168,10 @@ struct FileConfig {
     allow_anonymous: Option<bool>,
     admin_listen: Option<SocketAddr>,
     log_format: Option<String>,
+    tls_cert: Option<PathBuf>,
+    tls_key: Option<PathBuf>,
+    header_read_timeout_ms: Option<u64>,
+    max_connections: Option<u64>,
     #[serde(default)]
     credentials: Vec<CredentialSpec>,
     #[serde(default)]
@@ -224,6 +249,10 @@ struct Settings {
     admin_listen: Option<SocketAddr>,
     /// The keys of `auth = "sigv4"` (their `Debug` prints no secret).
     credentials: Vec<Credential>,
+    /// `tls_cert` and `tls_key`, loaded (so a bad file stops the start).
+    tls: Option<Arc<Tls>>,
+    header_read_timeout: Duration,
+    max_connections: usize,
     queues: Vec<QueueSpec>,
 }
 
@@ -390,6 +419,27 @@ fn settings(args: ServeArgs) -> anyhow::Result<Settings> {
         .unwrap_or(false);
     let credentials = credentials(file.credentials, args.credentials, &account_id)?;
     check_exposure(auth, allow_anonymous, listen, &credentials)?;
+    let tls = match (
+        args.tls_cert.or(file.tls_cert),
+        args.tls_key.or(file.tls_key),
+    ) {
+        (None, None) => None,
+        (Some(certificate), Some(key)) => Some(Arc::new(Tls::load(&certificate, &key)?)),
+        (Some(_), None) | (None, Some(_)) => bail!(
+            "tls_cert and tls_key go together: set both (--tls-cert and --tls-key, \
+             LEASEQ_TLS_CERT and LEASEQ_TLS_KEY) to serve HTTPS, or neither"
+        ),
+    };
+    let header_read_timeout = match args.header_read_timeout_ms.or(file.header_read_timeout_ms) {
+        None => HEADER_READ_TIMEOUT_DEFAULT,
+        Some(0) => bail!("header_read_timeout_ms must be at least 1"),
+        Some(ms) => Duration::from_millis(ms),
+    };
+    let max_connections = match args.max_connections.or(file.max_connections) {
+        None => MAX_CONNECTIONS_DEFAULT,
+        Some(0) => bail!("max_connections must be at least 1"),
+        Some(n) => usize::try_from(n).context("max_connections is too large")?,
+    };
     let mut queues = file.queues;
     queues.extend(args.queues.into_iter().map(|name| QueueSpec {
         name,
@@ -434,12 +484,20 @@ fn settings(args: ServeArgs) -> anyhow::Result<Settings> {
             Some("json") => true,
             Some(other) => bail!("log_format must be \"text\" or \"json\", not {other:?}"),
         },
-        admin_listen: args.admin_listen.or(file.admin_listen).or(match auth {
-            AuthMode::SigV4 => Some(SocketAddr::from(([127, 0, 0, 1], 9325))),
-            AuthMode::None => None,
-        }),
+        // The admin surface is never served over TLS: with auth or TLS on, it moves to plain
+        // HTTP on loopback (see README, "Running in production").
+        admin_listen: args
+            .admin_listen
+            .or(file.admin_listen)
+            .or(match (auth, &tls) {
+                (AuthMode::None, None) => None,
+                _ => Some(SocketAddr::from(([127, 0, 0, 1], 9325))),
+            }),
         auth,
         credentials,
+        tls,
+        header_read_timeout,
+        max_connections,
         queues,
     })
 }
@@ -490,6 +548,10 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
             .await
             .with_context(|| format!("creating queue {:?} from the configuration", queue.name))?;
     }
+    let reloads = match settings.tls.clone() {
+        Some(tls) => Some(tokio::spawn(reload_on_hangup(tls)?)),
+        None => None,
+    };
     let listener = tokio::net::TcpListener::bind(settings.listen)
         .await
         .with_context(|| format!("listening on {}", settings.listen))?;
@@ -508,8 +570,12 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
         AuthMode::None => "no authentication".to_string(),
         AuthMode::SigV4 => format!("SigV4 with {} keys", settings.credentials.len()),
     };
+    let scheme = match settings.tls {
+        Some(_) => "https",
+        None => "http",
+    };
     tracing::info!(
-        "leaseq listening on http://{} (region {}, account {}, {storage}, {auth})",
+        "leaseq listening on {scheme}://{} (region {}, account {}, {storage}, {auth})",
         listener.local_addr()?,
         settings.region,
         settings.account_id,
@@ -553,6 +619,11 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
         },
         metrics,
         main_routes,
+        Connections {
+            tls: settings.tls.clone(),
+            header_read_timeout: settings.header_read_timeout,
+            max_connections: settings.max_connections,
+        },
         async move {
             shutdown_signal().await;
             tracing::info!("shutting down: answering requests in flight, releasing long polls");
@@ -562,6 +633,9 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
     .await;
     if let Some(admin) = admin {
         admin.abort();
+    }
+    if let Some(reloads) = reloads {
+        reloads.abort();
     }
     // A checkpoint at shutdown makes the next start replay (almost) nothing.
     if let Err(error) = service.host().checkpoint() {
@@ -638,6 +712,34 @@ async fn create_queue(service: &Service, queue: &QueueSpec) -> anyhow::Result<()
         .await
         .map_err(|error| anyhow::anyhow!("{error}"))?;
     Ok(())
+}
+
+/// Reads the TLS certificate and key again on every SIGHUP; a pair that does not load is
+/// logged and the one in use kept. The handler is installed here, before the listener is
+/// bound, so that no SIGHUP after the server answers can meet the default action (exit).
+#[cfg(unix)]
+fn reload_on_hangup(tls: Arc<Tls>) -> anyhow::Result<impl std::future::Future<Output = ()>> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut hangups = signal(SignalKind::hangup()).context("installing the SIGHUP handler")?;
+    Ok(async move {
+        while hangups.recv().await.is_some() {
+            match tls.reload() {
+                Ok(()) => tracing::info!(
+                    certificate = %tls.certificate_path().display(),
+                    "SIGHUP: TLS certificate and key reloaded; new connections use them"
+                ),
+                Err(error) => tracing::error!(
+                    %error,
+                    "SIGHUP: TLS certificate and key not reloaded; still serving the previous pair"
+                ),
+            }
+        }
+    })
+}
+
+#[cfg(not(unix))]
+fn reload_on_hangup(_tls: Arc<Tls>) -> anyhow::Result<impl std::future::Future<Output = ()>> {
+    Ok(std::future::ready(()))
 }
 
 async fn shutdown_signal() {

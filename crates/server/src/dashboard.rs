@@ -69,10 +69,14 @@ pub fn routes(service: Arc<Service>) -> Router {
 }
 
 /// Serves the admin surface on a listener of its own (`leaseq serve --admin-listen`): the page
-/// on `GET /`, and [`routes`]; until the task is dropped or aborted. Nothing here is
-/// authenticated, which is why it is not on the SQS listener then.
+/// on `GET /`, [`routes`], and the probes `/livez` and `/readyz` (as the SQS listener answers
+/// them, so that `leaseq healthcheck` can ask here when the SQS listener speaks TLS); plain
+/// HTTP/1.1, until the task is dropped or aborted. Nothing here is authenticated, which is why
+/// it is not on the SQS listener then.
 pub async fn serve_admin(listener: tokio::net::TcpListener, service: Arc<Service>) {
-    let router = routes(service).route("/", get(|| async { page() }));
+    let router = routes(service.clone())
+        .route("/", get(|| async { page() }))
+        .merge(crate::http::probes(service));
     if let Err(error) = axum::serve(listener, router).await {
         tracing::error!(%error, "the admin listener failed");
     }

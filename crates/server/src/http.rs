@@ -9,8 +9,11 @@
 //! `Router` for anyone who runs their own server (the tests do).
 
 mod serve;
+pub mod tls;
 
-pub use serve::{serve, ROUTED_PATH_PREFIXES};
+pub use serve::{
+    serve, Connections, HEADER_READ_TIMEOUT_DEFAULT, MAX_CONNECTIONS_DEFAULT, ROUTED_PATH_PREFIXES,
+};
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -58,6 +61,8 @@ struct Shared<B> {
     config: HttpConfig,
     /// Request counts and latencies go here when metrics are on.
     metrics: Option<Arc<Metrics>>,
+    /// Of queue URLs built from `Host`: `https://` on a TLS listener.
+    scheme: &'static str,
 }
 
 /// The router serving the SQS API on every path, and `GET /health`.
@@ -76,23 +81,31 @@ pub fn router_with_metrics<B: Api>(
         service,
         config,
         metrics,
+        scheme: "http://",
     }))
 }
 
 fn router_of<B: Api>(shared: Arc<Shared<B>>) -> Router {
+    let service = shared.service.clone();
     Router::new()
-        .route("/health", get(|| async { "ok\n" }))
-        // Liveness: the process answers. Readiness: it should get traffic (not draining, its
-        // log not failed; it listens only once recovery is done).
-        .route("/livez", get(|| async { "ok\n" }))
-        .route("/readyz", get(readyz::<B>))
         .fallback(handle::<B>)
         .with_state(shared)
+        .merge(probes(service))
+}
+
+/// `GET /health` and `/livez` (liveness: the process answers) and `GET /readyz` (readiness: it
+/// should get traffic: not draining, its log not failed; it listens only once recovery is done).
+pub fn probes<B: Api>(service: Arc<B>) -> Router {
+    Router::new()
+        .route("/health", get(|| async { "ok\n" }))
+        .route("/livez", get(|| async { "ok\n" }))
+        .route("/readyz", get(readyz::<B>))
+        .with_state(service)
 }
 
 /// `GET /readyz`: 200 `ok`, or 503 with the reason.
-async fn readyz<B: Api>(State(shared): State<Arc<Shared<B>>>) -> Response {
-    let (status, text) = match shared.service.readiness() {
+async fn readyz<B: Api>(State(service): State<Arc<B>>) -> Response {
+    let (status, text) = match service.readiness() {
         Ok(()) => (StatusCode::OK, "ok\n".to_string()),
         Err(reason) => (
             StatusCode::SERVICE_UNAVAILABLE,
@@ -108,7 +121,7 @@ async fn readyz<B: Api>(State(shared): State<Arc<Shared<B>>>) -> Response {
     response
 }
 
-fn base_url(config: &HttpConfig, headers: &HeaderMap) -> String {
+fn base_url(config: &HttpConfig, scheme: &str, headers: &HeaderMap) -> String {
     if let Some(url) = &config.external_url {
         return url.trim_end_matches('/').to_string();
     }
@@ -119,8 +132,8 @@ fn base_url(config: &HttpConfig, headers: &HeaderMap) -> String {
         .unwrap_or("localhost");
     // Not `format!`: this runs for every request, and the formatting machinery costs more than
     // the two copies.
-    let mut url = String::with_capacity("http://".len() + host.len());
-    url.push_str("http://");
+    let mut url = String::with_capacity(scheme.len() + host.len());
+    url.push_str(scheme);
     url.push_str(host);
     url
 }
@@ -200,10 +213,21 @@ where
     B: Api,
     RequestBody: HttpBody<Data = Bytes, Error: Into<BoxError>> + Send,
 {
-    let (method, uri, headers) = (parts.method, parts.uri, parts.headers);
+    let (method, uri, mut headers) = (parts.method, parts.uri, parts.headers);
+    // HTTP/2 carries the host as the `:authority` pseudo-header, which hyper puts in the URI,
+    // and clients send no `Host` (RFC 9113 §8.3.1). Everything below reads `Host` (the queue
+    // URLs' base, the region, and SigV4, whose SDKs sign `host` with the authority's value), so
+    // the authority stands in for it, as the RFC says servers should treat it.
+    if !headers.contains_key(axum::http::header::HOST) {
+        if let Some(authority) = uri.authority() {
+            if let Ok(host) = HeaderValue::from_str(authority.as_str()) {
+                headers.insert(axum::http::header::HOST, host);
+            }
+        }
+    }
     let config = &shared.config;
     let context = Context {
-        base_url: base_url(config, &headers),
+        base_url: base_url(config, shared.scheme, &headers),
         region: config.region.clone(),
         account_id: config.account_id.clone(),
         request_id: request_id(),

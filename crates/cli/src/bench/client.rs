@@ -1,11 +1,12 @@
 //! A minimal SQS client for the generator: AWS JSON 1.0 requests on one keep-alive HTTP/1.1
-//! connection, one request in flight at a time.
+//! connection (plain, or TLS for an `https://` endpoint), one request in flight at a time.
 //!
 //! It is deliberately not an SDK: no signing (the Authorization header is a fixed unsigned
 //! SigV4-shaped string, which emulators accept and some read the region from), no retries, no
 //! checksum checks, so that the generator spends as little CPU per request as it can.
 
 use std::fmt;
+use std::path::Path;
 use std::sync::Arc;
 
 use anyhow::{bail, Context as _};
@@ -15,6 +16,8 @@ use hyper::client::conn::http1::SendRequest;
 use hyper::header::{HeaderValue, AUTHORIZATION, CONTENT_TYPE, HOST};
 use hyper::{Request, Uri};
 use hyper_util::rt::TokioIo;
+use rustls_pki_types::pem::PemObject as _;
+use rustls_pki_types::{CertificateDer, ServerName};
 use serde::de::IgnoredAny;
 use serde::{Deserialize, Serialize};
 
@@ -62,24 +65,64 @@ impl Action {
 }
 
 /// Where requests go, and the headers that are the same on every request.
-#[derive(Debug)]
 pub struct Endpoint {
     /// `host:port`, to connect to and to send as the Host header.
     authority: String,
     host: HeaderValue,
     authorization: HeaderValue,
+    /// For `https://`: the TLS client (HTTP/1.1 by ALPN) and the name the certificate must have.
+    tls: Option<(tokio_rustls::TlsConnector, ServerName<'static>)>,
+}
+
+impl fmt::Debug for Endpoint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Endpoint")
+            .field("authority", &self.authority)
+            .field("tls", &self.tls.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+/// A TLS client trusting the certificates of the PEM file `ca_bundle`, offering HTTP/1.1.
+fn tls_connector(ca_bundle: &Path) -> anyhow::Result<tokio_rustls::TlsConnector> {
+    let pem = std::fs::read(ca_bundle)
+        .with_context(|| format!("reading --ca-bundle {}", ca_bundle.display()))?;
+    let mut roots = rustls::RootCertStore::empty();
+    for certificate in CertificateDer::pem_slice_iter(&pem) {
+        let certificate =
+            certificate.with_context(|| format!("parsing --ca-bundle {}", ca_bundle.display()))?;
+        roots
+            .add(certificate)
+            .with_context(|| format!("a certificate of --ca-bundle {}", ca_bundle.display()))?;
+    }
+    if roots.is_empty() {
+        bail!("--ca-bundle {} holds no certificate", ca_bundle.display());
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(tokio_rustls::TlsConnector::from(Arc::new(config)))
 }
 
 impl Endpoint {
-    pub fn parse(endpoint: &str, region: &str) -> anyhow::Result<Endpoint> {
+    /// `ca_bundle`: the certificates an `https://` endpoint's chain must lead to.
+    pub fn parse(
+        endpoint: &str,
+        region: &str,
+        ca_bundle: Option<&Path>,
+    ) -> anyhow::Result<Endpoint> {
         let uri: Uri = endpoint
             .parse()
             .with_context(|| format!("bad --endpoint {endpoint:?}"))?;
-        match uri.scheme_str() {
-            Some("http") => {}
-            Some(other) => bail!("--endpoint: only http:// is supported, not {other}://"),
+        let https = match uri.scheme_str() {
+            Some("http") => false,
+            Some("https") => true,
+            Some(other) => bail!("--endpoint must be http:// or https://, not {other}://"),
             None => bail!("--endpoint needs a scheme, e.g. http://127.0.0.1:9324"),
-        }
+        };
         if !matches!(uri.path(), "" | "/") {
             bail!("--endpoint must not have a path (got {})", uri.path());
         }
@@ -87,7 +130,16 @@ impl Endpoint {
             bail!("--endpoint needs a host, e.g. http://127.0.0.1:9324");
         };
         let host = HeaderValue::from_str(authority.as_str())?;
-        let port = authority.port_u16().unwrap_or(80);
+        let port = authority.port_u16().unwrap_or(if https { 443 } else { 80 });
+        let tls = match (https, ca_bundle) {
+            (false, _) => None,
+            (true, None) => bail!("an https:// --endpoint needs --ca-bundle (the server's CA)"),
+            (true, Some(ca_bundle)) => {
+                let name = ServerName::try_from(authority.host().to_string())
+                    .with_context(|| format!("bad host in --endpoint {endpoint:?}"))?;
+                Some((tls_connector(ca_bundle)?, name))
+            }
+        };
         let authorization = HeaderValue::from_str(&format!(
             "AWS4-HMAC-SHA256 Credential=leaseqbench/20240101/{region}/sqs/aws4_request, \
              SignedHeaders=content-type;host;x-amz-date;x-amz-target, Signature={}",
@@ -98,8 +150,22 @@ impl Endpoint {
             authority: format!("{}:{port}", authority.host()),
             host,
             authorization,
+            tls,
         })
     }
+}
+
+/// HTTP/1.1 on `stream`, its connection driven by a task of its own (which ends when the
+/// sender is dropped or the peer closes).
+async fn handshake<S>(stream: S) -> Result<SendRequest<Full<Bytes>>, CallError>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let (sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .map_err(|error| CallError::Connection(error.to_string()))?;
+    tokio::spawn(connection);
+    Ok(sender)
 }
 
 /// Why a call failed.
@@ -153,11 +219,16 @@ impl Connection {
             .map_err(broken)?;
         // Requests are small and latency is measured: don't let Nagle hold them back.
         stream.set_nodelay(true).map_err(broken)?;
-        let (sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-            .await
-            .map_err(|error| CallError::Connection(error.to_string()))?;
-        // The connection's own task ends when `sender` is dropped or the peer closes.
-        tokio::spawn(connection);
+        let sender = match &endpoint.tls {
+            None => handshake(stream).await?,
+            Some((connector, name)) => {
+                let stream = connector
+                    .connect(name.clone(), stream)
+                    .await
+                    .map_err(broken)?;
+                handshake(stream).await?
+            }
+        };
         Ok(Connection { endpoint, sender })
     }
 

@@ -57,6 +57,8 @@ impl Limits {
 pub struct Plan {
     pub workload: Option<Workload>,
     pub endpoint: String,
+    /// `--ca-bundle`, for an `https://` endpoint.
+    pub ca_bundle: Option<std::path::PathBuf>,
     pub region: String,
     pub queue: String,
     pub keep: bool,
@@ -139,6 +141,7 @@ impl Plan {
         let plan = Plan {
             workload,
             endpoint: args.endpoint.clone(),
+            ca_bundle: args.ca_bundle.clone(),
             region: args.region.clone(),
             queue: {
                 let name = args.queue.clone().unwrap_or_else(unique_queue_name);

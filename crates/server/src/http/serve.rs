@@ -1,5 +1,14 @@
-//! The accept loop of `leaseq serve`: one hyper HTTP/1.1 connection per client, and a service
-//! that hands SQS requests straight to the handler.
+//! The accept loop of `leaseq serve`: one hyper connection per client (HTTP/1.1 on plain TCP;
+//! over TLS, HTTP/2 or HTTP/1.1 as ALPN chose), and a service that hands SQS requests straight
+//! to the handler.
+//!
+//! Limits that protect the server from its clients ([`Connections`]): at most
+//! `max_connections` connections are served at once (beyond that, the loop stops accepting and
+//! new connections wait in the kernel's listen backlog until one closes), a request's header
+//! (and, over TLS, the handshake before it, or HTTP/2's connection preface) must arrive within
+//! `header_read_timeout`, and an
+//! idle keep-alive connection is closed after that long too (hyper's header read timeout runs
+//! from the end of one answer to the end of the next request's header).
 //!
 //! Why not `axum::serve`: for every request it boxes the body, inserts the client's address
 //! into the request's extensions, clones the router, and matches the path against the routes
@@ -21,15 +30,20 @@ use axum::extract::ConnectInfo;
 use axum::response::Response;
 use axum::Router;
 use hyper::body::Incoming;
-use hyper::server::conn::http1;
+use hyper::server::conn::{http1, http2};
 use hyper::service::service_fn;
-use hyper_util::rt::TokioIo;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use parking_lot::Mutex;
 use rustc_hash::FxHashMap;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{oneshot, watch};
+use tokio::sync::{oneshot, watch, Semaphore};
+use tokio_rustls::server::TlsStream;
 use tower::ServiceExt as _;
 
+use super::tls::Tls;
 use super::{handle_sqs, router_of, HttpConfig, Shared};
 use crate::metrics::Metrics;
 use crate::service::Api;
@@ -41,10 +55,43 @@ use crate::service::Api;
 /// router's fallback.
 pub const ROUTED_PATH_PREFIXES: &[&str] = &["/health", "/livez", "/readyz", "/metrics", "/api/"];
 
+/// What the accept loop does with connections: TLS or not, and the limits on them.
+#[derive(Clone, Debug)]
+pub struct Connections {
+    /// `Some`: every connection is TLS (HTTP/2 or HTTP/1.1 by ALPN) and queue URLs are
+    /// `https://`; `None`: plain HTTP/1.1.
+    pub tls: Option<Arc<Tls>>,
+    /// How long a client may take to send a request's header (from the connection's start, or
+    /// the end of the previous answer), and over TLS the handshake; then the connection is
+    /// closed. Also how long an idle keep-alive HTTP/1.1 connection stays open.
+    pub header_read_timeout: Duration,
+    /// Connections served at once; more wait to be accepted until one closes.
+    pub max_connections: usize,
+}
+
+/// `header_read_timeout`'s default: hyper's own default, and longer than any SDK's pause
+/// between the bytes of one header.
+pub const HEADER_READ_TIMEOUT_DEFAULT: Duration = Duration::from_secs(30);
+
+/// `max_connections`' default. Each open connection costs a file descriptor and a few KiB
+/// (more over TLS), so the process' file limit (`ulimit -n`) must be above it.
+pub const MAX_CONNECTIONS_DEFAULT: usize = 10_000;
+
+impl Default for Connections {
+    fn default() -> Connections {
+        Connections {
+            tls: None,
+            header_read_timeout: HEADER_READ_TIMEOUT_DEFAULT,
+            max_connections: MAX_CONNECTIONS_DEFAULT,
+        }
+    }
+}
+
 /// Serves `service`'s SQS API (counting requests into `metrics`, if given), `GET /health` and
 /// `routes` on `listener` until `shutdown` completes; then stops accepting connections, lets
 /// each connection finish the request it is answering (idle keep-alive connections close) and
 /// returns once all are closed. Handlers see the client's address as [`ConnectInfo`].
+/// `connections` says whether they are TLS and bounds them.
 ///
 /// `routes` must serve only paths that start with one of [`ROUTED_PATH_PREFIXES`].
 pub async fn serve<B: Api>(
@@ -53,23 +100,55 @@ pub async fn serve<B: Api>(
     config: HttpConfig,
     metrics: Option<Arc<Metrics>>,
     routes: Router,
+    connections: Connections,
     shutdown: impl Future<Output = ()>,
 ) {
     let shared = Arc::new(Shared {
         service,
         config,
         metrics,
+        scheme: match connections.tls {
+            Some(_) => "https://",
+            None => "http://",
+        },
     });
     let app = Arc::new(App {
         router: router_of(shared.clone()).merge(routes),
         shared,
     });
+    let connections = Arc::new(connections);
+    // One permit per connection served; the loop waits for one before it accepts.
+    let permits = Arc::new(Semaphore::new(connections.max_connections.max(1)));
     // Each connection has its own stop signal, registered here until it closes, and holds a
     // clone of `open`: the server waits for the last one to be dropped.
     let stops = Arc::new(Stops::default());
     let (open_tx, open_rx) = watch::channel(());
     let mut shutdown = pin!(shutdown);
+    // Whether the last connection had to wait for a permit: the warning is logged once per
+    // stretch at the limit, not once per connection.
+    let mut at_limit = false;
     loop {
+        let permit = match permits.clone().try_acquire_owned() {
+            Ok(permit) => {
+                at_limit = false;
+                permit
+            }
+            Err(_) => {
+                if !at_limit {
+                    tracing::warn!(
+                        max_connections = connections.max_connections,
+                        "max_connections reached: new connections wait until one closes"
+                    );
+                }
+                at_limit = true;
+                tokio::select! {
+                    permit = permits.clone().acquire_owned() => {
+                        permit.expect("the semaphore is never closed")
+                    }
+                    () = &mut shutdown => break,
+                }
+            }
+        };
         let accepted = tokio::select! {
             accepted = listener.accept() => accepted,
             () = &mut shutdown => break,
@@ -77,12 +156,14 @@ pub async fn serve<B: Api>(
         match accepted {
             Ok((stream, address)) => {
                 let (id, stop) = stops.register();
-                let connection = serve_connection(app.clone(), stream, address, stop);
+                let connection =
+                    serve_connection(app.clone(), connections.clone(), stream, address, stop);
                 let (stops, open) = (stops.clone(), open_rx.clone());
                 tokio::spawn(async move {
                     connection.await;
                     stops.forget(id);
                     drop(open);
+                    drop(permit);
                 });
             }
             Err(error) => accept_failed(error).await,
@@ -164,10 +245,33 @@ impl<B: Api> App<B> {
     }
 }
 
+/// Drives a hyper connection (HTTP/1.1's or HTTP/2's: types with the same methods and no
+/// common trait, hence a macro) until it ends, or until `stop` and then the answer in progress.
+macro_rules! until_stopped {
+    ($connection:expr, $stop:expr, $address:expr) => {{
+        let mut connection = pin!($connection);
+        let ended = tokio::select! {
+            result = connection.as_mut() => Some(result),
+            _ = $stop => None,
+        };
+        let result = match ended {
+            Some(result) => result,
+            None => {
+                connection.as_mut().graceful_shutdown();
+                connection.await
+            }
+        };
+        if let Err(error) = result {
+            tracing::trace!(address = %$address, %error, "connection ended with an error");
+        }
+    }};
+}
+
 /// Serves one client's connection until it closes, or until `stop` fires (or its sender is
 /// dropped) and the request in progress (if any) is answered.
 async fn serve_connection<B: Api>(
     app: Arc<App<B>>,
+    connections: Arc<Connections>,
     stream: TcpStream,
     address: SocketAddr,
     stop: oneshot::Receiver<()>,
@@ -176,26 +280,166 @@ async fn serve_connection<B: Api>(
         let app = app.clone();
         async move { Ok::<_, Infallible>(app.answer(request, address).await) }
     });
+    let timeout = connections.header_read_timeout;
+    let Some(tls) = &connections.tls else {
+        let connection = http1_builder(timeout).serve_connection(TokioIo::new(stream), service);
+        until_stopped!(connection, stop, address);
+        return;
+    };
+    // A stop while the handshake (or HTTP/2's preface) is still on its way ends the connection
+    // at once: it has no request in progress.
+    let mut stop = stop;
+    let secured = tokio::select! {
+        secured = secure(tls, stream, timeout, address) => secured,
+        _ = &mut stop => None,
+    };
+    match secured {
+        None => {}
+        Some(Secured::Http1(stream)) => {
+            let connection = http1_builder(timeout).serve_connection(TokioIo::new(stream), service);
+            until_stopped!(connection, stop, address);
+        }
+        Some(Secured::Http2(stream)) => {
+            let mut builder = http2::Builder::new(TokioExecutor::new());
+            builder.timer(TokioTimer::new());
+            let connection = builder.serve_connection(TokioIo::new(stream), service);
+            until_stopped!(connection, stop, address);
+        }
+    }
+}
+
+/// A TLS connection ready for hyper, in the protocol ALPN chose.
+enum Secured {
+    Http1(TlsStream<TcpStream>),
+    Http2(Prefaced<TlsStream<TcpStream>>),
+}
+
+/// The TLS handshake and, for HTTP/2, the client's preface, each within `timeout`; `None` (the
+/// connection is dropped) if either fails or is late.
+async fn secure(
+    tls: &Tls,
+    stream: TcpStream,
+    timeout: Duration,
+    address: SocketAddr,
+) -> Option<Secured> {
+    // HTTP/2 may write several frames per answer (headers, data, window updates) in separate
+    // records: without this Nagle's algorithm would hold the later ones back for the client's
+    // delayed ACK.
+    let _ = stream.set_nodelay(true);
+    let stream = match tokio::time::timeout(timeout, tls.acceptor().accept(stream)).await {
+        Ok(Ok(stream)) => stream,
+        Ok(Err(error)) => {
+            tracing::debug!(%address, %error, "TLS handshake failed");
+            return None;
+        }
+        Err(_) => {
+            tracing::debug!(%address, "TLS handshake not done within header_read_timeout");
+            return None;
+        }
+    };
+    // ALPN decided the protocol; without it (a client that offers none) HTTP/1.1, as RFC 9113
+    // §3.2 reserves HTTP/2 over TLS for clients that negotiated "h2".
+    if stream.get_ref().1.alpn_protocol() != Some(b"h2") {
+        return Some(Secured::Http1(stream));
+    }
+    // hyper's HTTP/2 server has no header read timeout: it would wait for the client's
+    // preface forever (and a graceful stop would wait for it too). So the preface must arrive
+    // within the timeout; after it, HTTP/2's own flow control and hyper's limits apply.
+    match tokio::time::timeout(timeout, Prefaced::read(stream)).await {
+        Ok(Ok(stream)) => Some(Secured::Http2(stream)),
+        Ok(Err(error)) => {
+            tracing::debug!(%address, %error, "no HTTP/2 preface");
+            None
+        }
+        Err(_) => {
+            tracing::debug!(%address, "no HTTP/2 preface within header_read_timeout");
+            None
+        }
+    }
+}
+
+/// The HTTP/1.1 connection settings, plain or over TLS.
+fn http1_builder(header_read_timeout: Duration) -> http1::Builder {
     let mut builder = http1::Builder::new();
     // A response goes out in one `write` of one buffer (head and body copied together) rather
     // than a `writev` of the head and the body: measured ~1.7 µs less server CPU per
     // SendMessage. Our bodies are small except for large receives, where one more copy of the
     // body is small next to encoding it.
-    builder.writev(false);
-    let mut connection = pin!(builder.serve_connection(TokioIo::new(stream), service));
-    let ended = tokio::select! {
-        result = connection.as_mut() => Some(result),
-        _ = stop => None,
-    };
-    let result = match ended {
-        Some(result) => result,
-        None => {
-            connection.as_mut().graceful_shutdown();
-            connection.await
+    builder
+        .writev(false)
+        .timer(TokioTimer::new())
+        .header_read_timeout(header_read_timeout);
+    builder
+}
+
+/// The client connection preface of HTTP/2 (RFC 9113 §3.4).
+const HTTP2_PREFACE: &[u8; 24] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+/// A stream whose HTTP/2 preface has been read (and checked), handed to hyper as if unread.
+struct Prefaced<S> {
+    inner: S,
+    /// How much of the preface hyper has read back.
+    replayed: usize,
+}
+
+impl<S: AsyncRead + Unpin> Prefaced<S> {
+    async fn read(mut inner: S) -> io::Result<Prefaced<S>> {
+        let mut preface = [0u8; HTTP2_PREFACE.len()];
+        inner.read_exact(&mut preface).await?;
+        if &preface != HTTP2_PREFACE {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "not the HTTP/2 connection preface",
+            ));
         }
-    };
-    if let Err(error) = result {
-        tracing::trace!(%address, %error, "connection ended with an error");
+        Ok(Prefaced { inner, replayed: 0 })
+    }
+}
+
+impl<S: AsyncRead + Unpin> AsyncRead for Prefaced<S> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        if self.replayed < HTTP2_PREFACE.len() {
+            let rest = &HTTP2_PREFACE[self.replayed..];
+            let n = rest.len().min(buf.remaining());
+            buf.put_slice(&rest[..n]);
+            self.replayed += n;
+            return Poll::Ready(Ok(()));
+        }
+        Pin::new(&mut self.inner).poll_read(cx, buf)
+    }
+}
+
+impl<S: AsyncWrite + Unpin> AsyncWrite for Prefaced<S> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
     }
 }
 

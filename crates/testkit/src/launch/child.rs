@@ -36,6 +36,8 @@ pub struct ServeCommand {
     /// Where the flags or the configuration file make it listen; `None`: on a free port, with
     /// `--listen` added.
     address: Option<SocketAddr>,
+    /// The configuration file makes `--listen` TLS ([`ServeCommand::https`]).
+    https: bool,
 }
 
 impl ServeCommand {
@@ -47,6 +49,7 @@ impl ServeCommand {
             args: Vec::new(),
             env: Vec::new(),
             address: None,
+            https: false,
         }
     }
 
@@ -76,6 +79,21 @@ impl ServeCommand {
     pub fn listening_on(mut self, address: SocketAddr) -> ServeCommand {
         self.address = Some(address);
         self
+    }
+
+    /// The configuration file (or the environment) makes `--listen` TLS: a start waits for
+    /// the port rather than for `/health`, and [`ChildServer::endpoint`] is `https://`.
+    /// `--tls-cert` among the flags says so by itself.
+    pub fn https(mut self) -> ServeCommand {
+        self.https = true;
+        self
+    }
+
+    /// Whether `--listen` is TLS: its `/health` is then not plain HTTP, so a start waits for
+    /// the port to accept connections instead (it listens only once recovery is done, as
+    /// `/health` would answer).
+    fn is_tls(&self) -> bool {
+        self.https || self.args.iter().any(|arg| arg == "--tls-cert")
     }
 
     /// Spawns the server on `address`, its output to `log_path`.
@@ -134,9 +152,33 @@ impl ChildServer {
         self.addr
     }
 
-    /// `http://127.0.0.1:PORT`, an SDK's endpoint.
+    /// `http://127.0.0.1:PORT` (`https://` with `--tls-cert`), an SDK's endpoint.
     pub fn endpoint(&self) -> String {
-        format!("http://{}", self.addr)
+        let scheme = if self.command.is_tls() {
+            "https"
+        } else {
+            "http"
+        };
+        format!("{scheme}://{}", self.addr)
+    }
+
+    /// The process id, to send it signals (SIGHUP reloads the TLS certificate).
+    pub fn id(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Sends a signal by name (`HUP`, `TERM`...) and returns without waiting for its effect.
+    pub fn signal(&self, name: &str) {
+        let status = Command::new("kill")
+            .arg(format!("-{name}"))
+            .arg(self.child.id().to_string())
+            .status()
+            .expect("running kill");
+        assert!(
+            status.success(),
+            "kill -{name} {}: {status}",
+            self.child.id()
+        );
     }
 
     /// The running (or last) server's output so far.
@@ -239,7 +281,7 @@ async fn start(
         let log_path = log_dir.join(format!("start-{}.log", logs.len()));
         logs.push(log_path.clone());
         let mut child = command.spawn(addr, &log_path);
-        match wait_for_health(&mut child, addr).await {
+        match wait_for_health(&mut child, addr, command.is_tls()).await {
             Ok(()) => return (child, addr),
             Err(reason) => {
                 let _ = child.kill();
@@ -255,13 +297,18 @@ async fn start(
     panic!("leaseq found no free port in {START_ATTEMPTS_MAX} attempts");
 }
 
-async fn wait_for_health(child: &mut Child, addr: SocketAddr) -> Result<(), String> {
+async fn wait_for_health(child: &mut Child, addr: SocketAddr, tls: bool) -> Result<(), String> {
     let started = Instant::now();
     loop {
         if let Some(status) = child.try_wait().expect("waiting for the server") {
             return Err(format!("it exited with {status}"));
         }
-        if http::healthy(addr).await {
+        let up = if tls {
+            tokio::net::TcpStream::connect(addr).await.is_ok()
+        } else {
+            http::healthy(addr).await
+        };
+        if up {
             return Ok(());
         }
         if started.elapsed() > STARTUP_TIMEOUT {

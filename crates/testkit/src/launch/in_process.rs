@@ -7,11 +7,15 @@
 //! types change, only this file follows them.
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
 use leaseq_core::{EngineConfig, ReceiptKey};
 use leaseq_server::auth::{Authenticator, Credential, Keys};
 use leaseq_server::clock::{SharedClock, SystemClock};
+use leaseq_server::http::tls::Tls;
+use leaseq_server::http::Connections;
 use leaseq_server::{Api as _, HttpConfig, Metrics, Service, ServiceConfig};
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
@@ -35,14 +39,25 @@ pub struct Options {
     /// `Some`: `auth = "sigv4"` with these keys (verified on `clock`); `None`: `auth = "none"`
     /// (`leaseq serve`'s default).
     pub credentials: Option<Vec<Credential>>,
+    /// `Some((certificate, key))`: HTTPS with these PEM files (`leaseq serve --tls-cert
+    /// --tls-key`); [`InProcessServer::endpoint`] is then `https://`.
+    pub tls: Option<(PathBuf, PathBuf)>,
+    /// `leaseq serve --header-read-timeout-ms` (default 30 s).
+    pub header_read_timeout: Duration,
+    /// `leaseq serve --max-connections` (default 10000).
+    pub max_connections: usize,
 }
 
 impl Default for Options {
     fn default() -> Options {
+        let connections = Connections::default();
         Options {
             request_body_max_bytes: 4 << 20,
             clock: Arc::new(SystemClock),
             credentials: None,
+            tls: None,
+            header_read_timeout: connections.header_read_timeout,
+            max_connections: connections.max_connections,
         }
     }
 }
@@ -99,17 +114,27 @@ impl InProcessServer {
             }),
         };
         let routes = leaseq_server::dashboard::routes(service.clone());
+        let tls = options.tls.as_ref().map(|(certificate, key)| {
+            Arc::new(Tls::load(certificate, key).expect("loading the test's TLS files"))
+        });
+        let scheme = if tls.is_some() { "https" } else { "http" };
+        let connections = Connections {
+            tls,
+            header_read_timeout: options.header_read_timeout,
+            max_connections: options.max_connections,
+        };
         let serving = tokio::spawn(leaseq_server::http::serve(
             listener,
             service.clone(),
             http,
             Some(metrics),
             routes,
+            connections,
             shutdown,
         ));
         InProcessServer {
             addr,
-            endpoint: format!("http://{addr}"),
+            endpoint: format!("{scheme}://{addr}"),
             service,
             stop: Some(stop),
             serving: Some(serving),
@@ -121,7 +146,7 @@ impl InProcessServer {
         self.addr
     }
 
-    /// `http://127.0.0.1:PORT`, an SDK's endpoint.
+    /// `http://127.0.0.1:PORT` (`https://` with TLS), an SDK's endpoint.
     pub fn endpoint(&self) -> &str {
         &self.endpoint
     }

@@ -1,0 +1,260 @@
+//! The limits that protect the server from its clients, on the production accept loop: the
+//! header read timeout closes a stalled connection (plain, and a stalled TLS handshake), the
+//! connection limit makes connections beyond it wait until one closes, and a crowd of slow
+//! clients (slowloris: a byte a second) does not stop normal clients.
+//!
+//! The slow-client test runs briefly in `cargo test`; `LEASEQ_SLOW_CLIENT_SECONDS=120` (and
+//! `LEASEQ_SLOW_CLIENTS=N`, default 1000) runs it longer, past the default header read timeout,
+//! so the slow clients are also cut off and reconnect.
+
+mod common;
+#[path = "common/pki.rs"]
+mod pki;
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use leaseq_testkit::http;
+use leaseq_testkit::launch::{InProcessServer, Options};
+use leaseq_testkit::names::ScratchDir;
+use leaseq_testkit::sdk::sdk_client;
+use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+use tokio::net::TcpStream;
+
+/// Reads from `stream` until the server closes it (or resets it); how long that took, or
+/// `None` if it is still open after `patience`.
+async fn closed_within(stream: &mut TcpStream, patience: Duration) -> Option<Duration> {
+    let started = Instant::now();
+    let mut buffer = [0u8; 4096];
+    let closed = tokio::time::timeout(patience, async {
+        loop {
+            match stream.read(&mut buffer).await {
+                Ok(0) | Err(_) => return,
+                // hyper may answer a timed-out header with 408 before it closes.
+                Ok(_) => continue,
+            }
+        }
+    })
+    .await;
+    closed.ok().map(|()| started.elapsed())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_header_read_timeout_closes_a_stalled_connection() {
+    let timeout = Duration::from_millis(500);
+    let server = InProcessServer::start_with(Options {
+        header_read_timeout: timeout,
+        ..Options::default()
+    })
+    .await;
+    // Half a header, then nothing.
+    let mut stalled = TcpStream::connect(server.addr()).await.unwrap();
+    stalled
+        .write_all(b"POST / HTTP/1.1\r\nHost: localhost\r\n")
+        .await
+        .unwrap();
+    let took = closed_within(&mut stalled, Duration::from_secs(10)).await;
+    let took = took.expect("the stalled connection is closed");
+    assert!(took >= timeout - Duration::from_millis(100), "{took:?}");
+    // Connected and silent: closed too.
+    let mut silent = TcpStream::connect(server.addr()).await.unwrap();
+    assert!(closed_within(&mut silent, Duration::from_secs(10))
+        .await
+        .is_some());
+    // A whole request in time is answered as ever.
+    assert!(http::healthy(server.addr()).await);
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_header_read_timeout_bounds_a_stalled_tls_handshake() {
+    let dir = ScratchDir::new(env!("CARGO_TARGET_TMPDIR"), "limits-tls");
+    let ca = pki::Ca::new("leaseq test CA");
+    let server = InProcessServer::start_with(Options {
+        tls: Some(ca.server_pair("leaseq").write(dir.path())),
+        header_read_timeout: Duration::from_millis(500),
+        ..Options::default()
+    })
+    .await;
+    // The first bytes of a TLS record header (a ClientHello), then nothing.
+    let mut stalled = TcpStream::connect(server.addr()).await.unwrap();
+    stalled.write_all(&[0x16, 0x03, 0x01]).await.unwrap();
+    assert!(closed_within(&mut stalled, Duration::from_secs(10))
+        .await
+        .is_some());
+    // A handshake in time works; HTTP/2 negotiated, then silence (no connection preface):
+    // closed too (hyper's HTTP/2 server alone would wait for the preface forever).
+    let config = pki::client_config(&ca.pem(), &[b"h2"]);
+    let mut silent = pki::connect(server.addr(), config).await.unwrap();
+    assert_eq!(silent.get_ref().1.alpn_protocol(), Some(&b"h2"[..]));
+    let mut buffer = [0u8; 1024];
+    let closed = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            match silent.read(&mut buffer).await {
+                Ok(0) | Err(_) => return,
+                Ok(_) => continue,
+            }
+        }
+    })
+    .await;
+    assert!(closed.is_ok(), "a silent HTTP/2 connection stays open");
+    server.stop().await;
+}
+
+/// Sends `GET /health` on `stream` (kept alive) and reads the answer's head; whether it came
+/// within `patience`.
+async fn health_on(stream: &mut TcpStream, patience: Duration) -> bool {
+    stream
+        .write_all(b"GET /health HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        .await
+        .unwrap();
+    let mut buffer = [0u8; 1024];
+    let mut got = Vec::new();
+    let read = tokio::time::timeout(patience, async {
+        while !got.windows(4).any(|w| w == b"\r\n\r\n") {
+            match stream.read(&mut buffer).await {
+                Ok(0) | Err(_) => return false,
+                Ok(n) => got.extend_from_slice(&buffer[..n]),
+            }
+        }
+        true
+    })
+    .await;
+    matches!(read, Ok(true)) && got.starts_with(b"HTTP/1.1 200")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_beyond_max_connections_wait_until_one_closes() {
+    let server = InProcessServer::start_with(Options {
+        max_connections: 2,
+        ..Options::default()
+    })
+    .await;
+    let addr = server.addr();
+    let mut first = TcpStream::connect(addr).await.unwrap();
+    let mut second = TcpStream::connect(addr).await.unwrap();
+    assert!(health_on(&mut first, Duration::from_secs(10)).await);
+    assert!(health_on(&mut second, Duration::from_secs(10)).await);
+    // The kernel completes the third's TCP handshake (it waits in the listen backlog), but the
+    // server does not accept it, so its request goes unanswered...
+    let mut third = TcpStream::connect(addr).await.unwrap();
+    assert!(!health_on(&mut third, Duration::from_millis(700)).await);
+    // ...while the two served connections go on.
+    assert!(health_on(&mut first, Duration::from_secs(10)).await);
+    // Once one closes, the waiting one is accepted and its request (already sent) answered.
+    drop(second);
+    let mut buffer = [0u8; 1024];
+    let answered = tokio::time::timeout(Duration::from_secs(10), third.read(&mut buffer)).await;
+    let n = answered
+        .expect("an answer once a connection closed")
+        .unwrap();
+    assert!(
+        buffer[..n].starts_with(b"HTTP/1.1 200"),
+        "{:?}",
+        &buffer[..n]
+    );
+    server.stop().await;
+}
+
+/// The open file limit of this process (each in-process connection costs two descriptors).
+fn open_files_max() -> u64 {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes into the struct we pass and reads nothing else.
+    let status = unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) };
+    assert_eq!(status, 0, "getrlimit");
+    limit.rlim_cur
+}
+
+fn env_number(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .map(|text| text.parse().unwrap_or_else(|_| panic!("{name}={text:?}")))
+        .unwrap_or(default)
+}
+
+/// One slowloris client: a connection sending its request header a byte a second, never
+/// finishing it; when the server closes it (the header read timeout), it reconnects.
+async fn slow_client(addr: SocketAddr, until: Instant, closes: Arc<AtomicU64>) {
+    let header = b"POST / HTTP/1.1\r\nHost: localhost\r\nX-Slow: ".repeat(8);
+    'connect: while Instant::now() < until {
+        let Ok(mut stream) = TcpStream::connect(addr).await else {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            continue;
+        };
+        for byte in header.iter().cycle() {
+            if Instant::now() >= until {
+                return;
+            }
+            if stream.write_all(&[*byte]).await.is_err() {
+                closes.fetch_add(1, Ordering::Relaxed);
+                continue 'connect;
+            }
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crowd_of_slow_clients_does_not_stop_normal_clients() {
+    // A thousand by default, fewer if the file limit says so (two descriptors each, in
+    // process, plus room for the rest).
+    let wanted = env_number("LEASEQ_SLOW_CLIENTS", 1000);
+    let room = open_files_max().saturating_sub(256) / 2;
+    let count = wanted.min(room);
+    assert!(
+        count >= 100,
+        "ulimit -n is too low for this test: {}",
+        open_files_max()
+    );
+    let seconds = env_number("LEASEQ_SLOW_CLIENT_SECONDS", 4);
+    let server = InProcessServer::start().await;
+    let addr = server.addr();
+    let until = Instant::now() + Duration::from_secs(seconds);
+    let closes = Arc::new(AtomicU64::new(0));
+    let crowd: Vec<_> = (0..count)
+        .map(|_| tokio::spawn(slow_client(addr, until, closes.clone())))
+        .collect();
+
+    // A normal client, meanwhile: send, receive and delete in a loop.
+    let sdk = sdk_client(server.endpoint());
+    let url = leaseq_testkit::sdk::create_queue(&sdk, "beside-the-crowd", &[]).await;
+    let (mut rounds, mut slowest) = (0u64, Duration::ZERO);
+    while Instant::now() < until {
+        let started = Instant::now();
+        sdk.send_message()
+            .queue_url(&url)
+            .message_body("normal")
+            .send()
+            .await
+            .expect("SendMessage beside the slow clients");
+        let received = sdk.receive_message().queue_url(&url).send().await.unwrap();
+        let message = &received.messages.unwrap_or_default()[0];
+        sdk.delete_message()
+            .queue_url(&url)
+            .receipt_handle(message.receipt_handle.clone().unwrap())
+            .send()
+            .await
+            .unwrap();
+        slowest = slowest.max(started.elapsed());
+        rounds += 1;
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    for client in crowd {
+        client.await.unwrap();
+    }
+    eprintln!(
+        "{count} slow clients for {seconds} s: {rounds} normal rounds, the slowest {slowest:?}, \
+         {} slow connections closed by the server",
+        closes.load(Ordering::Relaxed)
+    );
+    // A round is three requests of microseconds each; a second leaves room for two busy
+    // shared cores, not for waiting behind the crowd.
+    assert!(slowest < Duration::from_secs(1), "{slowest:?}");
+    assert!(rounds >= seconds, "{rounds} rounds in {seconds} s");
+    server.stop().await;
+}
