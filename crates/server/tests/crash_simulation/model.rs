@@ -81,7 +81,8 @@ impl Dump {
 
     /// [`Dump::of`] a backend whose storage crashed under it: bodies its log can no longer read
     /// are read from the rebooted `storage` where they survived, and named after the message
-    /// where they did not (such a message cannot come back after a restart anyway).
+    /// where they did not ("lost ID"; see [`Dump::with_bodies_from`] for the messages that come
+    /// back all the same).
     pub fn of_crashed(backend: &Service, now_ms: u64, storage: Option<&FaultStorage>) -> Dump {
         let mut engine = backend.host().engine();
         engine.check_invariants();
@@ -142,6 +143,35 @@ impl Dump {
             }
         }
         dump
+    }
+
+    /// This dump of a crashed process with the bodies it could not read named after `earlier`:
+    /// a message that `earlier` (the state before the crash) knew with body `b` keeps `b`.
+    ///
+    /// `of_crashed` names a message "lost ID" when its body is not in the rebooted storage at the
+    /// location the crashed process had for it. That is not always a lost message: a checkpoint
+    /// relocates live bodies of sparse segments by appending `Relocate` records, and a crash that
+    /// drops those unsynced records leaves the body where it was, where recovery finds it (the
+    /// segment is removed only by a later checkpoint, after the records are durable).
+    pub fn with_bodies_from(mut self, earlier: &Dump) -> Dump {
+        let known: BTreeMap<MessageId, &String> = earlier
+            .messages
+            .iter()
+            .map(|(body, m)| (m.id, body))
+            .collect();
+        let lost: Vec<String> = self
+            .messages
+            .iter()
+            .filter(|(body, m)| body.starts_with("lost ") && known.contains_key(&m.id))
+            .map(|(body, _)| body.clone())
+            .collect();
+        for name in lost {
+            let view = self.messages.remove(&name).expect("listed");
+            let body = known[&view.id].clone();
+            let earlier = self.messages.insert(body.clone(), view);
+            assert!(earlier.is_none(), "body {body} is stored twice");
+        }
+        self
     }
 
     /// The message with this body, if it is in the queue with this id.

@@ -74,7 +74,8 @@ impl Sim {
         for task in tasks {
             results.push(task.await.expect("a request task"));
         }
-        let live = Dump::of_crashed(&self.backend(), self.now_ms(), Some(&crashed));
+        let live = Dump::of_crashed(&self.backend(), self.now_ms(), Some(&crashed))
+            .with_bodies_from(&before);
         let mut window = Window::new(&before);
         window.states.push(live.clone());
         for (request, result) in requests.iter().zip(&results) {
