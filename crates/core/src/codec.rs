@@ -1281,9 +1281,16 @@ impl<'a> Reader<'a, '_> {
             let text = self.str()?;
             shared_str(&mut self.shared.group_id, text)
         };
+        let at = self.at;
+        let deduplication_id = self.str()?;
+        // Since version 6 a message with a group id and no deduplication id has its own tags
+        // (grouped); under a FIFO tag an empty one would be a second encoding of it.
+        if deduplication_id.is_empty() && self.version >= 6 {
+            return Err(self.invalid_at("FIFO deduplication id length", 0, at));
+        }
         Ok(Some(Box::new(FifoMessage {
             group_id,
-            deduplication_id: Arc::from(self.str()?),
+            deduplication_id: Arc::from(deduplication_id),
         })))
     }
     fn payload(&mut self) -> Result<Payload, DecodeError> {
@@ -2002,6 +2009,40 @@ mod tests {
         ]
         .concat();
         assert!(decode(&doubled).is_err());
+    }
+
+    /// A grouped message (a group id, no deduplication id) has one encoding, under the grouped
+    /// tags; the same message under a FIFO tag with an empty deduplication id is refused, else it
+    /// would decode and re-encode to other bytes (found by the `decode_record` fuzz target).
+    #[test]
+    fn a_fifo_tag_with_an_empty_deduplication_id_is_not_a_second_encoding() {
+        for record in fair_samples() {
+            let fifo_tag = match &record {
+                Record::Send { .. } => TAG_SEND_FIFO,
+                Record::RestoreMessage { .. } => TAG_RESTORE_FIFO_MESSAGE,
+                _ => continue,
+            };
+            let mut bytes = Vec::new();
+            encode(&record, &mut bytes);
+            assert_eq!(decode(&bytes), Ok(record.clone()));
+            // The grouped encodings end with the group id; a FIFO one adds the deduplication id.
+            bytes[1] = fifo_tag;
+            bytes.extend_from_slice(&0u32.to_le_bytes());
+            assert!(
+                matches!(
+                    decode(&bytes),
+                    Err(DecodeError::Invalid {
+                        what: "FIFO deduplication id length",
+                        ..
+                    })
+                ),
+                "{record:?}: {:?}",
+                decode(&bytes)
+            );
+            // Records of versions before grouped tags existed still decode.
+            bytes[0] = 5;
+            assert!(decode(&bytes).is_ok(), "{record:?}: {:?}", decode(&bytes));
+        }
     }
 
     proptest! {
