@@ -98,6 +98,20 @@ pub struct BenchArgs {
     /// noisy tenant of the fairness benchmark).
     #[arg(long, default_value_t = 1, requires = "tenants")]
     pub noisy_weight: u64,
+    /// Producers send this many messages a second in all, at random (Poisson) times spread
+    /// evenly over them, instead of as fast as the server answers: an open-loop load, for
+    /// latency at a chosen utilisation (the fairness benchmark). The backlog fill is not paced.
+    #[arg(long, value_name = "MSG_PER_S")]
+    pub rate: Option<f64>,
+    /// Consumers hold each received message this long, a handler's work, before deleting it
+    /// (a receive of k messages: k times as long, counted from the receive's start), so N
+    /// consumers take about N × 1000 / MS messages a second.
+    #[arg(long, value_name = "MS", default_value_t = 0)]
+    pub work_ms: u64,
+    /// An attribute of the queue the run creates, `NAME=VALUE`; may be repeated (e.g.
+    /// `--queue-attribute LeaseqFairQueue=false`).
+    #[arg(long = "queue-attribute", value_name = "NAME=VALUE")]
+    pub queue_attributes: Vec<String>,
     /// Queue name [default: a new unique name].
     #[arg(long)]
     pub queue: Option<String>,
@@ -198,7 +212,7 @@ async fn bench(plan: Plan) -> anyhow::Result<BenchReport> {
         .await
         .with_context(|| format!("connecting to {}", plan.endpoint))?;
     let queue_url = admin
-        .create_queue(&plan.queue, plan.groups.is_some())
+        .create_queue(&plan.queue, &plan.queue_attributes())
         .await
         .with_context(|| format!("creating queue {}", plan.queue))?;
     eprintln!("leaseq bench: {} on {queue_url}", plan.describe());

@@ -5,6 +5,7 @@
 //! SigV4-shaped string, which emulators accept and some read the region from), no retries, no
 //! checksum checks, so that the generator spends as little CPU per request as it can.
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::path::Path;
 use std::sync::Arc;
@@ -271,28 +272,29 @@ impl Connection {
         })
     }
 
-    pub async fn create_queue(&mut self, name: &str, fifo: bool) -> Result<String, CallError> {
+    pub async fn create_queue(
+        &mut self,
+        name: &str,
+        attributes: &[(String, String)],
+    ) -> Result<String, CallError> {
         #[derive(Serialize)]
         #[serde(rename_all = "PascalCase")]
         struct CreateQueue<'a> {
             queue_name: &'a str,
-            #[serde(skip_serializing_if = "Option::is_none")]
-            attributes: Option<FifoAttributes>,
-        }
-        #[derive(Serialize)]
-        #[serde(rename_all = "PascalCase")]
-        struct FifoAttributes {
-            fifo_queue: &'static str,
+            #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+            attributes: BTreeMap<&'a str, &'a str>,
         }
         #[derive(Deserialize)]
         #[serde(rename_all = "PascalCase")]
         struct Created {
             queue_url: String,
         }
-        let attributes = fifo.then_some(FifoAttributes { fifo_queue: "true" });
         let body = encode(&CreateQueue {
             queue_name: name,
-            attributes,
+            attributes: attributes
+                .iter()
+                .map(|(name, value)| (name.as_str(), value.as_str()))
+                .collect(),
         });
         let created: Created = decode(&self.call(Action::CreateQueue, body).await?)?;
         Ok(created.queue_url)

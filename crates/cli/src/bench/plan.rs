@@ -50,6 +50,9 @@ impl Limits {
     const WAIT_TIME_MAX_S: u32 = 20;
     /// Every body starts with the send time in microseconds since the epoch, 20 digits.
     const TIMESTAMP_BYTES: usize = 20;
+    const RATE_MAX_PER_S: f64 = 10_000_000.0;
+    /// Well under the default visibility timeout (30 s), so held messages are not redelivered.
+    const WORK_MAX_MS: u64 = 20_000;
 }
 
 /// Everything a run needs to know, with every default filled in.
@@ -79,6 +82,12 @@ pub struct Plan {
     pub groups: Option<u64>,
     /// Tenants (group ids on a standard queue) and tenant `t0`'s weight among them.
     pub tenants: Option<(u64, u64)>,
+    /// The producers' total send rate of the measured phase (`None`: as fast as answered).
+    pub rate_per_s: Option<f64>,
+    /// How long a consumer holds each received message before deleting it.
+    pub work_ms: u64,
+    /// `--queue-attribute`s, in the order given.
+    pub queue_attributes_given: Vec<(String, String)>,
     /// pgmq's database, when pgmq is driven instead of an SQS endpoint.
     pub pgmq: Option<String>,
     /// NATS JetStream's URL, when JetStream is driven instead of an SQS endpoint.
@@ -102,6 +111,8 @@ pub struct Phase {
     /// Whether consumers measure send → receive latency (only meaningful when the messages were
     /// sent during the same phase).
     pub record_end_to_end: bool,
+    /// The producers' total send rate (`None`: each sends as soon as its last send answered).
+    pub rate_per_s: Option<f64>,
 }
 
 impl Phase {
@@ -169,6 +180,20 @@ impl Plan {
             threads: args.threads.unwrap_or_else(available_cpus),
             groups: args.groups,
             tenants: args.tenants.map(|tenants| (tenants, args.noisy_weight)),
+            rate_per_s: args.rate,
+            work_ms: args.work_ms,
+            queue_attributes_given: args
+                .queue_attributes
+                .iter()
+                .map(|given| match given.split_once('=') {
+                    Some((name, value)) if !name.is_empty() => {
+                        Ok((name.to_string(), value.to_string()))
+                    }
+                    _ => Err(anyhow::anyhow!(
+                        "--queue-attribute takes NAME=VALUE, not {given:?}"
+                    )),
+                })
+                .collect::<anyhow::Result<_>>()?,
         };
         plan.check()?;
         ensure!(
@@ -226,6 +251,27 @@ impl Plan {
             ensure!(tenants > 0, "--tenants must be at least 1");
             ensure!(weight > 0, "--noisy-weight must be at least 1");
         }
+        if let Some(rate) = self.rate_per_s {
+            ensure!(
+                rate.is_finite() && rate > 0.0 && rate <= Limits::RATE_MAX_PER_S,
+                "--rate must be above 0 and at most {} messages a second",
+                Limits::RATE_MAX_PER_S
+            );
+            ensure!(self.producers > 0, "--rate paces producers: there are none");
+        }
+        ensure!(
+            self.work_ms <= Limits::WORK_MAX_MS,
+            "--work-ms must be at most {} (a visibility timeout is 30 s)",
+            Limits::WORK_MAX_MS
+        );
+        if self.tenants.is_some() {
+            ensure!(
+                self.message_size_bytes > Limits::TIMESTAMP_BYTES,
+                "--tenants needs messages of more than {} bytes (the send time and the tenant's \
+                 mark)",
+                Limits::TIMESTAMP_BYTES
+            );
+        }
         if self.producers == 0 && self.backlog == 0 && self.messages_max.is_none() {
             bail!(
                 "consumers without producers need messages to consume: a backlog to fill first \
@@ -269,6 +315,12 @@ impl Plan {
             format!(", FIFO with {groups} groups")
         }) + &self.tenants.map_or(String::new(), |(tenants, weight)| {
             format!(", {tenants} tenants (t0 weighs {weight})")
+        }) + &self.rate_per_s.map_or(String::new(), |rate| {
+            format!(", sends paced at {rate} msg/s")
+        }) + &(if self.work_ms > 0 {
+            format!(", consumers hold each message {} ms", self.work_ms)
+        } else {
+            String::new()
         })
     }
 
@@ -283,6 +335,7 @@ impl Plan {
             consume_target: None,
             duration: Duration::from_secs_f64(self.fill_timeout_s),
             record_end_to_end: false,
+            rate_per_s: None,
         })
     }
 
@@ -307,7 +360,18 @@ impl Plan {
             consume_target,
             duration: Duration::from_secs_f64(self.duration_s),
             record_end_to_end: self.producers > 0 && self.consumers > 0,
+            rate_per_s: self.rate_per_s,
         }
+    }
+
+    /// The attributes of the queue to create: `FifoQueue` for `--groups`, then those given.
+    pub fn queue_attributes(&self) -> Vec<(String, String)> {
+        let fifo = self
+            .groups
+            .map(|_| ("FifoQueue".to_string(), "true".to_string()));
+        fifo.into_iter()
+            .chain(self.queue_attributes_given.iter().cloned())
+            .collect()
     }
 
     /// Bytes of the body that carry the send time; the rest is padding.

@@ -41,6 +41,10 @@ pub struct PhaseReport {
     pub actions: Vec<ActionReport>,
     /// Send → receive, µs, for messages sent and received within this phase.
     pub end_to_end_latency_us: Option<Latency>,
+    /// The same for tenant `t0`'s messages (the noisy one), with `--tenants`.
+    pub end_to_end_noisy_latency_us: Option<Latency>,
+    /// The same for the other tenants' messages (the quiet ones), with `--tenants`.
+    pub end_to_end_quiet_latency_us: Option<Latency>,
     pub generator_cpu: CpuReport,
     pub server_cpu: Option<CpuReport>,
     pub server_rss_bytes: Option<u64>,
@@ -96,6 +100,11 @@ impl Latency {
             p999: histogram.value_at_quantile(0.999),
             max: histogram.max(),
         }
+    }
+
+    /// The percentiles, if anything was recorded.
+    fn of_any(histogram: &Histogram<u64>) -> Option<Latency> {
+        (!histogram.is_empty()).then(|| Latency::of(histogram))
     }
 }
 
@@ -194,8 +203,9 @@ impl PhaseReport {
             messages,
             connections_opened: recorder.connections_opened,
             actions,
-            end_to_end_latency_us: (!recorder.end_to_end_us.is_empty())
-                .then(|| Latency::of(&recorder.end_to_end_us)),
+            end_to_end_latency_us: Latency::of_any(&recorder.end_to_end_us),
+            end_to_end_noisy_latency_us: Latency::of_any(&recorder.end_to_end_noisy_us),
+            end_to_end_quiet_latency_us: Latency::of_any(&recorder.end_to_end_quiet_us),
             generator_cpu: CpuReport::new(
                 cpu_after.generator.saturating_sub(cpu_before.generator),
                 elapsed,
@@ -259,11 +269,16 @@ impl PhaseReport {
                 micros(latency.max),
             );
         }
-        if let Some(latency) = &self.end_to_end_latency_us {
+        for (name, latency) in [
+            ("end-to-end", &self.end_to_end_latency_us),
+            ("  t0 (noisy)", &self.end_to_end_noisy_latency_us),
+            ("  other tenants", &self.end_to_end_quiet_latency_us),
+        ] {
+            let Some(latency) = latency else { continue };
             let _ = writeln!(
                 text,
                 "  {:<20} {:>9} {:>9} {:>7} {:>10} {:>9} {:>9} {:>9} {:>9}",
-                "end-to-end",
+                name,
                 "",
                 latency.samples,
                 "",

@@ -52,6 +52,10 @@ pub struct Recorder {
     pub actions: BTreeMap<Action, ActionStats>,
     /// Send → receive latency of received messages, µs (only when the phase records it).
     pub end_to_end_us: Histogram<u64>,
+    /// The same, of tenant `t0`'s messages (the noisy tenant), with `--tenants`.
+    pub end_to_end_noisy_us: Histogram<u64>,
+    /// The same, of every other tenant's messages, with `--tenants`.
+    pub end_to_end_quiet_us: Histogram<u64>,
     /// Connections opened: one per worker, unless the server closes them.
     pub connections_opened: u64,
 }
@@ -61,6 +65,8 @@ impl Default for Recorder {
         Recorder {
             actions: BTreeMap::new(),
             end_to_end_us: new_histogram(),
+            end_to_end_noisy_us: new_histogram(),
+            end_to_end_quiet_us: new_histogram(),
             connections_opened: 0,
         }
     }
@@ -89,8 +95,16 @@ impl Recorder {
         }
     }
 
-    pub fn end_to_end(&mut self, latency_us: u64) {
-        record(&mut self.end_to_end_us, latency_us.max(1));
+    /// A message's send → receive latency; `noisy` says whether it was tenant `t0`'s, if the
+    /// message had a tenant.
+    pub fn end_to_end(&mut self, latency_us: u64, noisy: Option<bool>) {
+        let latency_us = latency_us.max(1);
+        record(&mut self.end_to_end_us, latency_us);
+        match noisy {
+            Some(true) => record(&mut self.end_to_end_noisy_us, latency_us),
+            Some(false) => record(&mut self.end_to_end_quiet_us, latency_us),
+            None => {}
+        }
     }
 
     pub fn merge(&mut self, other: Recorder) {
@@ -109,9 +123,13 @@ impl Recorder {
             }
         }
         self.connections_opened += other.connections_opened;
-        self.end_to_end_us
-            .add(&other.end_to_end_us)
-            .expect("auto-resizing histograms merge");
+        for (ours, theirs) in [
+            (&mut self.end_to_end_us, &other.end_to_end_us),
+            (&mut self.end_to_end_noisy_us, &other.end_to_end_noisy_us),
+            (&mut self.end_to_end_quiet_us, &other.end_to_end_quiet_us),
+        ] {
+            ours.add(theirs).expect("auto-resizing histograms merge");
+        }
     }
 }
 

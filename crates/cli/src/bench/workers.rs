@@ -61,6 +61,10 @@ pub struct Shared {
     groups: Option<u64>,
     /// Tenants of a standard queue and tenant `t0`'s weight.
     tenants: Option<(u64, u64)>,
+    /// Mean time between two sends of one producer (`None`: no pacing).
+    send_interval: Option<Duration>,
+    /// How long a consumer holds each received message before deleting it.
+    work: Duration,
     /// Messages handed out to producers so far (may pass `send_limit` by less than a batch).
     send_claimed: AtomicU64,
     producers_running: AtomicUsize,
@@ -83,6 +87,10 @@ impl Shared {
             message_size_bytes: plan.message_size_bytes,
             groups: plan.groups,
             tenants: plan.tenants,
+            send_interval: phase
+                .rate_per_s
+                .map(|rate| Duration::from_secs_f64(phase.producers as f64 / rate)),
+            work: Duration::from_millis(plan.work_ms),
             send_claimed: AtomicU64::new(0),
             producers_running: AtomicUsize::new(phase.producers),
         }
@@ -125,57 +133,69 @@ impl Shared {
         }
     }
 
-    /// A body of `message_size_bytes` that starts with the send time, for end-to-end latency.
-    fn message_body(&self) -> String {
+    /// A body of `message_size_bytes` that starts with the send time, for end-to-end latency,
+    /// then, with tenants, the tenant's mark (`NOISY_MARK` for `t0`, `QUIET_MARK` for the others).
+    fn message_body(&self, tenant: Option<u64>) -> String {
         let digits = super::plan::Plan::timestamp_bytes();
         if self.message_size_bytes < digits {
             return "x".repeat(self.message_size_bytes);
         }
         let mut body = String::with_capacity(self.message_size_bytes);
         body.push_str(&format!("{:0digits$}", epoch_micros()));
-        body.extend(std::iter::repeat_n('x', self.message_size_bytes - digits));
+        let mut padding = self.message_size_bytes - digits;
+        if let Some(tenant) = tenant.filter(|_| padding > 0) {
+            body.push(if tenant == 0 { NOISY_MARK } else { QUIET_MARK });
+            padding -= 1;
+        }
+        body.extend(std::iter::repeat_n('x', padding));
         body
     }
 
-    /// The group and a unique deduplication id of the next FIFO message (round-robin over the
-    /// groups), the tenant of the next message of a standard queue with tenants (round-robin,
-    /// `t0` `weight` times in each round), or `None` for a plain standard queue.
-    fn fifo_fields(&self) -> Option<FifoFields> {
+    /// The next message's body and, for a FIFO queue, its group and a unique deduplication id
+    /// (round-robin over the groups); for a standard queue with tenants, its tenant (round-robin,
+    /// `t0` `weight` times in each round); for a plain standard queue, no fields.
+    fn next_message(&self) -> (String, Option<FifoFields>) {
         if let Some((tenants, weight)) = self.tenants {
             let n = FIFO_MESSAGES.fetch_add(1, Relaxed);
-            return Some(FifoFields {
-                message_group_id: format!("t{}", tenant_of(n, tenants, weight)),
+            let tenant = tenant_of(n, tenants, weight);
+            let fields = FifoFields {
+                message_group_id: format!("t{tenant}"),
                 message_deduplication_id: None,
-            });
+            };
+            return (self.message_body(Some(tenant)), Some(fields));
         }
-        let groups = self.groups?;
+        let Some(groups) = self.groups else {
+            return (self.message_body(None), None);
+        };
         let n = FIFO_MESSAGES.fetch_add(1, Relaxed);
-        Some(FifoFields {
+        let fields = FifoFields {
             message_group_id: format!("g{}", n % groups),
             message_deduplication_id: Some(format!("{}-{n}", std::process::id())),
-        })
+        };
+        (self.message_body(None), Some(fields))
     }
 
     fn send_request(&self, count: usize) -> (Action, Vec<u8>) {
         let queue_url = &self.queue_url;
         if self.batch_size == 1 {
-            let body = self.message_body();
+            let (body, fifo) = self.next_message();
             return (
                 Action::SendMessage,
                 encode(&SendMessage {
                     queue_url,
                     message_body: &body,
-                    fifo: self.fifo_fields(),
+                    fifo,
                 }),
             );
         }
-        let bodies: Vec<String> = (0..count).map(|_| self.message_body()).collect();
-        let entries = ENTRY_IDS.into_iter().zip(&bodies);
+        let (bodies, fields): (Vec<String>, Vec<Option<FifoFields>>) =
+            (0..count).map(|_| self.next_message()).unzip();
+        let entries = ENTRY_IDS.into_iter().zip(bodies.iter().zip(fields));
         let entries = entries
-            .map(|(id, body)| SendEntry {
+            .map(|(id, (body, fifo))| SendEntry {
                 id,
                 message_body: body,
-                fifo: self.fifo_fields(),
+                fifo,
             })
             .collect();
         (
@@ -184,6 +204,11 @@ impl Shared {
         )
     }
 }
+
+/// The mark after a body's send time of a message of tenant `t0`, the noisy one.
+const NOISY_MARK: char = 'N';
+/// The mark of every other tenant's message.
+const QUIET_MARK: char = 'Q';
 
 /// The tenant of the `n`-th message: rounds of `tenants - 1 + weight` sends, of which tenant 0
 /// gets the first `weight` and every other tenant one.
@@ -250,7 +275,8 @@ impl Link {
             Link::Sqs(connection) => Link::run_sqs(connection, shared, op).await,
             Link::Pgmq(connection) => match op {
                 Op::Send(count) => {
-                    let bodies: Vec<String> = (0..count).map(|_| shared.message_body()).collect();
+                    let bodies: Vec<String> =
+                        (0..count).map(|_| shared.message_body(None)).collect();
                     let sent = connection.send(&bodies).await?;
                     Ok(Answer::Done(
                         sent,
@@ -276,7 +302,8 @@ impl Link {
             },
             Link::JetStream(connection) => match op {
                 Op::Send(count) => {
-                    let bodies: Vec<String> = (0..count).map(|_| shared.message_body()).collect();
+                    let bodies: Vec<String> =
+                        (0..count).map(|_| shared.message_body(None)).collect();
                     let stored = connection.send(bodies).await?;
                     Ok(Answer::Done(stored, count as u64 - stored, None))
                 }
@@ -430,10 +457,21 @@ impl Worker {
 /// A producer: sends until the stop signal, the phase's send limit, or forever within the time.
 pub async fn produce(shared: Arc<Shared>, mut stop: watch::Receiver<bool>) -> Recorder {
     let mut worker = Worker::new(shared.clone());
+    let mut next_send = Instant::now();
     while !*stop.borrow_and_update() {
         let Some(count) = shared.claim_sends() else {
             break;
         };
+        if let Some(interval) = shared.send_interval {
+            // Open loop: the send times are drawn ahead (a Poisson process), whatever the last
+            // answer took; a producer that fell behind catches up at once.
+            next_send += poisson_gap(interval * count as u32);
+            tokio::select! {
+                biased;
+                _ = stop.changed() => break,
+                () = tokio::time::sleep_until(next_send.into()) => {}
+            }
+        }
         let op = Op::Send(count);
         let action = Link::action(&shared, &op);
         let Some((outcome, latency)) = worker.call(op, &mut stop).await else {
@@ -487,10 +525,22 @@ pub async fn consume(shared: Arc<Shared>, mut stop: watch::Receiver<bool>) -> Re
             .fetch_add(received.len() as u64, Relaxed);
         if shared.record_end_to_end {
             let now_us = epoch_micros();
-            for sent_at_us in received.iter().filter_map(|m| sent_at_us(&m.body)) {
-                worker
-                    .recorder
-                    .end_to_end(now_us.saturating_sub(sent_at_us));
+            for message in &received {
+                if let Some(sent_at_us) = sent_at_us(&message.body) {
+                    let noisy = tenant_mark(&message.body).map(|mark| mark == NOISY_MARK);
+                    worker
+                        .recorder
+                        .end_to_end(now_us.saturating_sub(sent_at_us), noisy);
+                }
+            }
+        }
+        if !shared.work.is_zero() {
+            // The handler's work, one message after another; the stop signal cuts it short.
+            let work = shared.work * received.len() as u32;
+            tokio::select! {
+                biased;
+                _ = stop.changed() => break,
+                () = tokio::time::sleep(work) => {}
             }
         }
         let action = Action::DeleteMessageBatch;
@@ -514,6 +564,21 @@ fn epoch_micros() -> u64 {
         .duration_since(UNIX_EPOCH)
         .unwrap_or_default();
     u64::try_from(since_epoch.as_micros()).unwrap_or(u64::MAX)
+}
+
+/// A gap of a Poisson process whose gaps average `mean`: exponentially distributed.
+fn poisson_gap(mean: Duration) -> Duration {
+    let uniform: f64 = rand::random(); // in [0, 1)
+    mean.mul_f64(-(1.0 - uniform).ln())
+}
+
+/// The tenant's mark a producer wrote after the send time, if there is one.
+fn tenant_mark(body: &str) -> Option<char> {
+    let mark = body
+        .get(super::plan::Plan::timestamp_bytes()..)?
+        .chars()
+        .next()?;
+    [NOISY_MARK, QUIET_MARK].contains(&mark).then_some(mark)
 }
 
 /// The send time a producer wrote at the start of a body, if it is there.
