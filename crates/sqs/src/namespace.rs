@@ -42,8 +42,14 @@ pub struct Namespace {
 impl Namespace {
     /// The prefix of the engine's names of this namespace's queues: `ACCOUNT:REGION:`.
     pub fn prefix(&self) -> String {
-        format!("{}{SEPARATOR}{}{SEPARATOR}", self.account_id, self.region)
+        prefix(&self.account_id, &self.region)
     }
+}
+
+/// The prefix of the engine's names of the queues of `account_id` in `region`:
+/// `ACCOUNT:REGION:` ([`Namespace::prefix`] without building a [`Namespace`]).
+pub fn prefix(account_id: &str, region: &str) -> String {
+    format!("{account_id}{SEPARATOR}{region}{SEPARATOR}")
 }
 
 /// `(account, region, name)` of the engine's name of a queue outside the home namespace, or

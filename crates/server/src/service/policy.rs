@@ -23,7 +23,6 @@ use std::sync::Arc;
 
 use leaseq_core::{Error, QueueConfigPatch};
 use leaseq_sqs::error::SqsError;
-use leaseq_sqs::namespace::Namespace;
 use leaseq_sqs::policy::evaluate::{self, Decision, Policy};
 use leaseq_sqs::{Action, Outcome};
 use parking_lot::Mutex;
@@ -84,17 +83,8 @@ impl Service {
             .namespace
             .as_ref()
             .map_or(self.config.region.as_str(), |namespace| &namespace.region);
-        let prefix = if owner == self.config.account_id && region == self.config.region {
-            String::new()
-        } else {
-            Namespace {
-                account_id: owner.into(),
-                region: region.into(),
-            }
-            .prefix()
-        };
         Ok(Target {
-            prefix,
+            prefix: self.prefix_of(owner, region),
             grant: Some(Grant {
                 account_id: account_id.clone(),
                 iam_action,
