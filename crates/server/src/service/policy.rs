@@ -72,8 +72,7 @@ impl Service {
         }
         // A client-sent `QueueOwnerAWSAccountId` becomes part of an engine name: only a 12-digit
         // account id may (a URL's account is one by construction).
-        let is_account_id = owner.len() == 12 && owner.bytes().all(|b| b.is_ascii_digit());
-        if !is_account_id {
+        if !leaseq_sqs::namespace::is_account_id(owner) {
             return Err(SqsError::access_denied());
         }
         let iam_action = evaluate::iam_action(action).ok_or_else(SqsError::access_denied)?;
