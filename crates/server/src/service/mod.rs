@@ -295,7 +295,7 @@ impl Api for Service {
         let target = self.target(&action, caller)?;
         leaseq_sqs::namespace::qualify(&mut action, &target.prefix)?;
         if let Some(grant) = &target.grant {
-            self.authorize(&action, grant)?;
+            self.authorize(grant)?;
         }
         match action {
             Action::SendMessage { queue, message } => {

@@ -51,6 +51,10 @@ pub(super) struct Grant {
     account_id: Arc<str>,
     /// The IAM action (`SendMessage` for a `SendMessageBatch`).
     iam_action: &'static str,
+    /// The engine name of the queue the action addresses (its name under the target's
+    /// prefix, as `leaseq_sqs::namespace::qualify` spells it), found once by [`Service::target`]
+    /// so that [`Service::authorize`] need not look again.
+    queue: String,
 }
 
 impl Service {
@@ -61,7 +65,7 @@ impl Service {
             prefix: self.namespace_prefix(caller),
             grant: None,
         };
-        let (Some(account_id), Some((_, Some(owner)))) = (
+        let (Some(account_id), Some((name, Some(owner)))) = (
             &caller.account_id,
             leaseq_sqs::namespace::addressed_queue(action),
         ) else {
@@ -82,23 +86,23 @@ impl Service {
             .namespace
             .as_ref()
             .map_or(self.config.region.as_str(), |namespace| &namespace.region);
+        let prefix = self.prefix_of(owner, region);
+        let queue = format!("{prefix}{name}");
         Ok(Target {
-            prefix: self.prefix_of(owner, region),
+            prefix,
             grant: Some(Grant {
                 account_id: account_id.clone(),
                 iam_action,
+                queue,
             }),
         })
     }
 
-    /// Whether the policy of the queue `action` addresses (its engine name, qualified) allows
-    /// the grant; `AccessDenied` if not, or if there is no such queue.
-    pub(super) fn authorize(&self, action: &Action, grant: &Grant) -> Result<(), SqsError> {
-        let Some((name, _)) = leaseq_sqs::namespace::addressed_queue(action) else {
-            return Err(SqsError::access_denied());
-        };
-        let policy = self.parsed_policy(name)?;
-        let resource = leaseq_sqs::queue_arn(&self.context(), name);
+    /// Whether the policy of the grant's queue allows the grant; `AccessDenied` if not, or if
+    /// there is no such queue.
+    pub(super) fn authorize(&self, grant: &Grant) -> Result<(), SqsError> {
+        let policy = self.parsed_policy(&grant.queue)?;
+        let resource = leaseq_sqs::queue_arn(&self.context(), &grant.queue);
         let request = evaluate::Request {
             account_id: &grant.account_id,
             action: grant.iam_action,
