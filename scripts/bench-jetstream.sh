@@ -34,7 +34,7 @@ r = json.load(sys.stdin)["run"]
 count = max(r["messages_sent"], r["messages_deleted"])
 rate = count / r["elapsed_s"]
 cpu = (r.get("server_cpu") or {}).get("us_per_message")
-# The p50 of the phase's first action: the send, or in W3 the receive.
+# The p50 of the first action of the phase: the send, or in W3 the receive.
 p50 = next((a["latency_us"]["p50"] for a in r["actions"] if a["requests"]), 0)
 errors = sum(a["errors"] + a["failed_entries"] for a in r["actions"])
 cpu = "-" if cpu is None else f"{cpu:.1f}"
