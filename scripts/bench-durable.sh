@@ -15,14 +15,11 @@
 set -euo pipefail
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo_root"
+. scripts/lib.sh
 rounds="${1:-2}" seconds="${2:-8}"
-if [[ -z "${LEASEQ_BIN:-}" ]]; then
-    cargo build -q --release -p leaseq
-fi
-bins=("${LEASEQ_BIN:-$repo_root/target/release/leaseq}")
+bins=("$(leaseq_binary)")
 [[ -n "${LEASEQ_OLD:-}" ]] && read -r -a old <<<"$LEASEQ_OLD" && bins=("${old[@]}" "${bins[0]}")
 scratch="$(mktemp -d -p "$repo_root/target" bench-durable.XXXXXX)" # on disk, not tmpfs
-server_pid=""
 trap '[[ -n "$server_pid" ]] && kill "$server_pid" 2>/dev/null; rm -rf "$scratch"' EXIT
 
 probe() {
@@ -51,15 +48,10 @@ EOF
 run() { # binary workload concurrency [mem]
     local port data mode=()
     [[ "${4:-}" == mem ]] && mode=(--in-memory true)
-    port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    port=$(free_port)
     data="$(mktemp -d -p "$scratch")"
-    "$1" serve --data-dir "$data" --listen "127.0.0.1:$port" --log warn "${mode[@]}" \
-        >/dev/null 2>&1 &
-    server_pid=$!
-    for _ in $(seq 1 100); do
-        curl -sf "http://127.0.0.1:$port/health" >/dev/null 2>&1 && break
-        sleep 0.1
-    done
+    start_server "$port" /dev/null \
+        "$1" serve --data-dir "$data" --listen "127.0.0.1:$port" --log warn "${mode[@]}"
     "$1" bench --endpoint "http://127.0.0.1:$port" --workload "$2" -c "$3" --duration "$seconds" \
         --server-pid "$server_pid" --json 2>/dev/null | python3 -c '
 import json, sys
@@ -68,9 +60,7 @@ print("%-3s -c %-3s %7.0f msg/s  p50 %5d us  p99 %6d us  server %5.1f us/msg  be
     sys.argv[1], sys.argv[2], r["messages"] / r["elapsed_s"], l["p50"], l["p99"],
     r["server_cpu"]["us_per_message"], r["generator_cpu"]["us_per_message"], sys.argv[3]))' \
         "$2" "$3" "${4:+  (in memory)}"
-    kill "$server_pid" 2>/dev/null || true
-    wait "$server_pid" 2>/dev/null || true
-    server_pid=""
+    stop_server
     rm -rf "$data"
 }
 

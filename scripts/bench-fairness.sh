@@ -26,6 +26,7 @@
 set -euo pipefail
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo_root"
+. scripts/lib.sh
 
 mode="${1:-engine}"
 if [[ "$mode" != server && "$mode" != dwell ]]; then
@@ -35,21 +36,13 @@ if [[ "$mode" != server && "$mode" != dwell ]]; then
     exit 0
 fi
 
-if [[ -z "${LEASEQ_BIN:-}" ]]; then
-    cargo build -q --release -p leaseq
-fi
-leaseq="${LEASEQ_BIN:-$repo_root/target/release/leaseq}"
+leaseq="$(leaseq_binary)"
 scratch="$(mktemp -d -p "$repo_root/target" bench-fairness.XXXXXX)" # on disk, not tmpfs
-server_pid=""
 trap '[[ -n "$server_pid" ]] && kill "$server_pid" 2>/dev/null; rm -rf "$scratch"' EXIT
-port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+port="$(free_port)"
 
-"$leaseq" serve --listen "127.0.0.1:$port" --data-dir "$scratch/data" --fsync always >"$scratch/log" 2>&1 &
-server_pid=$!
-for _ in $(seq 1 100); do
-    curl -sf "http://127.0.0.1:$port/health" >/dev/null 2>&1 && break
-    sleep 0.1
-done
+start_server "$port" "$scratch/log" \
+    "$leaseq" serve --listen "127.0.0.1:$port" --data-dir "$scratch/data" --fsync always
 
 summary() { # reads bench --json on stdin, prints one line
     python3 -c '

@@ -14,14 +14,11 @@
 set -euo pipefail
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo_root"
+. scripts/lib.sh
 seconds="${1:-10}" backlog="${2:-100000}"
 nats_url="${NATS_URL:-nats://127.0.0.1:4222}"
-if [[ -z "${LEASEQ_BIN:-}" ]]; then
-    cargo build -q --release -p leaseq
-fi
-leaseq="${LEASEQ_BIN:-$repo_root/target/release/leaseq}"
+leaseq="$(leaseq_binary)"
 scratch="$(mktemp -d -p "$repo_root/target" bench-jetstream.XXXXXX)" # on disk, not tmpfs
-server_pid=""
 trap '[[ -n "$server_pid" ]] && kill "$server_pid" 2>/dev/null; rm -rf "$scratch"' EXIT
 
 nats_pid="$(pgrep -o -x nats-server || true)"
@@ -34,7 +31,7 @@ r = json.load(sys.stdin)["run"]
 count = max(r["messages_sent"], r["messages_deleted"])
 rate = count / r["elapsed_s"]
 cpu = (r.get("server_cpu") or {}).get("us_per_message")
-# The p50 of the phase's first action: the send, or in W3 the receive.
+# The p50 of the first action of the phase: the send, or in W3 the receive.
 p50 = next((a["latency_us"]["p50"] for a in r["actions"] if a["requests"]), 0)
 errors = sum(a["errors"] + a["failed_entries"] for a in r["actions"])
 cpu = "-" if cpu is None else f"{cpu:.1f}"
@@ -54,17 +51,11 @@ workloads() { # label, pid, bench target args...
 }
 
 for fsync in ${LEASEQ_FSYNC:-always never}; do
-    port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
-    "$leaseq" serve --listen "127.0.0.1:$port" --data-dir "$scratch/data-$fsync" --fsync "$fsync" \
-        --log warn >"$scratch/log-$fsync" 2>&1 &
-    server_pid=$!
-    for _ in $(seq 1 100); do
-        curl -sf "http://127.0.0.1:$port/health" >/dev/null 2>&1 && break
-        sleep 0.1
-    done
+    port="$(free_port)"
+    start_server "$port" "$scratch/log-$fsync" \
+        "$leaseq" serve --listen "127.0.0.1:$port" --data-dir "$scratch/data-$fsync" \
+        --fsync "$fsync" --log warn
     workloads "leaseq --fsync $fsync" "$server_pid" --endpoint "http://127.0.0.1:$port"
-    kill "$server_pid"
-    wait "$server_pid" 2>/dev/null || true
-    server_pid=""
+    stop_server
 done
 workloads "JetStream (default durability)" "$nats_pid" --jetstream "$nats_url"

@@ -8,30 +8,20 @@
 set -euo pipefail
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo_root"
+. scripts/lib.sh
 workload="${1:-w2}" concurrency="${2:-64}" seconds="${3:-10}" rounds="${4:-2}"
-if [[ -z "${LEASEQ_BIN:-}" ]]; then
-    cargo build -q --release -p leaseq
-fi
-bin="${LEASEQ_BIN:-$repo_root/target/release/leaseq}"
-server_pid=""
+bin="$(leaseq_binary)"
 trap '[[ -n "$server_pid" ]] && kill "$server_pid" 2>/dev/null; true' EXIT
 
 for round in $(seq 1 "$rounds"); do
     for metrics in true false; do
-        port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-        env -u LEASEQ_METRICS "$bin" serve --in-memory true --metrics "$metrics" \
-            --listen "127.0.0.1:$port" --log warn >/dev/null 2>&1 &
-        server_pid=$!
-        for _ in $(seq 1 100); do
-            curl -sf "http://127.0.0.1:$port/health" >/dev/null 2>&1 && break
-            sleep 0.1
-        done
+        port=$(free_port)
+        start_server "$port" /dev/null env -u LEASEQ_METRICS "$bin" serve --in-memory true \
+            --metrics "$metrics" --listen "127.0.0.1:$port" --log warn
         rate=$("$bin" bench --endpoint "http://127.0.0.1:$port" --workload "$workload" \
             -c "$concurrency" --duration "$seconds" --json 2>/dev/null |
             python3 -c 'import json,sys; r=json.load(sys.stdin)["run"]; print("%.0f" % (r["messages"] / r["elapsed_s"]))')
-        kill "$server_pid" 2>/dev/null || true
-        wait "$server_pid" 2>/dev/null || true
-        server_pid=""
+        stop_server
         echo "round $round  $workload -c $concurrency  metrics=$metrics  $rate msg/s"
     done
 done

@@ -25,38 +25,16 @@
 set -euo pipefail
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo_root"
+. scripts/lib.sh
 rounds="${1:-1}" seconds="${2:-10}"
 systems="${SYSTEMS:-bare leaseq nats rabbitmq}"
 driver="$repo_root/scripts/bench_peers.py"
 scratch="$(mktemp -d -p "$repo_root/target" bench-peers.XXXXXX)" # on disk, not tmpfs
-server_pid="" failed=0
+failed=0
 trap '[[ -n "$server_pid" ]] && kill "$server_pid" 2>/dev/null; rm -rf "$scratch"' EXIT
 
 # The clients' venv, made by scripts/client-venvs.sh.
 venv="${LEASEQ_VENVS_DIR:-$repo_root/target/venvs}/peers"
-
-free_port() {
-    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
-
-start_server() { # port command...: starts it in the background, waits until it answers
-    local port="$1"
-    shift
-    "$@" >/dev/null 2>&1 &
-    server_pid=$!
-    for _ in $(seq 1 100); do
-        curl -sf "http://127.0.0.1:$port/health" >/dev/null 2>&1 && return 0
-        sleep 0.1
-    done
-    echo "bench-peers: $* did not answer on port $port" >&2
-    return 1
-}
-
-stop_server() {
-    kill "$server_pid" 2>/dev/null || true
-    wait "$server_pid" 2>/dev/null || true
-    server_pid=""
-}
 
 drive() { # system [driver args...]: one driver run; a failure is remembered, not fatal
     "$py" "$driver" "$@" --seconds "$seconds" || failed=1
@@ -65,7 +43,7 @@ drive() { # system [driver args...]: one driver run; a failure is remembered, no
 run_bare() {
     local port
     port=$(free_port)
-    start_server "$port" target/release/examples/bare_http "127.0.0.1:$port"
+    start_server "$port" /dev/null target/release/examples/bare_http "127.0.0.1:$port"
     drive wrk --server-pid "$server_pid" --endpoint "http://127.0.0.1:$port/"
     drive bare --server-pid "$server_pid" --endpoint "http://127.0.0.1:$port/"
     stop_server
@@ -77,7 +55,7 @@ run_leaseq() {
         for client in python rust; do
             port=$(free_port)
             data="$(mktemp -d -p "$scratch")"
-            start_server "$port" "$leaseq" serve --data-dir "$data" \
+            start_server "$port" /dev/null "$leaseq" serve --data-dir "$data" \
                 --listen "127.0.0.1:$port" --log warn --fsync "$fsync"
             if [[ "$client" == python ]]; then
                 drive leaseq --server-pid "$server_pid" --endpoint "http://127.0.0.1:$port/" \
@@ -110,10 +88,7 @@ for system in $systems; do
             command -v wrk >/dev/null || apt-get install -y -q wrk >/dev/null
             ;;
         leaseq)
-            if [[ -z "${LEASEQ_BIN:-}" ]]; then
-                cargo build -q --release -p leaseq
-            fi
-            leaseq="${LEASEQ_BIN:-$repo_root/target/release/leaseq}"
+            leaseq="$(leaseq_binary)"
             ;;
         nats | rabbitmq) ;;
         *) echo "bench-peers: unknown system $system (bare leaseq nats rabbitmq)" >&2; exit 2 ;;

@@ -12,6 +12,7 @@ set -euo pipefail
 
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo_root"
+. scripts/lib.sh
 rounds="${1:-3}"
 seconds="${2:-10}"
 concurrency="${LEASEQ_BENCH_CONCURRENCY:-64}"
@@ -22,12 +23,8 @@ if [[ -z "${LEASEQ_BIN:-}" && ! -x "$bin" ]]; then
 fi
 
 work="$(mktemp -d "${TMPDIR:-/tmp}/leaseq-bench-tls.XXXXXX")"
-server_pid=""
 cleanup() {
-    if [[ -n "$server_pid" ]] && kill -0 "$server_pid" 2>/dev/null; then
-        kill -TERM "$server_pid" 2>/dev/null || true
-        wait "$server_pid" 2>/dev/null || true
-    fi
+    stop_server
     rm -rf "$work"
 }
 trap cleanup EXIT
@@ -42,29 +39,21 @@ printf '%s\n' "subjectAltName=DNS:localhost,IP:127.0.0.1" "basicConstraints=CA:F
 openssl x509 -req -in "$work/server.csr" -CA "$work/ca.pem" -CAkey "$work/ca.key" \
     -CAcreateserial -days 2 -extfile "$work/server.ext" -out "$work/cert.pem" 2>/dev/null
 
-free_port() {
-    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
-
 # One measured run: starts a server with "$@" on a fresh port, benches it, stops it; writes
 # the throughput (msg/s) of its measured phase and the server's CPU per message to
 # $work/SCHEME.result.
 run() {
     local scheme="$1"; shift
     local port; port="$(free_port)"
-    "$bin" serve --listen "127.0.0.1:$port" --in-memory true --admin-listen 127.0.0.1:0 \
-        --log warn "$@" >"$work/server.log" 2>&1 &
-    server_pid=$!
-    for _ in $(seq 1 100); do
-        (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break
-        sleep 0.1
-    done
+    # A TCP probe: the HTTPS run's /health is not plain HTTP.
+    start_server --tcp "$port" "$work/server.log" "$bin" serve --listen "127.0.0.1:$port" \
+        --in-memory true --admin-listen 127.0.0.1:0 --log warn "$@"
     local extra=()
     [[ "$scheme" == https ]] && extra=(--ca-bundle "$work/ca.pem")
     "$bin" bench --endpoint "$scheme://localhost:$port" "${extra[@]}" --workload "$workload" \
         -c "$concurrency" --duration "$seconds" --server-pid "$server_pid" --json \
         >"$work/$scheme.json" 2>"$work/$scheme.progress"
-    kill -TERM "$server_pid"; wait "$server_pid" 2>/dev/null || true; server_pid=""
+    stop_server
     python3 - "$work/$scheme.json" >"$work/$scheme.result" <<'PY'
 import json, sys
 run = json.load(open(sys.argv[1]))["run"]

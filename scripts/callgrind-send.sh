@@ -12,6 +12,7 @@
 set -euo pipefail
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo_root"
+. scripts/lib.sh
 command -v valgrind >/dev/null || { echo "valgrind is not installed" >&2; exit 1; }
 if [[ $# -eq 0 ]]; then
     cargo build -q --release -p leaseq
@@ -19,27 +20,22 @@ if [[ $# -eq 0 ]]; then
 fi
 n1="${N1:-1000}" n2="${N2:-3000}"
 scratch="$(mktemp -d -p "$repo_root/target" callgrind.XXXXXX)"
-server_pid=""
 trap '[[ -n "$server_pid" ]] && kill "$server_pid" 2>/dev/null; rm -rf "$scratch"' EXIT
 
 instructions() { # binary messages -> total Ir of the server's run
     local port data out
-    port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    port=$(free_port)
     data="$(mktemp -d -p "$scratch")" out="$data/callgrind.out"
-    valgrind --tool=callgrind --callgrind-out-file="$out" "$1" serve --data-dir "$data/d" \
-        --listen "127.0.0.1:$port" --log warn --threads 1 >/dev/null 2>&1 &
-    server_pid=$!
-    for _ in $(seq 1 600); do
-        curl -sf "http://127.0.0.1:$port/health" >/dev/null 2>&1 && break
-        sleep 0.1
-    done
+    # A server under valgrind starts slowly.
+    READY_TIMEOUT_S=60 start_server "$port" /dev/null \
+        valgrind --tool=callgrind --callgrind-out-file="$out" "$1" serve --data-dir "$data/d" \
+        --listen "127.0.0.1:$port" --log warn --threads 1
     "$1" bench --endpoint "http://127.0.0.1:$port" --workload w1 -c 1 --messages 200 \
         --queue warm --keep >/dev/null 2>&1
     "$1" bench --endpoint "http://127.0.0.1:$port" --workload w1 -c 1 --messages "$2" \
         --queue measured --duration 600 >/dev/null 2>&1
-    kill -INT "$server_pid"
-    wait "$server_pid" 2>/dev/null || true
-    server_pid=""
+    # SIGINT: valgrind writes the profile as the server stops.
+    stop_server INT
     awk '/^summary:/ { print $2 }' "$out"
 }
 

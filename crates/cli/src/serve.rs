@@ -269,7 +269,7 @@ fn read_secret(path: &std::path::Path) -> anyhow::Result<String> {
 
 /// An account id as AWS writes them: 12 digits.
 fn check_account_id(account_id: &str) -> anyhow::Result<()> {
-    if account_id.len() != 12 || !account_id.bytes().all(|b| b.is_ascii_digit()) {
+    if !leaseq_sqs::namespace::is_account_id(account_id) {
         bail!("account_id must be 12 digits, not {account_id:?}");
     }
     Ok(())

@@ -19,7 +19,7 @@ use leaseq_server::auth::{Credential, Secret};
 use leaseq_server::clock::{now_ms, ManualClock};
 use leaseq_testkit::http::{self, Connection};
 use leaseq_testkit::launch::{InProcessServer, Options};
-use leaseq_testkit::sdk::sdk_client_signing;
+use leaseq_testkit::sdk::{create_queue, sdk_client_signing};
 
 const KEY_ID: &str = "AKIAEXAMPLE1";
 const SECRET: &str = "secret-one/with+symbols";
@@ -48,6 +48,11 @@ async fn server(clock: ManualClock) -> InProcessServer {
     .await
 }
 
+/// Creates queue `name` (no attributes) with `client`'s key; its URL.
+async fn create(client: &aws_sdk_sqs::Client, name: &str) -> String {
+    create_queue(client, name, &[]).await
+}
+
 /// The code of an SDK error (from `x-amzn-query-error`, as the SDK reads it).
 fn code<E: ProvideErrorMetadata>(error: &E) -> String {
     error.code().unwrap_or("<none>").to_string()
@@ -57,14 +62,7 @@ fn code<E: ProvideErrorMetadata>(error: &E) -> String {
 async fn the_right_key_works_and_is_the_sender() {
     let server = server(ManualClock::new(now_ms())).await;
     let sqs = sdk_client_signing(server.endpoint(), KEY_ID, SECRET);
-    let url = sqs
-        .create_queue()
-        .queue_name("jobs")
-        .send()
-        .await
-        .unwrap()
-        .queue_url
-        .unwrap();
+    let url = create(&sqs, "jobs").await;
     sqs.send_message()
         .queue_url(&url)
         .message_body("hello")
@@ -216,19 +214,6 @@ async fn two_accounts_each_have_a_queue_jobs() {
     let a = sdk_client_signing(server.endpoint(), KEY_ID, SECRET);
     let b = sdk_client_signing(server.endpoint(), KEY_ID_B, SECRET_B);
     let home = sdk_client_signing(server.endpoint(), KEY_ID_HOME, "home-secret");
-    let create = |client: &aws_sdk_sqs::Client, name: &'static str| {
-        let client = client.clone();
-        async move {
-            client
-                .create_queue()
-                .queue_name(name)
-                .send()
-                .await
-                .unwrap()
-                .queue_url
-                .unwrap()
-        }
-    };
     let url_a = create(&a, "jobs").await;
     let url_b = create(&b, "jobs").await;
     let url_home = create(&home, "jobs").await;

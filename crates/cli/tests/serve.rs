@@ -4,24 +4,16 @@
 
 mod common;
 
-use std::net::{SocketAddr, TcpListener};
-use std::process::Command;
+use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use leaseq_testkit::http;
-use leaseq_testkit::launch::ChildServer;
+use leaseq_testkit::launch::{free_loopback_addr, ChildServer};
 use leaseq_testkit::names::ScratchDir;
 use serde_json::{json, Value};
 
 fn scratch(name: &str) -> ScratchDir {
     ScratchDir::new(env!("CARGO_TARGET_TMPDIR"), &format!("serve-{name}"))
-}
-
-fn free_port() -> SocketAddr {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
 }
 
 /// Starts the binary with `args` and `env`, which make it listen on `addr`, logging into
@@ -39,6 +31,24 @@ async fn start(
     ChildServer::start(command, dir.path()).await
 }
 
+/// Starts the binary in memory with `args` and `env` on a free port (the launcher adds
+/// `--listen`), logging into `dir`, and waits for `/health`.
+async fn start_in_memory(args: &[&str], env: &[(&str, &str)], dir: &ScratchDir) -> ChildServer {
+    let mut command = common::serve_command()
+        .args(["--in-memory", "true"])
+        .args(args);
+    for (name, value) in env {
+        command = command.env(name, value);
+    }
+    ChildServer::start(command, dir.path()).await
+}
+
+/// Runs `leaseq serve` with `args`, which must be refused before the server starts; returns
+/// what it printed on stderr.
+fn refused(args: &[&str]) -> String {
+    common::refused_serve(args)
+}
+
 async fn call(addr: SocketAddr, action: &str, body: Value) -> (u16, Value) {
     let response = http::sqs_json(addr, action, &body).await;
     let parsed = serde_json::from_slice(&response.body).unwrap_or(Value::Null);
@@ -48,7 +58,7 @@ async fn call(addr: SocketAddr, action: &str, body: Value) -> (u16, Value) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn config_file_env_graceful_stop_and_restart() {
     let dir = scratch("config");
-    let addr = free_port();
+    let addr = free_loopback_addr();
     let config = dir.path().join("leaseq.toml");
     std::fs::write(
         &config,
@@ -163,19 +173,6 @@ tags = {{ team = "payments" }}
     server.stop().await;
 }
 
-/// Runs `leaseq serve` with `args`, which must be refused before the server starts; returns
-/// what it printed on stderr.
-fn refused(args: &[&str]) -> String {
-    let output = Command::new(env!("CARGO_BIN_EXE_leaseq"))
-        .arg("serve")
-        .args(args)
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
-    assert!(!output.status.success(), "{stderr}");
-    stderr
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_bad_config_file_is_refused_with_a_clear_message() {
     let dir = scratch("bad-config");
@@ -222,7 +219,7 @@ async fn a_bad_config_file_is_refused_with_a_clear_message() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_corrupt_log_stops_the_start_unless_salvage_is_asked_for() {
     let dir = scratch("corrupt");
-    let addr = free_port();
+    let addr = free_loopback_addr();
     let data = dir.path().join("data");
     let listen = addr.to_string();
     let args = [
@@ -255,13 +252,7 @@ async fn a_corrupt_log_stops_the_start_unless_salvage_is_asked_for() {
     std::fs::write(&segment, &bytes).unwrap();
     let file_name = segment.file_name().unwrap().to_string_lossy().into_owned();
 
-    let output = Command::new(env!("CARGO_BIN_EXE_leaseq"))
-        .arg("serve")
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(!output.status.success());
-    let stderr = String::from_utf8_lossy(&output.stderr);
+    let stderr = refused(&args);
     assert!(stderr.contains("corrupt log"), "{stderr}");
     assert!(stderr.contains(&file_name), "{stderr}");
     assert!(stderr.contains("at byte"), "{stderr}");
@@ -326,7 +317,7 @@ async fn exposing_the_port_needs_authentication_or_an_explicit_yes() {
     );
 
     // allow_anonymous = true: it starts on every address.
-    let addr = free_port();
+    let addr = free_loopback_addr();
     let listen = format!("0.0.0.0:{}", addr.port());
     let mut server = start(
         &["--in-memory", "true", "--listen", &listen],
@@ -343,7 +334,7 @@ async fn exposing_the_port_needs_authentication_or_an_explicit_yes() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn keys_from_the_config_file_a_secret_file_and_the_environment() {
     let dir = scratch("credentials");
-    let addr = free_port();
+    let addr = free_loopback_addr();
     let secret_file = dir.path().join("secret");
     std::fs::write(&secret_file, "file-secret\n").unwrap();
     let config = dir.path().join("leaseq.toml");
@@ -388,28 +379,14 @@ async fn keys_from_the_config_file_a_secret_file_and_the_environment() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn healthcheck_exits_0_only_for_a_ready_server() {
     let dir = scratch("healthcheck");
-    let addr = free_port();
-    let listen = addr.to_string();
-    let mut server = start(
-        &["--in-memory", "true", "--listen", &listen],
-        &[],
-        &dir,
-        addr,
-    )
-    .await;
-    let check = |endpoint: String| {
-        Command::new(env!("CARGO_BIN_EXE_leaseq"))
-            .args(["healthcheck", "--endpoint", &endpoint, "--timeout", "5"])
-            .env_remove("LEASEQ_ENDPOINT")
-            .output()
-            .unwrap()
-    };
-    let ready = check(format!("http://{addr}"));
+    let mut server = start_in_memory(&[], &[], &dir).await;
+    let addr = server.addr();
+    let ready = common::healthcheck(&format!("http://{addr}"));
     assert!(ready.status.success(), "{ready:?}");
     assert_eq!(String::from_utf8_lossy(&ready.stdout).trim(), "ok");
     server.stop().await;
     // Nothing listens there now.
-    let gone = check(format!("http://{addr}"));
+    let gone = common::healthcheck(&format!("http://{addr}"));
     assert!(!gone.status.success());
     assert!(
         String::from_utf8_lossy(&gone.stderr).contains("connecting to"),
@@ -420,25 +397,15 @@ async fn healthcheck_exits_0_only_for_a_ready_server() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_keys_the_dashboard_is_only_on_the_admin_listener() {
     let dir = scratch("admin-listen");
-    let addr = free_port();
-    let admin = free_port();
-    let (listen, admin_listen) = (addr.to_string(), admin.to_string());
-    let mut server = start(
-        &[
-            "--in-memory",
-            "true",
-            "--listen",
-            &listen,
-            "--auth",
-            "sigv4",
-            "--admin-listen",
-            &admin_listen,
-        ],
+    let admin = free_loopback_addr();
+    let admin_listen = admin.to_string();
+    let mut server = start_in_memory(
+        &["--auth", "sigv4", "--admin-listen", &admin_listen],
         &[("LEASEQ_CREDENTIALS", "AKIAADMIN:admin-secret")],
         &dir,
-        addr,
     )
     .await;
+    let addr = server.addr();
     let get = |address: std::net::SocketAddr, path: &'static str| async move {
         let mut connection = http::Connection::connect(address).await.unwrap();
         connection.send("GET", path, &[], b"").await.unwrap()
@@ -466,22 +433,7 @@ async fn with_keys_the_dashboard_is_only_on_the_admin_listener() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn logs_are_json_lines_or_text_without_colour_codes() {
     let dir = scratch("log-format");
-    let addr = free_port();
-    let listen = addr.to_string();
-    let mut server = start(
-        &[
-            "--in-memory",
-            "true",
-            "--listen",
-            &listen,
-            "--log-format",
-            "json",
-        ],
-        &[],
-        &dir,
-        addr,
-    )
-    .await;
+    let mut server = start_in_memory(&["--log-format", "json"], &[], &dir).await;
     server.stop().await;
     let log = server.log();
     let lines: Vec<&str> = log.lines().filter(|line| !line.is_empty()).collect();
@@ -496,15 +448,7 @@ async fn logs_are_json_lines_or_text_without_colour_codes() {
     }
     assert!(log.contains("leaseq listening on"), "{log}");
     // Text (the default) into a file: no colour codes.
-    let addr = free_port();
-    let listen = addr.to_string();
-    let mut server = start(
-        &["--in-memory", "true", "--listen", &listen],
-        &[],
-        &dir,
-        addr,
-    )
-    .await;
+    let mut server = start_in_memory(&[], &[], &dir).await;
     server.stop().await;
     let log = server.log();
     assert!(log.contains("leaseq listening on"), "{log}");

@@ -7,14 +7,17 @@ mod common;
 #[path = "common/pki.rs"]
 mod pki;
 
-use std::process::Command;
+use std::ffi::OsStr;
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http_body_util::{BodyExt as _, Full};
 use hyper::{Request, Version};
 use hyper_util::rt::{TokioExecutor, TokioIo};
-use leaseq_testkit::launch::{ChildServer, InProcessServer, Options};
+use leaseq_testkit::launch::{
+    free_loopback_addr, ChildServer, InProcessServer, Options, ServeCommand,
+};
 use leaseq_testkit::names::ScratchDir;
 use pki::{Ca, ServerPair};
 use serde_json::Value;
@@ -30,6 +33,15 @@ async fn tls_server(pair: &ServerPair, dir: &ScratchDir) -> InProcessServer {
         ..Options::default()
     })
     .await
+}
+
+/// `leaseq serve` in memory with TLS from `certificate` and `key` on `--listen`, its admin
+/// listener (plain HTTP) on `admin_listen`.
+fn tls_serve(certificate: &Path, key: &Path, admin_listen: &str) -> ServeCommand {
+    common::serve_command()
+        .args(["--in-memory", "true", "--admin-listen", admin_listen])
+        .args([OsStr::new("--tls-cert"), certificate.as_os_str()])
+        .args([OsStr::new("--tls-key"), key.as_os_str()])
 }
 
 /// An AWS JSON 1.0 request of `action` with `body`.
@@ -229,17 +241,8 @@ async fn sighup_reloads_the_pair_for_new_connections_and_keeps_open_ones() {
     let ca = Ca::new("leaseq test CA");
     let first = ca.server_pair("first");
     let (certificate, key) = first.write(dir.path());
-    let command = common::serve_command().args([
-        "--in-memory".as_ref(),
-        "true".as_ref(),
-        "--tls-cert".as_ref(),
-        certificate.as_os_str(),
-        "--tls-key".as_ref(),
-        key.as_os_str(),
-        // Not the default admin port (127.0.0.1:9325 with TLS), which may be taken.
-        "--admin-listen".as_ref(),
-        "127.0.0.1:0".as_ref(),
-    ]);
+    // Not the default admin port (127.0.0.1:9325 with TLS), which may be taken.
+    let command = tls_serve(&certificate, &key, "127.0.0.1:0");
     let server = ChildServer::start(command, dir.path()).await;
     assert!(server.endpoint().starts_with("https://"));
     assert!(
@@ -304,18 +307,10 @@ async fn sighup_reloads_the_pair_for_new_connections_and_keeps_open_ones() {
     );
 }
 
-/// `leaseq serve` with `args`: it must fail to start; its stderr.
-fn refused_start(args: &[&std::ffi::OsStr]) -> String {
-    let output = Command::new(env!("CARGO_BIN_EXE_leaseq"))
-        .arg("serve")
-        .args(["--in-memory", "true", "--listen", "127.0.0.1:0"])
-        .args(args)
-        .env_remove("LEASEQ_TLS_CERT")
-        .env_remove("LEASEQ_TLS_KEY")
-        .output()
-        .unwrap();
-    assert!(!output.status.success(), "{output:?}");
-    String::from_utf8_lossy(&output.stderr).into_owned()
+/// `leaseq serve` (in memory, on a free port) with `args`: it must fail to start; its stderr.
+fn refused_start(args: &[&OsStr]) -> String {
+    let base = ["--in-memory", "true", "--listen", "127.0.0.1:0"].map(OsStr::new);
+    common::refused_serve(base.iter().chain(args))
 }
 
 #[test]
@@ -325,7 +320,7 @@ fn a_half_or_broken_tls_configuration_stops_the_start() {
     let pair = ca.server_pair("leaseq");
     let (certificate, key) = pair.write(dir.path());
     let (certificate, key) = (certificate.as_os_str(), key.as_os_str());
-    let flag = |name: &'static str| std::ffi::OsStr::new(name);
+    let flag = |name: &'static str| OsStr::new(name);
 
     let alone = refused_start(&[flag("--tls-cert"), certificate]);
     assert!(
@@ -391,37 +386,17 @@ async fn with_tls_the_probes_and_the_dashboard_are_on_the_plain_admin_listener()
     let dir = scratch("admin");
     let ca = Ca::new("leaseq test CA");
     let (certificate, key) = ca.server_pair("leaseq").write(dir.path());
-    let admin = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap();
-    let admin_text = admin.to_string();
-    let command = common::serve_command().args([
-        "--in-memory".as_ref(),
-        "true".as_ref(),
-        "--tls-cert".as_ref(),
-        certificate.as_os_str(),
-        "--tls-key".as_ref(),
-        key.as_os_str(),
-        "--admin-listen".as_ref(),
-        std::ffi::OsStr::new(&admin_text),
-    ]);
+    let admin = free_loopback_addr();
+    let command = tls_serve(&certificate, &key, &admin.to_string());
     let mut server = ChildServer::start(command, dir.path()).await;
     for path in ["/readyz", "/livez", "/metrics", "/"] {
         let answer = leaseq_testkit::http::request(admin, "GET", path, &[], b"").await;
         assert_eq!(answer.status, 200, "{path}: {answer:?}");
     }
-    let check = |endpoint: String| {
-        Command::new(env!("CARGO_BIN_EXE_leaseq"))
-            .args(["healthcheck", "--endpoint", &endpoint, "--timeout", "5"])
-            .env_remove("LEASEQ_ENDPOINT")
-            .output()
-            .unwrap()
-    };
-    let ready = check(format!("http://{admin}"));
+    let ready = common::healthcheck(&format!("http://{admin}"));
     assert!(ready.status.success(), "{ready:?}");
     assert_eq!(String::from_utf8_lossy(&ready.stdout).trim(), "ok");
-    let https = check(server.endpoint());
+    let https = common::healthcheck(&server.endpoint());
     assert!(!https.status.success());
     assert!(
         String::from_utf8_lossy(&https.stderr).contains("ask the admin listener"),

@@ -42,8 +42,21 @@ pub struct Namespace {
 impl Namespace {
     /// The prefix of the engine's names of this namespace's queues: `ACCOUNT:REGION:`.
     pub fn prefix(&self) -> String {
-        format!("{}{SEPARATOR}{}{SEPARATOR}", self.account_id, self.region)
+        prefix(&self.account_id, &self.region)
     }
+}
+
+/// The prefix of the engine's names of the queues of `account_id` in `region`:
+/// `ACCOUNT:REGION:` ([`Namespace::prefix`] without building a [`Namespace`]).
+pub fn prefix(account_id: &str, region: &str) -> String {
+    format!("{account_id}{SEPARATOR}{region}{SEPARATOR}")
+}
+
+/// Whether `text` is an AWS account id: 12 ASCII digits. The one check for every account id
+/// a client sends (a queue URL's `/ACCOUNT/NAME`, `QueueOwnerAWSAccountId`) and for the
+/// server's own settings.
+pub fn is_account_id(text: &str) -> bool {
+    text.len() == 12 && text.bytes().all(|b| b.is_ascii_digit())
 }
 
 /// `(account, region, name)` of the engine's name of a queue outside the home namespace, or
@@ -250,6 +263,21 @@ mod tests {
         ];
         for (host, region) in cases {
             assert_eq!(region_of_host(host), region, "{host}");
+        }
+    }
+
+    #[test]
+    fn account_ids_are_12_digits() {
+        assert!(is_account_id("123456789012"));
+        for text in [
+            "",
+            "12345678901",
+            "1234567890123",
+            "12345678901a",
+            "queue",
+            "１２３４５６７８９０１２",
+        ] {
+            assert!(!is_account_id(text), "{text:?}");
         }
     }
 

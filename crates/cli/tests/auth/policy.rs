@@ -29,7 +29,7 @@ use leaseq_server::clock::{now_ms, ManualClock};
 use leaseq_testkit::launch::InProcessServer;
 use leaseq_testkit::sdk::{sdk_client, sdk_client_signing};
 
-use super::{server, KEY_ID, KEY_ID_B, KEY_ID_HOME, SECRET, SECRET_B};
+use super::{create, server, KEY_ID, KEY_ID_B, KEY_ID_HOME, SECRET, SECRET_B};
 
 const OWNER: &str = "111111111111";
 const GRANTED: &str = "222222222222";
@@ -72,17 +72,6 @@ fn assert_denied<T: std::fmt::Debug, E: ProvideErrorMetadata + std::fmt::Debug>(
         Some(format!("Access to the resource {endpoint}/ is denied.").as_str()),
         "{what}"
     );
-}
-
-async fn create(client: &Client, name: &str) -> String {
-    client
-        .create_queue()
-        .queue_name(name)
-        .send()
-        .await
-        .unwrap()
-        .queue_url
-        .unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

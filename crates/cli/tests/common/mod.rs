@@ -8,8 +8,10 @@
 
 #![allow(dead_code)] // Each test binary uses its own subset of the helpers.
 
+use std::ffi::OsStr;
 use std::net::SocketAddr;
 use std::path::Path;
+use std::process::{Command, Output};
 
 use aws_sdk_sqs::Client;
 use leaseq_testkit::http;
@@ -22,6 +24,39 @@ use leaseq_testkit::http::RawResponse;
 /// `leaseq serve` of this package's binary.
 pub fn serve_command() -> ServeCommand {
     ServeCommand::new(env!("CARGO_BIN_EXE_leaseq"))
+}
+
+/// This package's binary with none of the developer's `LEASEQ_*` variables, as
+/// [`ServeCommand`] runs it: settings from the environment must not leak into a test.
+pub fn leaseq_command() -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_leaseq"));
+    for (name, _) in std::env::vars_os() {
+        if name.to_string_lossy().starts_with("LEASEQ_") {
+            command.env_remove(name);
+        }
+    }
+    command
+}
+
+/// Runs `leaseq serve` with `args`, which must be refused before the server starts; returns
+/// what it printed on stderr.
+pub fn refused_serve<I, S>(args: I) -> String
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<OsStr>,
+{
+    let output = leaseq_command().arg("serve").args(args).output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert!(!output.status.success(), "{output:?}");
+    stderr
+}
+
+/// Runs `leaseq healthcheck` against `endpoint` (5 s at the most); its output.
+pub fn healthcheck(endpoint: &str) -> Output {
+    leaseq_command()
+        .args(["healthcheck", "--endpoint", endpoint, "--timeout", "5"])
+        .output()
+        .unwrap()
 }
 
 /// The crash tests' server on `data_dir`: `--fsync always`, so every acknowledged request is

@@ -239,14 +239,23 @@ impl Service {
 
     /// The prefix of the engine's names of the caller's queues: empty for the home namespace.
     fn namespace_prefix(&self, caller: &Caller) -> String {
-        match &caller.namespace {
-            Some(namespace)
-                if *namespace.account_id != *self.config.account_id
-                    || *namespace.region != *self.config.region =>
-            {
-                namespace.prefix()
-            }
-            _ => String::new(),
+        caller
+            .namespace
+            .as_ref()
+            .map_or_else(String::new, |namespace| {
+                self.prefix_of(&namespace.account_id, &namespace.region)
+            })
+    }
+
+    /// The prefix of the engine's names of the queues of `account_id` in `region`: empty for
+    /// the home namespace (the service's `account_id` and `region`), whose queues keep their
+    /// plain names. The one place that decides it, for the caller's own queues and for
+    /// another account's queue alike (see `policy.rs`).
+    fn prefix_of(&self, account_id: &str, region: &str) -> String {
+        if account_id == self.config.account_id && region == self.config.region {
+            String::new()
+        } else {
+            leaseq_sqs::namespace::prefix(account_id, region)
         }
     }
 
@@ -286,7 +295,7 @@ impl Api for Service {
         let target = self.target(&action, caller)?;
         leaseq_sqs::namespace::qualify(&mut action, &target.prefix)?;
         if let Some(grant) = &target.grant {
-            self.authorize(&action, grant)?;
+            self.authorize(grant)?;
         }
         match action {
             Action::SendMessage { queue, message } => {

@@ -23,7 +23,6 @@ use std::sync::Arc;
 
 use leaseq_core::{Error, QueueConfigPatch};
 use leaseq_sqs::error::SqsError;
-use leaseq_sqs::namespace::Namespace;
 use leaseq_sqs::policy::evaluate::{self, Decision, Policy};
 use leaseq_sqs::{Action, Outcome};
 use parking_lot::Mutex;
@@ -52,6 +51,10 @@ pub(super) struct Grant {
     account_id: Arc<str>,
     /// The IAM action (`SendMessage` for a `SendMessageBatch`).
     iam_action: &'static str,
+    /// The engine name of the queue the action addresses (its name under the target's
+    /// prefix, as `leaseq_sqs::namespace::qualify` spells it), found once by [`Service::target`]
+    /// so that [`Service::authorize`] need not look again.
+    queue: String,
 }
 
 impl Service {
@@ -62,7 +65,7 @@ impl Service {
             prefix: self.namespace_prefix(caller),
             grant: None,
         };
-        let (Some(account_id), Some((_, Some(owner)))) = (
+        let (Some(account_id), Some((name, Some(owner)))) = (
             &caller.account_id,
             leaseq_sqs::namespace::addressed_queue(action),
         ) else {
@@ -73,8 +76,7 @@ impl Service {
         }
         // A client-sent `QueueOwnerAWSAccountId` becomes part of an engine name: only a 12-digit
         // account id may (a URL's account is one by construction).
-        let is_account_id = owner.len() == 12 && owner.bytes().all(|b| b.is_ascii_digit());
-        if !is_account_id {
+        if !leaseq_sqs::namespace::is_account_id(owner) {
             return Err(SqsError::access_denied());
         }
         let iam_action = evaluate::iam_action(action).ok_or_else(SqsError::access_denied)?;
@@ -84,32 +86,23 @@ impl Service {
             .namespace
             .as_ref()
             .map_or(self.config.region.as_str(), |namespace| &namespace.region);
-        let prefix = if owner == self.config.account_id && region == self.config.region {
-            String::new()
-        } else {
-            Namespace {
-                account_id: owner.into(),
-                region: region.into(),
-            }
-            .prefix()
-        };
+        let prefix = self.prefix_of(owner, region);
+        let queue = format!("{prefix}{name}");
         Ok(Target {
             prefix,
             grant: Some(Grant {
                 account_id: account_id.clone(),
                 iam_action,
+                queue,
             }),
         })
     }
 
-    /// Whether the policy of the queue `action` addresses (its engine name, qualified) allows
-    /// the grant; `AccessDenied` if not, or if there is no such queue.
-    pub(super) fn authorize(&self, action: &Action, grant: &Grant) -> Result<(), SqsError> {
-        let Some((name, _)) = leaseq_sqs::namespace::addressed_queue(action) else {
-            return Err(SqsError::access_denied());
-        };
-        let policy = self.parsed_policy(name)?;
-        let resource = leaseq_sqs::queue_arn(&self.context(), name);
+    /// Whether the policy of the grant's queue allows the grant; `AccessDenied` if not, or if
+    /// there is no such queue.
+    pub(super) fn authorize(&self, grant: &Grant) -> Result<(), SqsError> {
+        let policy = self.parsed_policy(&grant.queue)?;
+        let resource = leaseq_sqs::queue_arn(&self.context(), &grant.queue);
         let request = evaluate::Request {
             account_id: &grant.account_id,
             action: grant.iam_action,

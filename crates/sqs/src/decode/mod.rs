@@ -348,9 +348,8 @@ pub fn queue_name_of_url(url: &str) -> Result<QueueRef, SqsError> {
         (Some(account_or_queue), Some(name), None) => Ok(QueueRef {
             name: name.to_string(),
             // An account id is 12 digits; the legacy `/queue/NAME` names none.
-            owner_account_id: (account_or_queue.len() == 12
-                && account_or_queue.bytes().all(|b| b.is_ascii_digit()))
-            .then(|| account_or_queue.to_string()),
+            owner_account_id: crate::namespace::is_account_id(account_or_queue)
+                .then(|| account_or_queue.to_string()),
         }),
         _ => Err(SqsError::new(
             ErrorCode::InvalidAddress,

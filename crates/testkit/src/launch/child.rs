@@ -319,8 +319,9 @@ async fn wait_for_health(child: &mut Child, addr: SocketAddr, tls: bool) -> Resu
 }
 
 /// A loopback port nobody listens on right now. Another process may take it before the server
-/// binds it; [`start`] then retries with a new one.
-fn free_loopback_addr() -> SocketAddr {
+/// binds it; [`start`] then retries with a new one (a test that fixes the port with
+/// [`ServeCommand::listening_on`] takes that risk).
+pub fn free_loopback_addr() -> SocketAddr {
     TcpListener::bind("127.0.0.1:0")
         .and_then(|listener| listener.local_addr())
         .expect("a free loopback port")

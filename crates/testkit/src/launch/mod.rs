@@ -5,5 +5,5 @@
 mod child;
 mod in_process;
 
-pub use child::{ChildServer, ServeCommand};
+pub use child::{free_loopback_addr, ChildServer, ServeCommand};
 pub use in_process::{InProcessServer, Options, ACCOUNT_ID, REGION};
