@@ -20,8 +20,9 @@
 # Usage: scripts/bench-fairness.sh            (LEASEQ_FAIR_BENCH_SECONDS=300 by default; see
 #                                              the bench's header for the other variables)
 #        scripts/bench-fairness.sh server [rounds] [seconds] [concurrency]   (defaults 2 20 16)
-#        scripts/bench-fairness.sh dwell [seconds] [consumers] [work_ms] [load...]
-#                                             (defaults 30 16 20, loads 125 80)
+#        scripts/bench-fairness.sh dwell [seconds] [consumers] [work_ms] [rounds] [load...]
+#                                             (defaults 30 16 20 1, loads 125 80; with several
+#                                             rounds it ends with each figure's median)
 #   LEASEQ_BIN  the binary to measure at the server (default: build target/release/leaseq)
 set -euo pipefail
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -58,8 +59,8 @@ print(f"{sys.argv[1]:<6} {rate:>8.0f} msg/s deleted   server CPU {cpu or 0:5.1f}
 }
 
 if [[ "$mode" == dwell ]]; then
-    seconds="${2:-30}" consumers="${3:-16}" work_ms="${4:-20}"
-    loads=("${@:5}")
+    seconds="${2:-30}" consumers="${3:-16}" work_ms="${4:-20}" rounds="${5:-1}"
+    loads=("${@:6}")
     ((${#loads[@]} > 0)) || loads=(125 80)
     bench() {
         "$leaseq" bench --endpoint "http://127.0.0.1:$port" --server-pid "$server_pid" --json \
@@ -69,40 +70,28 @@ if [[ "$mode" == dwell ]]; then
     capacity="$(bench --producers 0 --backlog $((consumers * 1000 * 15 / work_ms)) --duration 10 \
         | python3 -c 'import json, sys; run = json.load(sys.stdin)["run"]; print(round(run["messages_deleted"] / run["elapsed_s"]))')"
     echo "== dwell: $consumers consumers holding each message $work_ms ms take $capacity msg/s" \
-        "(measured); ${seconds} s per run, 16 paced producers, fsync always"
+        "(measured); ${seconds} s per run, 16 paced producers, fsync always, $rounds round(s)"
     printf '%-5s %-9s %9s %9s %10s %10s %10s %10s %9s\n' load run "sent/s" "deleted/s" \
         "quiet p50" "quiet p99" "t0 p50" "t0 p99" "CPU us/msg"
-    for load in "${loads[@]}"; do
-        rate=$((capacity * load / 100))
-        for kind in fair unfair no-noisy plain; do
-            case $kind in
-            fair) extra=(--tenants 51 --noisy-weight 20 --rate "$rate") ;;
-            unfair) extra=(--tenants 51 --noisy-weight 20 --rate "$rate"
-                --queue-attribute LeaseqFairQueue=false) ;;
-            # The 50 quiet tenants alone, at their share of the rate (50 of 70 sends).
-            no-noisy) extra=(--tenants 50 --noisy-weight 1 --rate $((rate * 50 / 70))) ;;
-            plain) extra=(--rate "$rate") ;;
-            esac
-            bench --producers 16 --duration "$seconds" "${extra[@]}" | python3 -c '
-import json, sys
-load, kind = sys.argv[1:3]
-run = json.load(sys.stdin)["run"]
-elapsed = run["elapsed_s"]
-def ms(name, q):
-    latency = run.get(name)
-    return f"{latency[q] / 1000:.1f} ms" if latency else "-"
-# Without a noisy tenant every tenant is quiet (t0 included); a plain queue has no tenants.
-quiet = {"no-noisy": "end_to_end_latency_us", "plain": "end_to_end_latency_us"}.get(
-    kind, "end_to_end_quiet_latency_us")
-noisy = "end_to_end_noisy_latency_us" if kind in ("fair", "unfair") else ""
-cpu = (run.get("server_cpu") or {}).get("us_per_message") or 0
-sent, deleted = run["messages_sent"] / elapsed, run["messages_deleted"] / elapsed
-print("{:<5} {:<9} {:>9.0f} {:>9.0f} {:>10} {:>10} {:>10} {:>10} {:>9.1f}".format(
-    load + "%", kind, sent, deleted, ms(quiet, "p50"), ms(quiet, "p99"), ms(noisy, "p50"),
-    ms(noisy, "p99"), cpu))
-' "$load" "$kind"
+    results="$scratch/dwell.jsonl"
+    for round in $(seq 1 "$rounds"); do
+        for load in "${loads[@]}"; do
+            rate=$((capacity * load / 100))
+            for kind in fair unfair no-noisy plain; do
+                case $kind in
+                fair) extra=(--tenants 51 --noisy-weight 20 --rate "$rate") ;;
+                unfair) extra=(--tenants 51 --noisy-weight 20 --rate "$rate"
+                    --queue-attribute LeaseqFairQueue=false) ;;
+                # The 50 quiet tenants alone, at their share of the rate (50 of 70 sends).
+                no-noisy) extra=(--tenants 50 --noisy-weight 1 --rate $((rate * 50 / 70))) ;;
+                plain) extra=(--rate "$rate") ;;
+                esac
+                bench --producers 16 --duration "$seconds" "${extra[@]}" \
+                    | python3 "$repo_root/scripts/fairness_dwell.py" line "$load" "$kind" "$results"
+            done
         done
     done
+    python3 "$repo_root/scripts/fairness_dwell.py" summary "$results"
     exit 0
 fi
 

@@ -103,9 +103,10 @@ pub struct BenchArgs {
     /// latency at a chosen utilisation (the fairness benchmark). The backlog fill is not paced.
     #[arg(long, value_name = "MSG_PER_S")]
     pub rate: Option<f64>,
-    /// Consumers hold each received message this long, a handler's work, before deleting it
-    /// (a receive of k messages: k times as long, counted from the receive's start), so N
-    /// consumers take about N × 1000 / MS messages a second.
+    /// Consumers hold each received message this long on average, a handler's work, before
+    /// deleting it: a random 50% to 150% of MS per message, from the receive's answer (a
+    /// receive of k messages: k such times), so N consumers take about N × 1000 / MS messages
+    /// a second (less their requests' round trips).
     #[arg(long, value_name = "MS", default_value_t = 0)]
     pub work_ms: u64,
     /// An attribute of the queue the run creates, `NAME=VALUE`; may be repeated (e.g.

@@ -1,6 +1,6 @@
 //! `leaseq bench` through the real binary: a short run against a leaseq server with tenants on
 //! a standard (fair) queue, whose messages carry the tenants' group ids in the weights asked
-//! for, and a short run against the machine's NATS JetStream (127.0.0.1:4222, or
+//! for, one with paced producers and consumers that hold what they receive, and a short run against the machine's NATS JetStream (127.0.0.1:4222, or
 //! `LEASEQ_NATS_URL`) with every driver call: publish with ack, asynchronous publishes, pull and
 //! ack.
 
@@ -98,6 +98,91 @@ async fn tenants_send_group_ids_in_their_weights() {
         .map(|(t, n)| (t.to_string(), n))
         .collect();
     assert_eq!(tenants, expected);
+}
+
+/// The fairness benchmark's flags at the server (`scripts/bench-fairness.sh dwell`): paced
+/// producers, consumers that hold each message, a queue attribute for the queue the run creates,
+/// and end-to-end latency split between `t0` and the other tenants.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn paced_tenants_report_their_dwell_apart() {
+    let server = Server::start().await;
+    // 100 sends at 100 a second take about 1 s (Poisson: 0.4 s is four standard deviations
+    // off), where unpaced they take a fraction of that.
+    let paced = bench(&[
+        "--endpoint",
+        &server.endpoint,
+        "--producers",
+        "2",
+        "--consumers",
+        "0",
+        "--messages",
+        "100",
+        "--rate",
+        "100",
+    ]);
+    assert_eq!(paced["run"]["messages_sent"], 100, "{paced}");
+    let elapsed_s = paced["run"]["elapsed_s"].as_f64().unwrap();
+    assert!(
+        elapsed_s > 0.6,
+        "100 sends paced at 100/s took only {elapsed_s} s"
+    );
+
+    let queue = unique_name("bench-dwell");
+    let report = bench(&[
+        "--endpoint",
+        &server.endpoint,
+        "--producers",
+        "2",
+        "--consumers",
+        "4",
+        "--receive-max",
+        "1",
+        "--wait-time-seconds",
+        "1",
+        "--messages",
+        "42",
+        "--work-ms",
+        "100",
+        "--tenants",
+        "3",
+        "--noisy-weight",
+        "5",
+        "--queue-attribute",
+        "LeaseqFairQueue=false",
+        "--queue",
+        &queue,
+        "--keep",
+    ]);
+    let run = &report["run"];
+    assert_eq!(run["messages_deleted"], 42, "{report}");
+    // Each message held at least 50 ms, four at a time: at least 0.525 s.
+    let elapsed_s = run["elapsed_s"].as_f64().unwrap();
+    assert!(
+        elapsed_s > 0.5,
+        "42 messages held 100 ms each took only {elapsed_s} s"
+    );
+    // Rounds of 7 sends: t0 five, t1 and t2 one each; every message received once.
+    assert_eq!(
+        run["end_to_end_noisy_latency_us"]["samples"], 30,
+        "{report}"
+    );
+    assert_eq!(
+        run["end_to_end_quiet_latency_us"]["samples"], 12,
+        "{report}"
+    );
+    assert_eq!(run["end_to_end_latency_us"]["samples"], 42, "{report}");
+
+    let url = format!("{}/000000000000/{queue}", server.endpoint);
+    let response = server
+        .json(
+            "GetQueueAttributes",
+            json!({ "QueueUrl": url, "AttributeNames": ["LeaseqFairQueue"] })
+                .to_string()
+                .as_bytes(),
+        )
+        .await;
+    assert_eq!(response.status, 200, "{}", response.text());
+    assert_eq!(response.json()["Attributes"]["LeaseqFairQueue"], "false");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

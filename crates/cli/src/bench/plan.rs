@@ -467,6 +467,55 @@ mod tests {
     }
 
     #[test]
+    fn pacing_holding_and_queue_attributes_are_checked() {
+        let paced = plan(&[
+            "--rate",
+            "500",
+            "--work-ms",
+            "20",
+            "--queue-attribute",
+            "LeaseqFairQueue=false",
+            "--queue-attribute",
+            "DelaySeconds=0",
+        ])
+        .unwrap();
+        assert_eq!(paced.run_phase().rate_per_s, Some(500.0));
+        assert!(paced.fill_phase().is_none(), "no backlog");
+        assert_eq!(
+            paced.queue_attributes(),
+            [
+                ("LeaseqFairQueue".to_string(), "false".to_string()),
+                ("DelaySeconds".to_string(), "0".to_string())
+            ]
+        );
+        assert!(paced
+            .describe()
+            .ends_with("sends paced at 500 msg/s, consumers hold each message 20 ms"));
+        // The backlog fill is never paced.
+        let filled = plan(&["--workload", "w4", "--backlog", "100", "--rate", "50"]).unwrap();
+        assert_eq!(filled.fill_phase().unwrap().rate_per_s, None);
+        let fifo = plan(&[
+            "--groups",
+            "4",
+            "--queue-attribute",
+            "ContentBasedDeduplication=true",
+        ]);
+        assert_eq!(fifo.unwrap().queue_attributes()[0].0, "FifoQueue");
+        for bad in [
+            &["--rate", "0"][..],
+            &["--rate", "-5"],
+            &["--rate", "NaN"],
+            &["--workload", "w3", "--rate", "10"],
+            &["--work-ms", "20001"],
+            &["--queue-attribute", "NoEquals"],
+            &["--queue-attribute", "=true"],
+            &["--tenants", "3", "--message-size", "20"],
+        ] {
+            assert!(plan(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
     fn tenants_drive_a_standard_queue_with_a_noisy_one() {
         let fair = plan(&[
             "--workload",

@@ -535,8 +535,12 @@ pub async fn consume(shared: Arc<Shared>, mut stop: watch::Receiver<bool>) -> Re
             }
         }
         if !shared.work.is_zero() {
-            // The handler's work, one message after another; the stop signal cuts it short.
-            let work = shared.work * received.len() as u32;
+            // The handler's work, one message after another, each 50% to 150% of the mean (at
+            // one fixed length the consumers would stay in the phases they started in and come
+            // back in waves); the stop signal cuts it short.
+            let work: Duration = (0..received.len())
+                .map(|_| shared.work.mul_f64(0.5 + rand::random::<f64>()))
+                .sum();
             tokio::select! {
                 biased;
                 _ = stop.changed() => break,
