@@ -43,7 +43,7 @@ trap '[[ -n "$server_pid" ]] && kill "$server_pid" 2>/dev/null; rm -rf "$scratch
 port="$(free_port)"
 
 start_server "$port" "$scratch/log" \
-    "$leaseq" serve --listen "127.0.0.1:$port" --data-dir "$scratch/data" --fsync always
+    "$leaseq" serve --listen "127.0.0.1:$port" --data-dir "$scratch/data" --fsync "${LEASEQ_FSYNC:-always}"
 
 summary() { # reads bench --json on stdin, prints one line
     python3 -c '
@@ -70,7 +70,7 @@ if [[ "$mode" == dwell ]]; then
     capacity="$(bench --producers 0 --backlog $((consumers * 1000 * 15 / work_ms)) --duration 10 \
         | python3 -c 'import json, sys; run = json.load(sys.stdin)["run"]; print(round(run["messages_deleted"] / run["elapsed_s"]))')"
     echo "== dwell: $consumers consumers holding each message $work_ms ms take $capacity msg/s" \
-        "(measured); ${seconds} s per run, 16 paced producers, fsync always, $rounds round(s)"
+        "(measured); ${seconds} s per run, 16 paced producers, fsync ${LEASEQ_FSYNC:-always}, $rounds round(s)"
     printf '%-5s %-9s %9s %9s %10s %10s %10s %10s %9s\n' load run "sent/s" "deleted/s" \
         "quiet p50" "quiet p99" "t0 p50" "t0 p99" "CPU us/msg"
     results="$scratch/dwell.jsonl"
@@ -96,7 +96,7 @@ if [[ "$mode" == dwell ]]; then
 fi
 
 rounds="${2:-2}" seconds="${3:-20}" concurrency="${4:-16}"
-echo "== W4 c=$concurrency, ${seconds} s per run, $rounds rounds, fsync always"
+echo "== W4 c=$concurrency, ${seconds} s per run, $rounds rounds, fsync ${LEASEQ_FSYNC:-always}"
 for round in $(seq 1 "$rounds"); do
     for kind in plain fair; do
         extra=()
