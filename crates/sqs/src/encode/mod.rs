@@ -5,7 +5,9 @@
 //! lists and maps are flattened (`<Message>` repeated, `<Attribute><Name/><Value/></Attribute>`)
 //! under their member names, and the result sits in `<ActionResult>` inside `<ActionResponse>`.
 //! Text in the tree borrows from the outcome where it can (bodies, receipts, ids), so a message
-//! body is copied once, into the response.
+//! body is copied once, into the response. One outcome skips the tree: a `SendMessage`'s JSON
+//! result, the commonest response, is written straight into its buffer (`write_sent_json`, held
+//! to the tree's bytes by a test).
 
 use std::borrow::Cow;
 
