@@ -33,7 +33,19 @@ fn update_with_length(hasher: &mut Md5, bytes: &[u8]) {
 
 /// `MD5OfMessageBody` / `MD5OfBody`: hex MD5 of the body.
 pub fn md5_of_body(body: &str) -> String {
-    hex(&Md5::digest(body.as_bytes()))
+    String::from_utf8(md5_hex_of_body(body).to_vec()).expect("hex digits are ASCII")
+}
+
+/// [`md5_of_body`] as its 32 ASCII hex digits, in place: for the encoder, which copies them
+/// into the response and has no use for a `String` of its own.
+pub fn md5_hex_of_body(body: &str) -> [u8; 32] {
+    let digest = Md5::digest(body.as_bytes());
+    let mut out = [0; 32];
+    for (pair, &byte) in out.chunks_exact_mut(2).zip(digest.iter()) {
+        pair[0] = crate::HEX_DIGITS[usize::from(byte >> 4)];
+        pair[1] = crate::HEX_DIGITS[usize::from(byte & 0x0f)];
+    }
+    out
 }
 
 /// `MD5OfMessageAttributes` over the given attributes (in name order, as a `BTreeMap` iterates),

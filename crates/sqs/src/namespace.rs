@@ -206,6 +206,18 @@ fn qualify_patch(patch: &mut leaseq_core::QueueConfigPatch, prefix: &str) {
 /// `sqs.eu-west-1.localhost`), the legacy `REGION.queue.amazonaws.com` (any domain after
 /// `REGION.queue.`), and `queue.amazonaws.com`, which is `us-east-1`.
 pub fn region_of_host(host: &str) -> Option<&str> {
+    // Every host that names a region has `sqs` or `queue` as its first or second label, which
+    // a port cannot change (the port follows the third). Most requests come to a host that has
+    // neither (`localhost:9324`, an internal name, an address): turn those away with two short
+    // scans, before the splits below.
+    if !names_sqs_in_its_first_labels(host) {
+        return None;
+    }
+    region_of_any_host(host)
+}
+
+/// [`region_of_host`] without the early refusal (which the tests hold to it).
+fn region_of_any_host(host: &str) -> Option<&str> {
     let host = match host.rsplit_once(':') {
         // Not an IPv6 literal's colon: the part after it is a port.
         Some((name, port)) if !name.contains(':') && port.bytes().all(|b| b.is_ascii_digit()) => {
@@ -222,6 +234,25 @@ pub fn region_of_host(host: &str) -> Option<&str> {
         _ => return None,
     };
     is_region(region).then_some(region)
+}
+
+/// Whether the first or the second dot-separated label of `host` is `sqs` or `queue`, in any
+/// case: what every host [`region_of_host`] finds a region in has.
+fn names_sqs_in_its_first_labels(host: &str) -> bool {
+    let is_sqs = |label: &str| label.eq_ignore_ascii_case("sqs") || label.eq_ignore_ascii_case("queue");
+    let bytes = host.as_bytes();
+    let Some(first_end) = bytes.iter().position(|&byte| byte == b'.') else {
+        return false;
+    };
+    if is_sqs(&host[..first_end]) {
+        return true;
+    }
+    let rest = &host[first_end + 1..];
+    let second_end = rest
+        .bytes()
+        .position(|byte| byte == b'.')
+        .unwrap_or(rest.len());
+    is_sqs(&rest[..second_end])
 }
 
 /// A region name as AWS spells them: lowercase letters and digits in hyphenated parts, with a
@@ -263,6 +294,30 @@ mod tests {
         ];
         for (host, region) in cases {
             assert_eq!(region_of_host(host), region, "{host}");
+        }
+    }
+
+    proptest::proptest! {
+        /// The early refusal turns away no host that names a region.
+        #[test]
+        fn the_early_refusal_keeps_every_region(
+            parts in proptest::collection::vec(
+                proptest::prop_oneof![
+                    proptest::strategy::Just("sqs".to_string()),
+                    proptest::strategy::Just("QUEUE".to_string()),
+                    proptest::strategy::Just("queue".to_string()),
+                    proptest::strategy::Just("eu-west-1".to_string()),
+                    proptest::strategy::Just("amazonaws".to_string()),
+                    proptest::strategy::Just("com".to_string()),
+                    proptest::strategy::Just(".".to_string()),
+                    proptest::strategy::Just(":".to_string()),
+                    "[a-z0-9:.\\[\\]-]{0,5}",
+                ],
+                0..8,
+            )
+        ) {
+            let host: String = parts.concat();
+            proptest::prop_assert_eq!(region_of_host(&host), region_of_any_host(&host), "{}", host);
         }
     }
 

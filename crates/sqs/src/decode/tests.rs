@@ -1157,3 +1157,72 @@ fn message_move_actions() {
         }
     );
 }
+
+/// The `str`-based `queue_name_of_url` that the byte scan replaced, kept as its reference.
+fn queue_name_of_url_reference(url: &str) -> Result<QueueRef, SqsError> {
+    let scheme = ["http://", "https://"].into_iter().find(|scheme| {
+        url.get(..scheme.len())
+            .is_some_and(|start| start.eq_ignore_ascii_case(scheme))
+    });
+    let path = match scheme {
+        Some(scheme) => {
+            let after_scheme = &url[scheme.len()..];
+            after_scheme.find('/').map_or("", |at| &after_scheme[at..])
+        }
+        None => url,
+    };
+    let end = path
+        .bytes()
+        .position(|byte| byte == b'?' || byte == b'#')
+        .unwrap_or(path.len());
+    let path = &path[..end];
+    if scheme.is_none() && !path.is_empty() && !path.contains('/') {
+        return Ok(QueueRef::new(path));
+    }
+    let mut segments = path.split('/').filter(|s| !s.is_empty());
+    match (segments.next(), segments.next(), segments.next()) {
+        (Some(account_or_queue), Some(name), None) => Ok(QueueRef {
+            name: name.to_string(),
+            owner_account_id: (account_or_queue.len() == 12
+                && account_or_queue.bytes().all(|b| b.is_ascii_digit()))
+            .then(|| account_or_queue.to_string()),
+        }),
+        _ => Err(SqsError::new(
+            ErrorCode::InvalidAddress,
+            format!("The address {url} is not valid for this endpoint."),
+        )),
+    }
+}
+
+proptest::proptest! {
+    /// The byte scan answers every URL as the reference does, errors included, over strings
+    /// built from the characters the parser gives a meaning to (and some it does not).
+    #[test]
+    fn queue_name_of_url_agrees_with_its_reference(
+        parts in proptest::collection::vec(
+            proptest::prop_oneof![
+                proptest::strategy::Just("http://".to_string()),
+                proptest::strategy::Just("HTTPS://".to_string()),
+                proptest::strategy::Just("/".to_string()),
+                proptest::strategy::Just("//".to_string()),
+                proptest::strategy::Just("?".to_string()),
+                proptest::strategy::Just("#".to_string()),
+                proptest::strategy::Just("000000000000".to_string()),
+                proptest::strategy::Just("queue".to_string()),
+                "[a-zA-Z0-9:é._-]{0,6}",
+            ],
+            0..8,
+        )
+    ) {
+        let url: String = parts.concat();
+        let (fast, reference) = (queue_name_of_url(&url), queue_name_of_url_reference(&url));
+        match (fast, reference) {
+            (Ok(fast), Ok(reference)) => proptest::prop_assert_eq!(fast, reference, "{}", url),
+            (Err(fast), Err(reference)) => {
+                proptest::prop_assert_eq!(fast.code, reference.code, "{}", url);
+                proptest::prop_assert_eq!(fast.message, reference.message, "{}", url);
+            }
+            (fast, reference) => proptest::prop_assert!(false, "{url}: {fast:?} against {reference:?}"),
+        }
+    }
+}

@@ -5,7 +5,9 @@
 //! lists and maps are flattened (`<Message>` repeated, `<Attribute><Name/><Value/></Attribute>`)
 //! under their member names, and the result sits in `<ActionResult>` inside `<ActionResponse>`.
 //! Text in the tree borrows from the outcome where it can (bodies, receipts, ids), so a message
-//! body is copied once, into the response.
+//! body is copied once, into the response. One outcome skips the tree: a `SendMessage`'s JSON
+//! result, the commonest response, is written straight into its buffer (`write_sent_json`, held
+//! to the tree's bytes by a test).
 
 use std::borrow::Cow;
 
@@ -467,6 +469,56 @@ fn sent_members(sent: &Sent) -> Vec<(&'static str, Node<'_>)> {
     members
 }
 
+/// Room for a send's JSON result with every member (the members' names and quotes, two
+/// 32-digit checksums and a third, a 36-character id and a 20-digit sequence number).
+const SENT_JSON_CAPACITY_BYTES: usize = 256;
+
+/// A send's result as JSON, written directly: what `write_json` writes of the members
+/// `sent_members` builds (in byte order of their names, as it sorts them: `MD5OfMessageAttributes`,
+/// `MD5OfMessageBody`, `MD5OfMessageSystemAttributes`, `MessageId`, `SequenceNumber`), without
+/// the tree, its sort, and a `String` per member. The checksums and the id are hex digits and
+/// hyphens, which JSON needs no escape for.
+fn write_sent_json(sent: &Sent, out: &mut Vec<u8>) {
+    let payload = &sent.payload;
+    out.push(b'{');
+    if let Some(md5) = md5_of_message_attributes(&payload.attributes) {
+        out.extend_from_slice(b"\"MD5OfMessageAttributes\":");
+        json_string(&md5, out);
+        out.push(b',');
+    }
+    out.extend_from_slice(b"\"MD5OfMessageBody\":\"");
+    out.extend_from_slice(&crate::md5::md5_hex_of_body(&payload.body));
+    out.push(b'"');
+    if let Some(md5) = md5_of_system_attributes(payload.trace_header.as_deref()) {
+        out.extend_from_slice(b",\"MD5OfMessageSystemAttributes\":");
+        json_string(&md5, out);
+    }
+    out.extend_from_slice(b",\"MessageId\":\"");
+    out.extend_from_slice(&hyphenated(&sent.message_id.0));
+    out.push(b'"');
+    if let Some(sequence_number) = &sent.sequence_number {
+        out.extend_from_slice(b",\"SequenceNumber\":");
+        json_string(sequence_number, out);
+    }
+    out.push(b'}');
+}
+
+/// A message id's text (`MessageId`'s `Display`: a UUID, lowercase, hyphenated 8-4-4-4-12)
+/// without the formatting machinery.
+fn hyphenated(id: &[u8; 16]) -> [u8; 36] {
+    let mut out = [b'-'; 36];
+    let mut at = 0;
+    for (index, &byte) in id.iter().enumerate() {
+        if matches!(index, 4 | 6 | 8 | 10) {
+            at += 1;
+        }
+        out[at] = crate::HEX_DIGITS[usize::from(byte >> 4)];
+        out[at + 1] = crate::HEX_DIGITS[usize::from(byte & 0x0f)];
+        at += 2;
+    }
+    out
+}
+
 fn batch_members<'a, T>(
     entry_name: &'static str,
     successful: Vec<Node<'a>>,
@@ -871,13 +923,24 @@ pub fn encode(
     shape: &Shape,
     ctx: &Context,
 ) -> Response {
-    let members = result(action, outcome, shape, ctx);
     match protocol {
+        // The result of a send, the commonest request of all, is written straight into the
+        // buffer; the test `sent_json_is_the_trees` holds it to the tree's output.
+        crate::Protocol::Json if matches!(outcome, Outcome::Sent(_)) => {
+            let Outcome::Sent(sent) = outcome else {
+                unreachable!("matched above")
+            };
+            let mut body = Vec::with_capacity(SENT_JSON_CAPACITY_BYTES);
+            write_sent_json(sent, &mut body);
+            json_response(200, body, ctx, None)
+        }
         crate::Protocol::Json => {
+            let members = result(action, outcome, shape, ctx);
             let body = json_document(Node::Struct(members.unwrap_or_default()));
             json_response(200, body, ctx, None)
         }
         crate::Protocol::Query => {
+            let members = result(action, outcome, shape, ctx);
             let result = members.map(Node::Struct);
             let mut out = String::with_capacity(RESPONSE_CAPACITY_BYTES);
             out.push_str("<?xml version=\"1.0\"?>");

@@ -925,3 +925,52 @@ fn visibility_advice_in_both_protocols() {
         "{texts:?}"
     );
 }
+
+/// A send's JSON result, written directly, is byte for byte what the tree of `sent_members`
+/// writes, and the whole response what it was: with and without attributes, a trace header and
+/// a sequence number, for ids whose every nibble differs.
+#[test]
+fn sent_json_is_the_trees() {
+    let bare = Arc::new(Payload {
+        body: AWKWARD_BODY.into(),
+        attributes: BTreeMap::new(),
+        trace_header: None,
+        sender_id: Arc::from(""),
+    });
+    let traced = Arc::new(Payload {
+        trace_header: Some("Root=1-\"quoted\"".into()),
+        ..(*bare).clone()
+    });
+    let ids = [
+        [0; 16],
+        [0xff; 16],
+        core::array::from_fn(|at| (at as u8) * 0x11),
+        core::array::from_fn(|at| 0xfe - (at as u8) * 0x0f),
+    ];
+    for payload in [bare, traced, payload("hello"), payload("")] {
+        for sequence_number in [None, Some("18000000000000000005".to_string())] {
+            for id in ids {
+                let sent = Sent {
+                    message_id: MessageId(id),
+                    seq: 1,
+                    payload: payload.clone(),
+                    sequence_number: sequence_number.clone(),
+                    duplicate: false,
+                };
+                let mut direct = Vec::new();
+                write_sent_json(&sent, &mut direct);
+                let tree = json_document(Node::Struct(sent_members(&sent)));
+                assert_eq!(
+                    String::from_utf8(direct).unwrap(),
+                    String::from_utf8(tree.clone()).unwrap()
+                );
+                assert_eq!(
+                    hyphenated(&id).as_slice(),
+                    sent.message_id.to_string().as_bytes()
+                );
+                let response = encode(Protocol::Json, "SendMessage", &Outcome::Sent(sent), &ctx());
+                assert_eq!(response.body, tree);
+            }
+        }
+    }
+}
