@@ -135,8 +135,8 @@ pub struct ServeArgs {
     tls_key: Option<PathBuf>,
     /// Milliseconds a client may take to send a request's header (and over TLS, the
     /// handshake), counted from the connection's start or the previous answer; then the
-    /// connection is closed. An idle HTTP/1.1 keep-alive connection closes after as long
-    /// [default: 30000].
+    /// connection is closed. An idle connection closes after as long: HTTP/1.1 keep-alive
+    /// between requests, HTTP/2 with no request in progress (with GOAWAY) [default: 30000].
     #[arg(long, env = "LEASEQ_HEADER_READ_TIMEOUT_MS", value_parser = clap::value_parser!(u64).range(1..))]
     header_read_timeout_ms: Option<u64>,
     /// Connections served at once on `--listen`; beyond it, new connections wait (in the

@@ -16,6 +16,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use bytes::Bytes;
+use http_body_util::{BodyExt as _, Full};
 use leaseq_testkit::http;
 use leaseq_testkit::launch::{InProcessServer, Options};
 use leaseq_testkit::names::ScratchDir;
@@ -100,6 +102,92 @@ async fn the_header_read_timeout_bounds_a_stalled_tls_handshake() {
     })
     .await;
     assert!(closed.is_ok(), "a silent HTTP/2 connection stays open");
+    server.stop().await;
+}
+
+/// An AWS JSON 1.0 request of `action` with `body`.
+fn json_request(action: &str, body: &serde_json::Value) -> hyper::Request<Full<Bytes>> {
+    hyper::Request::post("/")
+        .header("host", "localhost")
+        .header("content-type", "application/x-amz-json-1.0")
+        .header("x-amz-target", format!("AmazonSQS.{action}"))
+        .body(Full::new(Bytes::from(body.to_string())))
+        .unwrap()
+}
+
+/// Sends `request` on an HTTP/2 connection and reads the whole answer: its status and body.
+async fn exchange2(
+    sender: &mut hyper::client::conn::http2::SendRequest<Full<Bytes>>,
+    request: hyper::Request<Full<Bytes>>,
+) -> (u16, Bytes) {
+    sender.ready().await.expect("an open HTTP/2 connection");
+    let response = sender.send_request(request).await.expect("an answer");
+    let status = response.status().as_u16();
+    (status, response.into_body().collect().await.unwrap().to_bytes())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_http2_connection_is_closed_and_a_busy_one_is_not() {
+    let dir = ScratchDir::new(env!("CARGO_TARGET_TMPDIR"), "limits-h2-idle");
+    let ca = pki::Ca::new("leaseq test CA");
+    let timeout = Duration::from_millis(500);
+    let server = InProcessServer::start_with(Options {
+        tls: Some(ca.server_pair("leaseq").write(dir.path())),
+        header_read_timeout: timeout,
+        ..Options::default()
+    })
+    .await;
+    let h2 = || async {
+        let config = pki::client_config(&ca.pem(), &[b"h2"]);
+        let stream = pki::connect(server.addr(), config).await.unwrap();
+        assert_eq!(stream.get_ref().1.alpn_protocol(), Some(&b"h2"[..]));
+        pki::http2(stream).await
+    };
+    let health = || hyper::Request::get("/health").body(Full::default()).unwrap();
+
+    // Idle from its start: the preface and settings, then no request. hyper's client answers
+    // the server's pings, so only an idle timeout closes it.
+    let started = Instant::now();
+    let (_idle, idle_connection) = h2().await;
+    // Quiet after one request.
+    let (mut quiet, quiet_connection) = h2().await;
+    assert_eq!(exchange2(&mut quiet, health()).await.0, 200);
+    let patience = Duration::from_secs(10);
+    let ended = tokio::time::timeout(patience, idle_connection).await;
+    let ended = ended.expect("the idle HTTP/2 connection is closed").unwrap();
+    assert!(ended.is_ok(), "closed gracefully (GOAWAY): {ended:?}");
+    let took = started.elapsed();
+    assert!(took >= timeout - Duration::from_millis(50), "{took:?}");
+    let ended = tokio::time::timeout(patience, quiet_connection).await;
+    assert!(ended.is_ok(), "the quiet HTTP/2 connection is closed");
+    assert!(quiet.ready().await.is_err(), "a closed connection takes no request");
+
+    // A busy connection stays open: a request every tenth of a second for four timeouts...
+    let (mut busy, busy_connection) = h2().await;
+    let busy_until = Instant::now() + 4 * timeout;
+    while Instant::now() < busy_until {
+        assert_eq!(exchange2(&mut busy, health()).await.0, 200);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // ...and while a long poll longer than the timeout waits, the connection is not idle: the
+    // poll is answered (empty) on the same connection.
+    let create = serde_json::json!({ "QueueName": "h2-idle" });
+    let (status, body) = exchange2(&mut busy, json_request("CreateQueue", &create)).await;
+    assert_eq!(status, 200, "{body:?}");
+    let created: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    let receive = serde_json::json!({
+        "QueueUrl": created["QueueUrl"],
+        "WaitTimeSeconds": 2,
+    });
+    let polled_at = Instant::now();
+    let (status, body) = exchange2(&mut busy, json_request("ReceiveMessage", &receive)).await;
+    assert_eq!(status, 200, "{body:?}");
+    assert!(polled_at.elapsed() >= Duration::from_millis(1900));
+    assert!(!busy_connection.is_finished(), "the busy connection was closed");
+    assert_eq!(exchange2(&mut busy, health()).await.0, 200);
+    // Then, quiet, it is closed too.
+    let ended = tokio::time::timeout(patience, busy_connection).await;
+    assert!(ended.is_ok(), "the busy connection, once idle, is closed");
     server.stop().await;
 }
 
