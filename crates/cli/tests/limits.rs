@@ -123,7 +123,10 @@ async fn exchange2(
     sender.ready().await.expect("an open HTTP/2 connection");
     let response = sender.send_request(request).await.expect("an answer");
     let status = response.status().as_u16();
-    (status, response.into_body().collect().await.unwrap().to_bytes())
+    (
+        status,
+        response.into_body().collect().await.unwrap().to_bytes(),
+    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -143,7 +146,11 @@ async fn an_idle_http2_connection_is_closed_and_a_busy_one_is_not() {
         assert_eq!(stream.get_ref().1.alpn_protocol(), Some(&b"h2"[..]));
         pki::http2(stream).await
     };
-    let health = || hyper::Request::get("/health").body(Full::default()).unwrap();
+    let health = || {
+        hyper::Request::get("/health")
+            .body(Full::default())
+            .unwrap()
+    };
 
     // Idle from its start: the preface and settings, then no request. hyper's client answers
     // the server's pings, so only an idle timeout closes it.
@@ -154,13 +161,18 @@ async fn an_idle_http2_connection_is_closed_and_a_busy_one_is_not() {
     assert_eq!(exchange2(&mut quiet, health()).await.0, 200);
     let patience = Duration::from_secs(10);
     let ended = tokio::time::timeout(patience, idle_connection).await;
-    let ended = ended.expect("the idle HTTP/2 connection is closed").unwrap();
+    let ended = ended
+        .expect("the idle HTTP/2 connection is closed")
+        .unwrap();
     assert!(ended.is_ok(), "closed gracefully (GOAWAY): {ended:?}");
     let took = started.elapsed();
     assert!(took >= timeout - Duration::from_millis(50), "{took:?}");
     let ended = tokio::time::timeout(patience, quiet_connection).await;
     assert!(ended.is_ok(), "the quiet HTTP/2 connection is closed");
-    assert!(quiet.ready().await.is_err(), "a closed connection takes no request");
+    assert!(
+        quiet.ready().await.is_err(),
+        "a closed connection takes no request"
+    );
 
     // A busy connection stays open: a request every tenth of a second for four timeouts...
     let (mut busy, busy_connection) = h2().await;
@@ -183,7 +195,10 @@ async fn an_idle_http2_connection_is_closed_and_a_busy_one_is_not() {
     let (status, body) = exchange2(&mut busy, json_request("ReceiveMessage", &receive)).await;
     assert_eq!(status, 200, "{body:?}");
     assert!(polled_at.elapsed() >= Duration::from_millis(1900));
-    assert!(!busy_connection.is_finished(), "the busy connection was closed");
+    assert!(
+        !busy_connection.is_finished(),
+        "the busy connection was closed"
+    );
     assert_eq!(exchange2(&mut busy, health()).await.0, 200);
     // Then, quiet, it is closed too.
     let ended = tokio::time::timeout(patience, busy_connection).await;
@@ -243,6 +258,74 @@ async fn connections_beyond_max_connections_wait_until_one_closes() {
         "{:?}",
         &buffer[..n]
     );
+    server.stop().await;
+}
+
+/// The value of the sample `series` (no labels) on a Prometheus page.
+fn sample(page: &str, series: &str) -> u64 {
+    page.lines()
+        .find_map(|line| line.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+        .unwrap_or_else(|| panic!("no sample {series} in\n{page}"))
+}
+
+/// `GET /metrics` on `connection`: the page.
+async fn scrape(connection: &mut http::Connection) -> String {
+    let answer = connection.send("GET", "/metrics", &[], b"").await.unwrap();
+    assert_eq!(answer.status, 200, "{answer:?}");
+    answer.text()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_count_open_connections_and_the_limit_reached() {
+    let server = InProcessServer::start_with(Options {
+        max_connections: 3,
+        ..Options::default()
+    })
+    .await;
+    let addr = server.addr();
+    let mut first = TcpStream::connect(addr).await.unwrap();
+    assert!(health_on(&mut first, Duration::from_secs(10)).await);
+    // The scrape's own connection is open too.
+    let mut scraper = http::Connection::connect(addr).await.unwrap();
+    let page = scrape(&mut scraper).await;
+    assert_eq!(sample(&page, "leaseq_http_connections_open"), 2, "{page}");
+    assert_eq!(sample(&page, "leaseq_http_connections_max"), 3);
+    assert_eq!(sample(&page, "leaseq_http_connections_accepted_total"), 2);
+    assert_eq!(
+        sample(&page, "leaseq_http_connection_limit_reached_total"),
+        0
+    );
+
+    // Three open: the limit. A fourth connection waits in the backlog; once one closes, it
+    // is accepted, and its scrape shows the limit was reached.
+    let mut third = TcpStream::connect(addr).await.unwrap();
+    assert!(health_on(&mut third, Duration::from_secs(10)).await);
+    let waiting = tokio::spawn(async move {
+        let mut waiting = http::Connection::connect(addr).await.unwrap();
+        scrape(&mut waiting).await
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!waiting.is_finished(), "the fourth connection was accepted");
+    drop(third);
+    let page = waiting.await.unwrap();
+    assert_eq!(sample(&page, "leaseq_http_connections_open"), 3, "{page}");
+    assert_eq!(sample(&page, "leaseq_http_connections_accepted_total"), 4);
+    assert_eq!(
+        sample(&page, "leaseq_http_connection_limit_reached_total"),
+        1
+    );
+
+    // Closed connections are no longer counted (the server notices a close asynchronously).
+    drop(first);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let page = scrape(&mut scraper).await;
+        if sample(&page, "leaseq_http_connections_open") == 1 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{page}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     server.stop().await;
 }
 

@@ -313,6 +313,7 @@ async fn storage_gauges_follow_checkpoints_on_the_services_clock() {
         fifo_groups: &Default::default(),
         process: None,
         storage: Some(stats),
+        connections: None,
     });
     assert!(
         page.lines()

@@ -47,7 +47,7 @@ use tower::ServiceExt as _;
 use super::idle::Streams;
 use super::tls::Tls;
 use super::{handle_sqs, router_of, HttpConfig, Shared};
-use crate::metrics::Metrics;
+use crate::metrics::{ConnectionStats, Metrics};
 use crate::service::Api;
 
 /// The path prefixes the router may serve: `GET /health`, `/livez`, `/readyz` and the dashboard's routes
@@ -70,6 +70,9 @@ pub struct Connections {
     pub header_read_timeout: Duration,
     /// Connections served at once; more wait to be accepted until one closes.
     pub max_connections: usize,
+    /// Where the accept loop counts its connections (`leaseq serve` passes the service's
+    /// [`crate::Service::connection_stats`], which `/metrics` shows).
+    pub stats: Arc<ConnectionStats>,
 }
 
 /// `header_read_timeout`'s default: hyper's own default, and longer than any SDK's pause
@@ -86,6 +89,7 @@ impl Default for Connections {
             tls: None,
             header_read_timeout: HEADER_READ_TIMEOUT_DEFAULT,
             max_connections: MAX_CONNECTIONS_DEFAULT,
+            stats: Arc::default(),
         }
     }
 }
@@ -130,6 +134,8 @@ pub async fn serve<B: Api>(
     // Whether the last connection had to wait for a permit: the warning is logged once per
     // stretch at the limit, not once per connection.
     let mut at_limit = false;
+    let stats = connections.stats.clone();
+    stats.set_max(connections.max_connections);
     loop {
         let permit = match permits.clone().try_acquire_owned() {
             Ok(permit) => {
@@ -138,6 +144,7 @@ pub async fn serve<B: Api>(
             }
             Err(_) => {
                 if !at_limit {
+                    stats.limit_reached();
                     tracing::warn!(
                         max_connections = connections.max_connections,
                         "max_connections reached: new connections wait until one closes"
@@ -158,6 +165,7 @@ pub async fn serve<B: Api>(
         };
         match accepted {
             Ok((stream, address)) => {
+                let counted = stats.accepted();
                 let (id, stop) = stops.register();
                 let connection =
                     serve_connection(app.clone(), connections.clone(), stream, address, stop);
@@ -165,6 +173,7 @@ pub async fn serve<B: Api>(
                 tokio::spawn(async move {
                     connection.await;
                     stops.forget(id);
+                    drop(counted);
                     drop(open);
                     drop(permit);
                 });
