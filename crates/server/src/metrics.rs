@@ -917,6 +917,7 @@ mod tests {
                 log_segments: 2,
                 checkpoints: crate::checkpoint::CheckpointStats {
                     completed: 3,
+                    started_at_ms: 1_000,
                     log_bytes_since: 100,
                     snapshot_bytes: 512,
                     snapshot_written_at_ms: Some(7_500),
