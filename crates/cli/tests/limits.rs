@@ -1,7 +1,8 @@
 //! The limits that protect the server from its clients, on the production accept loop: the
-//! header read timeout closes a stalled connection (plain, and a stalled TLS handshake), the
-//! connection limit makes connections beyond it wait until one closes, and a crowd of slow
-//! clients (slowloris: a byte a second) does not stop normal clients.
+//! header read timeout closes a stalled connection (plain, and a stalled TLS handshake) and an
+//! idle HTTP/2 connection (but not a busy one), the connection limit makes connections beyond
+//! it wait until one closes (and `/metrics` counts them), and a crowd of slow clients
+//! (slowloris: a byte a second) does not stop normal clients.
 //!
 //! The slow-client test runs briefly in `cargo test`; `LEASEQ_SLOW_CLIENT_SECONDS=120` (and
 //! `LEASEQ_SLOW_CLIENTS=N`, default 1000) runs it longer, past the default header read timeout,

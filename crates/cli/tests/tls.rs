@@ -1,7 +1,7 @@
 //! TLS on the SQS listener (`tls_cert`, `tls_key`): the SDK over HTTPS trusting a CA made at
 //! test time, HTTP/2 and HTTP/1.1 keep-alive chosen by ALPN, `https://` queue URLs, the
-//! certificate reloaded on SIGHUP without dropping an open connection, and the start-up errors
-//! of a half or broken configuration.
+//! certificate reloaded on SIGHUP without dropping an open connection, the start-up errors
+//! of a half or broken configuration, and `leaseq healthcheck` over HTTPS.
 
 mod common;
 #[path = "common/pki.rs"]
