@@ -134,7 +134,9 @@ async fn exchange2(
 async fn an_idle_http2_connection_is_closed_and_a_busy_one_is_not() {
     let dir = ScratchDir::new(env!("CARGO_TARGET_TMPDIR"), "limits-h2-idle");
     let ca = pki::Ca::new("leaseq test CA");
-    let timeout = Duration::from_millis(500);
+    // Long enough that a busy machine's pause between two of the busy connection's requests
+    // (a twentieth of a second apart) does not make it idle.
+    let timeout = Duration::from_millis(800);
     let server = InProcessServer::start_with(Options {
         tls: Some(ca.server_pair("leaseq").write(dir.path())),
         header_read_timeout: timeout,
@@ -175,12 +177,13 @@ async fn an_idle_http2_connection_is_closed_and_a_busy_one_is_not() {
         "a closed connection takes no request"
     );
 
-    // A busy connection stays open: a request every tenth of a second for four timeouts...
+    // A busy connection stays open: a request every twentieth of a second for three
+    // timeouts...
     let (mut busy, busy_connection) = h2().await;
-    let busy_until = Instant::now() + 4 * timeout;
+    let busy_until = Instant::now() + 3 * timeout;
     while Instant::now() < busy_until {
         assert_eq!(exchange2(&mut busy, health()).await.0, 200);
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
     // ...and while a long poll longer than the timeout waits, the connection is not idle: the
     // poll is answered (empty) on the same connection.
