@@ -210,6 +210,84 @@ async fn an_idle_http2_connection_is_closed_and_a_busy_one_is_not() {
     server.stop().await;
 }
 
+/// An HTTP/2 connection whose client sends the preface and its SETTINGS and then never writes
+/// again: it acknowledges neither the server's SETTINGS nor its pings, as a client that is
+/// gone would not.
+async fn mute_http2(addr: SocketAddr, ca: &pki::Ca) -> tokio_rustls::client::TlsStream<TcpStream> {
+    let config = pki::client_config(&ca.pem(), &[b"h2"]);
+    let mut stream = pki::connect(addr, config).await.unwrap();
+    stream
+        .write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")
+        .await
+        .unwrap();
+    // An empty SETTINGS frame: length 0, type 4, no flags, stream 0.
+    stream
+        .write_all(&[0, 0, 0, 4, 0, 0, 0, 0, 0])
+        .await
+        .unwrap();
+    stream.flush().await.unwrap();
+    stream
+}
+
+/// Reads `stream` until the server closes it; whether it did within `patience`.
+async fn read_until_closed<S: tokio::io::AsyncRead + Unpin>(
+    stream: &mut S,
+    patience: Duration,
+) -> bool {
+    let mut buffer = [0u8; 4096];
+    let closed = tokio::time::timeout(patience, async {
+        loop {
+            match stream.read(&mut buffer).await {
+                // A TLS stream dropped without close_notify ends in an error.
+                Ok(0) | Err(_) => return,
+                Ok(_) => continue,
+            }
+        }
+    });
+    closed.await.is_ok()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_http2_client_that_never_acknowledges_goaway_is_dropped() {
+    let dir = ScratchDir::new(env!("CARGO_TARGET_TMPDIR"), "limits-h2-mute");
+    let ca = pki::Ca::new("leaseq test CA");
+    let (certificate, key) = ca.server_pair("leaseq").write(dir.path());
+    let timeout = Duration::from_millis(500);
+    let server = InProcessServer::start_with(Options {
+        tls: Some((certificate.clone(), key.clone())),
+        header_read_timeout: timeout,
+        ..Options::default()
+    })
+    .await;
+    // Idle: GOAWAY and a ping after the timeout, never acknowledged; dropped after the grace
+    // (here the timeout again).
+    let started = Instant::now();
+    let mut mute = mute_http2(server.addr(), &ca).await;
+    assert!(
+        read_until_closed(&mut mute, Duration::from_secs(10)).await,
+        "an idle HTTP/2 connection whose client does not acknowledge GOAWAY stays open"
+    );
+    assert!(started.elapsed() >= 2 * timeout - Duration::from_millis(50));
+    server.stop().await;
+
+    // A server stopping with such a connection open stops all the same (within the grace).
+    let server = InProcessServer::start_with(Options {
+        tls: Some((certificate, key)),
+        ..Options::default()
+    })
+    .await;
+    let mut mute = mute_http2(server.addr(), &ca).await;
+    // The server has taken the connection (its SETTINGS come back) before it is told to stop.
+    let mut buffer = [0u8; 64];
+    assert!(mute.read(&mut buffer).await.unwrap() > 0);
+    let stopped = tokio::time::timeout(Duration::from_secs(15), server.stop()).await;
+    assert!(
+        stopped.is_ok(),
+        "the server waits for the mute client for ever"
+    );
+    assert!(read_until_closed(&mut mute, Duration::from_secs(10)).await);
+}
+
 /// Sends `GET /health` on `stream` (kept alive) and reads the answer's head; whether it came
 /// within `patience`.
 async fn health_on(stream: &mut TcpStream, patience: Duration) -> bool {

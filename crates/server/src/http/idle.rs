@@ -48,7 +48,13 @@ impl Streams {
     /// Completes once the connection has had no stream open for `idle_timeout` (counted from
     /// the end of its last stream, or from its start if it has had none).
     pub(super) async fn idle_for(&self, idle_timeout: Duration) {
-        let mut deadline = self.started_at + idle_timeout;
+        self.idle_after(self.started_at, idle_timeout).await;
+    }
+
+    /// Completes once the connection has had no stream open for `idle_timeout`, counted from
+    /// the end of its last stream or from `since`, whichever is later.
+    pub(super) async fn idle_after(&self, since: Instant, idle_timeout: Duration) {
+        let mut deadline = since.max(self.started_at) + idle_timeout;
         loop {
             tokio::time::sleep_until(deadline).await;
             if self.open.load(Ordering::SeqCst) > 0 {
@@ -60,7 +66,8 @@ impl Streams {
             // Read after `open`: a stream that ended before `open` was seen at 0 stored its
             // end first (see `OpenStream::drop`), so it is seen here.
             let last_ended_ms = self.last_ended_ms.load(Ordering::SeqCst);
-            let idle_until = self.started_at + Duration::from_millis(last_ended_ms) + idle_timeout;
+            let last_ended_at = self.started_at + Duration::from_millis(last_ended_ms);
+            let idle_until = last_ended_at.max(since) + idle_timeout;
             if idle_until <= Instant::now() {
                 return;
             }
@@ -112,6 +119,19 @@ mod tests {
         let streams = Streams::new();
         let idle = within_patience(idle_at(&streams)).await;
         assert!(idle >= streams.started_at + IDLE_TIMEOUT);
+    }
+
+    #[tokio::test]
+    async fn idle_after_counts_from_its_start_on_a_long_idle_connection() {
+        // A connection idle for longer than the grace already: the grace still runs from the
+        // close's start (the GOAWAY gets its chance to be acknowledged).
+        let streams = Streams::new();
+        drop(streams.open());
+        tokio::time::sleep(2 * IDLE_TIMEOUT).await;
+        let since = Instant::now();
+        let idle = tokio::time::timeout(PATIENCE, streams.idle_after(since, IDLE_TIMEOUT)).await;
+        idle.expect("idle within the patience");
+        assert!(Instant::now() >= since + IDLE_TIMEOUT);
     }
 
     #[tokio::test]

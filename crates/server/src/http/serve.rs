@@ -41,6 +41,7 @@ use std::task::{Context, Poll};
 use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{oneshot, watch, Semaphore};
+use tokio::time::Instant;
 use tokio_rustls::server::TlsStream;
 use tower::ServiceExt as _;
 
@@ -265,17 +266,22 @@ enum Closing {
     Idle,
 }
 
-/// How long an idle HTTP/2 connection's close may take after its GOAWAY: hyper sends GOAWAY
-/// and a ping, and closes once the client acknowledges the ping; a client that never does
-/// (gone, or not reading) would hold the connection open, so after this it is dropped.
-const IDLE_CLOSE_GRACE: Duration = Duration::from_secs(5);
+/// The longest an HTTP/2 connection's graceful close waits for its client once no stream is
+/// open (see [`until_stopped`]): `header_read_timeout` if shorter.
+const CLOSE_GRACE_MAX: Duration = Duration::from_secs(5);
 
 /// Drives a hyper connection (HTTP/1.1's or HTTP/2's: types with the same methods and no
-/// common trait, hence a macro) until it ends, or until `stop` and then the answer in progress,
-/// or until `idle` completes (a connection with no request in progress) and then a graceful
-/// close bounded by [`IDLE_CLOSE_GRACE`].
+/// common trait, hence a macro) until it ends, or until `stop` (the server stops) or `idle`
+/// (an HTTP/2 connection with no request in progress for the idle timeout) and then a graceful
+/// close: the answers in progress are finished, however long they take.
+///
+/// HTTP/2's graceful close is GOAWAY and a ping, and hyper closes once the client has
+/// acknowledged the ping and the last stream has ended; a client that never acknowledges
+/// (gone, or not reading) would hold the connection, and a stopping server, for ever. So
+/// `unanswered`, a future made when the close begins, ends it too: for HTTP/2, once no stream
+/// has been open for the grace (HTTP/1.1 closes as soon as its answer in progress is out).
 macro_rules! until_stopped {
-    ($connection:expr, $stop:expr, $idle:expr, $address:expr) => {{
+    ($connection:expr, $stop:expr, $idle:expr, $unanswered:expr, $address:expr) => {{
         let mut connection = pin!($connection);
         let ended = tokio::select! {
             result = connection.as_mut() => Ok(result),
@@ -284,19 +290,17 @@ macro_rules! until_stopped {
         };
         let result = match ended {
             Ok(result) => result,
-            Err(Closing::Stopping) => {
+            Err(closing) => {
+                if let Closing::Idle = closing {
+                    tracing::trace!(address = %$address, "closing an idle connection");
+                }
                 connection.as_mut().graceful_shutdown();
-                connection.await
-            }
-            Err(Closing::Idle) => {
-                tracing::trace!(address = %$address, "closing an idle connection");
-                connection.as_mut().graceful_shutdown();
-                match tokio::time::timeout(IDLE_CLOSE_GRACE, connection).await {
-                    Ok(result) => result,
-                    Err(_) => {
+                tokio::select! {
+                    result = connection.as_mut() => result,
+                    () = $unanswered => {
                         tracing::debug!(
                             address = %$address,
-                            "an idle connection's client did not acknowledge GOAWAY: dropped"
+                            "a closing connection's client did not acknowledge GOAWAY: dropped"
                         );
                         Ok(())
                     }
@@ -328,7 +332,7 @@ async fn serve_connection<B: Api>(
     let Some(tls) = &connections.tls else {
         let service = service_fn(answer);
         let connection = http1_builder(timeout).serve_connection(TokioIo::new(stream), service);
-        until_stopped!(connection, stop, never_idle(), address);
+        until_stopped!(connection, stop, never_idle(), never_idle(), address);
         return;
     };
     // A stop while the handshake (or HTTP/2's preface) is still on its way ends the connection
@@ -343,7 +347,7 @@ async fn serve_connection<B: Api>(
         Some(Secured::Http1(stream)) => {
             let service = service_fn(answer);
             let connection = http1_builder(timeout).serve_connection(TokioIo::new(stream), service);
-            until_stopped!(connection, stop, never_idle(), address);
+            until_stopped!(connection, stop, never_idle(), never_idle(), address);
         }
         Some(Secured::Http2(stream)) => {
             // hyper's HTTP/2 server has no idle timeout of its own: each stream is counted
@@ -365,7 +369,14 @@ async fn serve_connection<B: Api>(
             let mut builder = http2::Builder::new(TokioExecutor::new());
             builder.timer(TokioTimer::new());
             let connection = builder.serve_connection(TokioIo::new(stream), service);
-            until_stopped!(connection, stop, streams.idle_for(timeout), address);
+            let grace = timeout.min(CLOSE_GRACE_MAX);
+            until_stopped!(
+                connection,
+                stop,
+                streams.idle_for(timeout),
+                streams.idle_after(Instant::now(), grace),
+                address
+            );
         }
     }
 }
