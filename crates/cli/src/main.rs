@@ -7,6 +7,7 @@ mod healthcheck;
 mod message;
 mod redrive;
 mod serve;
+mod tls_client;
 
 use clap::{Parser, Subcommand};
 

@@ -135,12 +135,14 @@ pub struct ServeArgs {
     tls_key: Option<PathBuf>,
     /// Milliseconds a client may take to send a request's header (and over TLS, the
     /// handshake), counted from the connection's start or the previous answer; then the
-    /// connection is closed. An idle HTTP/1.1 keep-alive connection closes after as long
-    /// [default: 30000].
+    /// connection is closed. An idle connection closes after as long: HTTP/1.1 keep-alive
+    /// between requests, HTTP/2 with no request in progress (with GOAWAY) [default: 30000].
     #[arg(long, env = "LEASEQ_HEADER_READ_TIMEOUT_MS", value_parser = clap::value_parser!(u64).range(1..))]
     header_read_timeout_ms: Option<u64>,
     /// Connections served at once on `--listen`; beyond it, new connections wait (in the
-    /// kernel's listen backlog) until one closes. Keep `ulimit -n` above it [default: 10000].
+    /// kernel's listen backlog) until one closes. Keep `ulimit -n` above it; `/metrics` shows
+    /// `leaseq_http_connections_open` and `leaseq_http_connection_limit_reached_total`
+    /// [default: 10000].
     #[arg(long, env = "LEASEQ_MAX_CONNECTIONS", value_parser = clap::value_parser!(u64).range(1..))]
     max_connections: Option<u64>,
 }
@@ -623,6 +625,7 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
             tls: settings.tls.clone(),
             header_read_timeout: settings.header_read_timeout,
             max_connections: settings.max_connections,
+            stats: service.connection_stats().clone(),
         },
         async move {
             shutdown_signal().await;

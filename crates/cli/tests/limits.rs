@@ -1,7 +1,8 @@
 //! The limits that protect the server from its clients, on the production accept loop: the
-//! header read timeout closes a stalled connection (plain, and a stalled TLS handshake), the
-//! connection limit makes connections beyond it wait until one closes, and a crowd of slow
-//! clients (slowloris: a byte a second) does not stop normal clients.
+//! header read timeout closes a stalled connection (plain, and a stalled TLS handshake) and an
+//! idle HTTP/2 connection (but not a busy one), the connection limit makes connections beyond
+//! it wait until one closes (and `/metrics` counts them), and a crowd of slow clients
+//! (slowloris: a byte a second) does not stop normal clients.
 //!
 //! The slow-client test runs briefly in `cargo test`; `LEASEQ_SLOW_CLIENT_SECONDS=120` (and
 //! `LEASEQ_SLOW_CLIENTS=N`, default 1000) runs it longer, past the default header read timeout,
@@ -16,6 +17,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use bytes::Bytes;
+use http_body_util::{BodyExt as _, Full};
 use leaseq_testkit::http;
 use leaseq_testkit::launch::{InProcessServer, Options};
 use leaseq_testkit::names::ScratchDir;
@@ -103,6 +106,188 @@ async fn the_header_read_timeout_bounds_a_stalled_tls_handshake() {
     server.stop().await;
 }
 
+/// An AWS JSON 1.0 request of `action` with `body`.
+fn json_request(action: &str, body: &serde_json::Value) -> hyper::Request<Full<Bytes>> {
+    hyper::Request::post("/")
+        .header("host", "localhost")
+        .header("content-type", "application/x-amz-json-1.0")
+        .header("x-amz-target", format!("AmazonSQS.{action}"))
+        .body(Full::new(Bytes::from(body.to_string())))
+        .unwrap()
+}
+
+/// Sends `request` on an HTTP/2 connection and reads the whole answer: its status and body.
+async fn exchange2(
+    sender: &mut hyper::client::conn::http2::SendRequest<Full<Bytes>>,
+    request: hyper::Request<Full<Bytes>>,
+) -> (u16, Bytes) {
+    sender.ready().await.expect("an open HTTP/2 connection");
+    let response = sender.send_request(request).await.expect("an answer");
+    let status = response.status().as_u16();
+    (
+        status,
+        response.into_body().collect().await.unwrap().to_bytes(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_http2_connection_is_closed_and_a_busy_one_is_not() {
+    let dir = ScratchDir::new(env!("CARGO_TARGET_TMPDIR"), "limits-h2-idle");
+    let ca = pki::Ca::new("leaseq test CA");
+    // Long enough that a busy machine's pause between two of the busy connection's requests
+    // (a twentieth of a second apart) does not make it idle.
+    let timeout = Duration::from_millis(800);
+    let server = InProcessServer::start_with(Options {
+        tls: Some(ca.server_pair("leaseq").write(dir.path())),
+        header_read_timeout: timeout,
+        ..Options::default()
+    })
+    .await;
+    let h2 = || async {
+        let config = pki::client_config(&ca.pem(), &[b"h2"]);
+        let stream = pki::connect(server.addr(), config).await.unwrap();
+        assert_eq!(stream.get_ref().1.alpn_protocol(), Some(&b"h2"[..]));
+        pki::http2(stream).await
+    };
+    let health = || {
+        hyper::Request::get("/health")
+            .body(Full::default())
+            .unwrap()
+    };
+
+    // Idle from its start: the preface and settings, then no request. hyper's client answers
+    // the server's pings, so only an idle timeout closes it.
+    let started = Instant::now();
+    let (_idle, idle_connection) = h2().await;
+    // Quiet after one request.
+    let (mut quiet, quiet_connection) = h2().await;
+    assert_eq!(exchange2(&mut quiet, health()).await.0, 200);
+    let patience = Duration::from_secs(10);
+    let ended = tokio::time::timeout(patience, idle_connection).await;
+    let ended = ended
+        .expect("the idle HTTP/2 connection is closed")
+        .unwrap();
+    assert!(ended.is_ok(), "closed gracefully (GOAWAY): {ended:?}");
+    let took = started.elapsed();
+    assert!(took >= timeout - Duration::from_millis(50), "{took:?}");
+    let ended = tokio::time::timeout(patience, quiet_connection).await;
+    assert!(ended.is_ok(), "the quiet HTTP/2 connection is closed");
+    assert!(
+        quiet.ready().await.is_err(),
+        "a closed connection takes no request"
+    );
+
+    // A busy connection stays open: a request every twentieth of a second for three
+    // timeouts...
+    let (mut busy, busy_connection) = h2().await;
+    let busy_until = Instant::now() + 3 * timeout;
+    while Instant::now() < busy_until {
+        assert_eq!(exchange2(&mut busy, health()).await.0, 200);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // ...and while a long poll longer than the timeout waits, the connection is not idle: the
+    // poll is answered (empty) on the same connection.
+    let create = serde_json::json!({ "QueueName": "h2-idle" });
+    let (status, body) = exchange2(&mut busy, json_request("CreateQueue", &create)).await;
+    assert_eq!(status, 200, "{body:?}");
+    let created: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    let receive = serde_json::json!({
+        "QueueUrl": created["QueueUrl"],
+        "WaitTimeSeconds": 2,
+    });
+    let polled_at = Instant::now();
+    let (status, body) = exchange2(&mut busy, json_request("ReceiveMessage", &receive)).await;
+    assert_eq!(status, 200, "{body:?}");
+    assert!(polled_at.elapsed() >= Duration::from_millis(1900));
+    assert!(
+        !busy_connection.is_finished(),
+        "the busy connection was closed"
+    );
+    assert_eq!(exchange2(&mut busy, health()).await.0, 200);
+    // Then, quiet, it is closed too.
+    let ended = tokio::time::timeout(patience, busy_connection).await;
+    assert!(ended.is_ok(), "the busy connection, once idle, is closed");
+    server.stop().await;
+}
+
+/// An HTTP/2 connection whose client sends the preface and its SETTINGS and then never writes
+/// again: it acknowledges neither the server's SETTINGS nor its pings, as a client that is
+/// gone would not.
+async fn mute_http2(addr: SocketAddr, ca: &pki::Ca) -> tokio_rustls::client::TlsStream<TcpStream> {
+    let config = pki::client_config(&ca.pem(), &[b"h2"]);
+    let mut stream = pki::connect(addr, config).await.unwrap();
+    stream
+        .write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")
+        .await
+        .unwrap();
+    // An empty SETTINGS frame: length 0, type 4, no flags, stream 0.
+    stream
+        .write_all(&[0, 0, 0, 4, 0, 0, 0, 0, 0])
+        .await
+        .unwrap();
+    stream.flush().await.unwrap();
+    stream
+}
+
+/// Reads `stream` until the server closes it; whether it did within `patience`.
+async fn read_until_closed<S: tokio::io::AsyncRead + Unpin>(
+    stream: &mut S,
+    patience: Duration,
+) -> bool {
+    let mut buffer = [0u8; 4096];
+    let closed = tokio::time::timeout(patience, async {
+        loop {
+            match stream.read(&mut buffer).await {
+                // A TLS stream dropped without close_notify ends in an error.
+                Ok(0) | Err(_) => return,
+                Ok(_) => continue,
+            }
+        }
+    });
+    closed.await.is_ok()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_http2_client_that_never_acknowledges_goaway_is_dropped() {
+    let dir = ScratchDir::new(env!("CARGO_TARGET_TMPDIR"), "limits-h2-mute");
+    let ca = pki::Ca::new("leaseq test CA");
+    let (certificate, key) = ca.server_pair("leaseq").write(dir.path());
+    let timeout = Duration::from_millis(500);
+    let server = InProcessServer::start_with(Options {
+        tls: Some((certificate.clone(), key.clone())),
+        header_read_timeout: timeout,
+        ..Options::default()
+    })
+    .await;
+    // Idle: GOAWAY and a ping after the timeout, never acknowledged; dropped after the grace
+    // (here the timeout again).
+    let started = Instant::now();
+    let mut mute = mute_http2(server.addr(), &ca).await;
+    assert!(
+        read_until_closed(&mut mute, Duration::from_secs(10)).await,
+        "an idle HTTP/2 connection whose client does not acknowledge GOAWAY stays open"
+    );
+    assert!(started.elapsed() >= 2 * timeout - Duration::from_millis(50));
+    server.stop().await;
+
+    // A server stopping with such a connection open stops all the same (within the grace).
+    let server = InProcessServer::start_with(Options {
+        tls: Some((certificate, key)),
+        ..Options::default()
+    })
+    .await;
+    let mut mute = mute_http2(server.addr(), &ca).await;
+    // The server has taken the connection (its SETTINGS come back) before it is told to stop.
+    let mut buffer = [0u8; 64];
+    assert!(mute.read(&mut buffer).await.unwrap() > 0);
+    let stopped = tokio::time::timeout(Duration::from_secs(15), server.stop()).await;
+    assert!(
+        stopped.is_ok(),
+        "the server waits for the mute client for ever"
+    );
+    assert!(read_until_closed(&mut mute, Duration::from_secs(10)).await);
+}
+
 /// Sends `GET /health` on `stream` (kept alive) and reads the answer's head; whether it came
 /// within `patience`.
 async fn health_on(stream: &mut TcpStream, patience: Duration) -> bool {
@@ -155,6 +340,74 @@ async fn connections_beyond_max_connections_wait_until_one_closes() {
         "{:?}",
         &buffer[..n]
     );
+    server.stop().await;
+}
+
+/// The value of the sample `series` (no labels) on a Prometheus page.
+fn sample(page: &str, series: &str) -> u64 {
+    page.lines()
+        .find_map(|line| line.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+        .unwrap_or_else(|| panic!("no sample {series} in\n{page}"))
+}
+
+/// `GET /metrics` on `connection`: the page.
+async fn scrape(connection: &mut http::Connection) -> String {
+    let answer = connection.send("GET", "/metrics", &[], b"").await.unwrap();
+    assert_eq!(answer.status, 200, "{answer:?}");
+    answer.text()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_count_open_connections_and_the_limit_reached() {
+    let server = InProcessServer::start_with(Options {
+        max_connections: 3,
+        ..Options::default()
+    })
+    .await;
+    let addr = server.addr();
+    let mut first = TcpStream::connect(addr).await.unwrap();
+    assert!(health_on(&mut first, Duration::from_secs(10)).await);
+    // The scrape's own connection is open too.
+    let mut scraper = http::Connection::connect(addr).await.unwrap();
+    let page = scrape(&mut scraper).await;
+    assert_eq!(sample(&page, "leaseq_http_connections_open"), 2, "{page}");
+    assert_eq!(sample(&page, "leaseq_http_connections_max"), 3);
+    assert_eq!(sample(&page, "leaseq_http_connections_accepted_total"), 2);
+    assert_eq!(
+        sample(&page, "leaseq_http_connection_limit_reached_total"),
+        0
+    );
+
+    // Three open: the limit. A fourth connection waits in the backlog; once one closes, it
+    // is accepted, and its scrape shows the limit was reached.
+    let mut third = TcpStream::connect(addr).await.unwrap();
+    assert!(health_on(&mut third, Duration::from_secs(10)).await);
+    let waiting = tokio::spawn(async move {
+        let mut waiting = http::Connection::connect(addr).await.unwrap();
+        scrape(&mut waiting).await
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!waiting.is_finished(), "the fourth connection was accepted");
+    drop(third);
+    let page = waiting.await.unwrap();
+    assert_eq!(sample(&page, "leaseq_http_connections_open"), 3, "{page}");
+    assert_eq!(sample(&page, "leaseq_http_connections_accepted_total"), 4);
+    assert_eq!(
+        sample(&page, "leaseq_http_connection_limit_reached_total"),
+        1
+    );
+
+    // Closed connections are no longer counted (the server notices a close asynchronously).
+    drop(first);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let page = scrape(&mut scraper).await;
+        if sample(&page, "leaseq_http_connections_open") == 1 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{page}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     server.stop().await;
 }
 

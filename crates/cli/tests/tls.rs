@@ -1,7 +1,7 @@
 //! TLS on the SQS listener (`tls_cert`, `tls_key`): the SDK over HTTPS trusting a CA made at
 //! test time, HTTP/2 and HTTP/1.1 keep-alive chosen by ALPN, `https://` queue URLs, the
-//! certificate reloaded on SIGHUP without dropping an open connection, and the start-up errors
-//! of a half or broken configuration.
+//! certificate reloaded on SIGHUP without dropping an open connection, the start-up errors
+//! of a half or broken configuration, and `leaseq healthcheck` over HTTPS.
 
 mod common;
 #[path = "common/pki.rs"]
@@ -396,12 +396,79 @@ async fn with_tls_the_probes_and_the_dashboard_are_on_the_plain_admin_listener()
     let ready = common::healthcheck(&format!("http://{admin}"));
     assert!(ready.status.success(), "{ready:?}");
     assert_eq!(String::from_utf8_lossy(&ready.stdout).trim(), "ok");
+    // The TLS listener itself needs the CA (`leaseq_healthcheck_asks_a_tls_listener`).
     let https = common::healthcheck(&server.endpoint());
     assert!(!https.status.success());
-    assert!(
-        String::from_utf8_lossy(&https.stderr).contains("ask the admin listener"),
-        "{https:?}"
-    );
+    let stderr = String::from_utf8_lossy(&https.stderr);
+    assert!(stderr.contains("needs --ca-bundle"), "{https:?}");
+    assert!(stderr.contains("ask the admin listener"), "{https:?}");
+    server.stop().await;
+}
+
+/// `leaseq healthcheck` with `args` against `endpoint`, off the test's runtime (the server is
+/// in this process): whether it succeeded, and what it printed (stdout, or stderr).
+async fn healthcheck(endpoint: String, args: Vec<std::ffi::OsString>) -> (bool, String) {
+    let output = tokio::task::spawn_blocking(move || {
+        let args: Vec<&OsStr> = args.iter().map(|arg| arg.as_os_str()).collect();
+        common::healthcheck_with(&endpoint, &args)
+    })
+    .await
+    .unwrap();
+    let printed = if output.status.success() {
+        &output.stdout
+    } else {
+        &output.stderr
+    };
+    let printed = String::from_utf8_lossy(printed).trim().to_string();
+    (output.status.success(), printed)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leaseq_healthcheck_asks_a_tls_listener() {
+    let dir = scratch("healthcheck");
+    let ca = Ca::new("leaseq test CA");
+    let server = tls_server(&ca.server_pair("leaseq"), &dir).await;
+    let bundle = dir.path().join("ca.pem");
+    std::fs::write(&bundle, ca.pem()).unwrap();
+    let trusting = || vec!["--ca-bundle".into(), bundle.clone().into_os_string()];
+    let port = server.addr().port();
+    // By name and by address: the certificate names both.
+    for endpoint in [
+        format!("https://localhost:{port}"),
+        format!("https://127.0.0.1:{port}"),
+    ] {
+        let (ready, printed) = healthcheck(endpoint.clone(), trusting()).await;
+        assert!(ready, "{endpoint}: {printed}");
+        assert_eq!(printed, "ok");
+    }
+    let mut livez = trusting();
+    livez.extend(["--path".into(), "/livez".into()]);
+    let (live, printed) = healthcheck(server.endpoint().to_string(), livez).await;
+    assert!(live, "{printed}");
+
+    // It really verifies: trusting another CA, the handshake fails.
+    let stranger = dir.path().join("stranger.pem");
+    std::fs::write(&stranger, Ca::new("someone else's CA").pem()).unwrap();
+    let untrusting = vec!["--ca-bundle".into(), stranger.into_os_string()];
+    let (ready, printed) = healthcheck(server.endpoint().to_string(), untrusting).await;
+    assert!(!ready);
+    assert!(printed.contains("TLS with"), "{printed}");
+    // A bundle without a certificate is refused as such.
+    let empty = dir.path().join("empty.pem");
+    std::fs::write(&empty, "").unwrap();
+    let empty = vec!["--ca-bundle".into(), empty.into_os_string()];
+    let (ready, printed) = healthcheck(server.endpoint().to_string(), empty).await;
+    assert!(!ready);
+    assert!(printed.contains("holds no certificate"), "{printed}");
+    // Plain HTTP to a TLS listener gets no HTTP answer.
+    let plain = server.endpoint().replace("https://", "http://");
+    let (ready, _) = healthcheck(plain, vec![]).await;
+    assert!(!ready);
+    // And a not-ready server is reported as such over TLS too: 503 once draining.
+    server.release_long_polls();
+    let (ready, printed) = healthcheck(server.endpoint().to_string(), trusting()).await;
+    assert!(!ready, "{printed}");
+    assert!(printed.contains("answered 503"), "{printed}");
     server.stop().await;
 }
 

@@ -70,6 +70,9 @@ pub struct Checkpoints {
     clock: SnapshotClock,
     /// What the checkpoints of this process did, for the metrics page.
     completed: AtomicU64,
+    /// When this process started, by `clock`: what the snapshot's age counts from before
+    /// the process has written one.
+    started_at_ms: AtomicU64,
     snapshot_written_at_ms: AtomicU64,
     last_duration_micros: AtomicU64,
     last_paused_micros: AtomicU64,
@@ -94,14 +97,27 @@ pub struct CheckpointStats {
     pub log_bytes_since: u64,
     /// The size of the newest snapshot (written, or loaded at recovery); 0 if there is none.
     pub snapshot_bytes: u64,
+    /// When this process started (its checkpoints were set up, after recovery), by the
+    /// service's clock.
+    pub started_at_ms: u64,
     /// When this process last wrote a snapshot, by the service's clock (`None` before its
-    /// first checkpoint: the time of a snapshot loaded at recovery is not recorded).
+    /// first checkpoint: neither a snapshot file nor a PostgreSQL snapshot row records when
+    /// it was written, so a snapshot loaded at recovery has no time).
     pub snapshot_written_at_ms: Option<u64>,
     /// The duration of the last completed checkpoint, freeze to relocations, in microseconds.
     pub last_duration_micros: Option<u64>,
     /// How long the last completed checkpoint held the engine lock (the freeze), in
     /// microseconds.
     pub last_paused_micros: Option<u64>,
+}
+
+impl CheckpointStats {
+    /// What the snapshot's age counts from: when this process last wrote one, or, before it
+    /// has, its start (a snapshot loaded at recovery is older still, by a time nothing
+    /// records), so the age is never more than the newest snapshot's.
+    pub fn snapshot_age_since_ms(&self) -> u64 {
+        self.snapshot_written_at_ms.unwrap_or(self.started_at_ms)
+    }
 }
 
 impl Checkpoints {
@@ -118,14 +134,17 @@ impl Checkpoints {
             payload_reads: RwLock::new(()),
             clock: SnapshotClock(RwLock::new(Arc::new(SystemClock))),
             completed: AtomicU64::new(0),
+            started_at_ms: AtomicU64::new(crate::clock::now_ms()),
             snapshot_written_at_ms: AtomicU64::new(0),
             last_duration_micros: AtomicU64::new(0),
             last_paused_micros: AtomicU64::new(0),
         }
     }
 
-    /// Takes the time of written snapshots from `clock` (the service's).
+    /// Takes the time of written snapshots from `clock` (the service's), and the process's
+    /// start too: the service is being set up, before it serves.
     pub fn set_clock(&self, clock: SharedClock) {
+        self.started_at_ms.store(clock.now_ms(), Ordering::Relaxed);
         *self.clock.0.write() = clock;
     }
 
@@ -135,6 +154,7 @@ impl Checkpoints {
         let if_any = |value: &AtomicU64| (completed > 0).then(|| value.load(Ordering::Relaxed));
         CheckpointStats {
             completed,
+            started_at_ms: self.started_at_ms.load(Ordering::Relaxed),
             log_bytes_since: self.log_bytes_since.load(Ordering::Relaxed),
             snapshot_bytes: self.last_snapshot_bytes.load(Ordering::Relaxed),
             snapshot_written_at_ms: if_any(&self.snapshot_written_at_ms),

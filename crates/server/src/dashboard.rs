@@ -106,6 +106,7 @@ async fn metrics(State(service): State<Arc<Service>>) -> Response {
         fifo_groups: &fifo_groups,
         process: ProcessStats::read(),
         storage: service.storage_stats(),
+        connections: Some(service.connection_stats().counts()),
     });
     (
         [(CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")],

@@ -8,6 +8,7 @@
 //! [`serve`] is the accept loop of `leaseq serve`; [`router`] serves the same API as an axum
 //! `Router` for anyone who runs their own server (the tests do).
 
+mod idle;
 mod serve;
 pub mod tls;
 

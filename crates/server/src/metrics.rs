@@ -28,8 +28,10 @@ use leaseq_core::histogram::{Histogram, HistogramSnapshot};
 use parking_lot::RwLock;
 use rustc_hash::FxHashMap;
 
+mod connections;
 mod operations;
 
+pub use connections::{ConnectionCounts, ConnectionStats, OpenConnection};
 pub use operations::{ProcessStats, StorageStats};
 
 /// Bucket bounds of processing time and lease time left, in milliseconds (5 ms to 12 h, the
@@ -221,6 +223,8 @@ pub struct Scrape<'a> {
     pub process: Option<ProcessStats>,
     /// The log's storage and checkpoints (`None` for a store that keeps nothing).
     pub storage: Option<StorageStats>,
+    /// The SQS listener's connections (`None`: no accept loop counts them).
+    pub connections: Option<ConnectionCounts>,
 }
 
 /// The Prometheus text exposition (format 0.0.4) of a scrape.
@@ -242,6 +246,9 @@ pub fn render(scrape: &Scrape) -> String {
     }
     if let Some(storage) = &scrape.storage {
         operations::render_storage(&mut page, storage, scrape.now_ms);
+    }
+    if let Some(connections) = &scrape.connections {
+        connections::render_connections(&mut page, connections);
     }
     render_queue_gauges(&mut page, scrape);
     render_fifo_groups(&mut page, scrape);
@@ -846,6 +853,7 @@ mod tests {
             .collect(),
             process: None,
             storage: None,
+            connections: None,
         });
         check_format(&page);
         for expected in [
@@ -909,12 +917,19 @@ mod tests {
                 log_segments: 2,
                 checkpoints: crate::checkpoint::CheckpointStats {
                     completed: 3,
+                    started_at_ms: 1_000,
                     log_bytes_since: 100,
                     snapshot_bytes: 512,
                     snapshot_written_at_ms: Some(7_500),
                     last_duration_micros: Some(1_500),
                     last_paused_micros: Some(20),
                 },
+            }),
+            connections: Some(ConnectionCounts {
+                open: 7,
+                accepted: 40,
+                limit_reached: 2,
+                max: 10,
             }),
         });
         check_format(&page);
@@ -932,6 +947,10 @@ mod tests {
             "leaseq_snapshot_age_seconds 2.5",
             "leaseq_checkpoint_duration_seconds 0.0015",
             "leaseq_checkpoint_pause_seconds 0.00002",
+            "leaseq_http_connections_open 7",
+            "leaseq_http_connections_max 10",
+            "leaseq_http_connections_accepted_total 40",
+            "leaseq_http_connection_limit_reached_total 2",
         ] {
             assert!(
                 page.lines().any(|line| line == expected),

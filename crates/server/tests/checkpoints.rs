@@ -267,8 +267,9 @@ async fn a_restart_after_a_checkpoint_keeps_leases_and_receipts() {
 }
 
 /// The metrics page's storage gauges follow the checkpoints: the snapshot's age is on the
-/// service's clock (a jump of 90 s ages it by 90 s), its size and the checkpoint's duration
-/// appear with the first checkpoint, the log's bytes are the segments'.
+/// service's clock (a jump of 90 s ages it by 90 s; before the first checkpoint it counts
+/// from the start), its size and the checkpoint's duration appear with the first checkpoint,
+/// the log's bytes are the segments'.
 #[tokio::test]
 async fn storage_gauges_follow_checkpoints_on_the_services_clock() {
     let dir = fresh_dir("storage-gauges");
@@ -289,6 +290,25 @@ async fn storage_gauges_follow_checkpoints_on_the_services_clock() {
     assert_eq!(stats.checkpoints.last_duration_micros, None);
     assert!(stats.log_bytes > 0 && stats.log_segments == 1, "{stats:?}");
     assert!(stats.checkpoints.log_bytes_since > 0, "{stats:?}");
+    // Before the first checkpoint the snapshot's age counts from the start (the clock's time
+    // when the service was set up).
+    assert_eq!(stats.checkpoints.started_at_ms, 1_700_000_000_000);
+    let metrics = leaseq_server::metrics::Metrics::default();
+    let page = leaseq_server::metrics::render(&leaseq_server::metrics::Scrape {
+        now_ms: 1_700_000_003_000,
+        queues: &[],
+        metrics: &metrics,
+        log: None,
+        fifo_groups: &Default::default(),
+        process: None,
+        storage: Some(stats),
+        connections: None,
+    });
+    assert!(
+        page.lines()
+            .any(|line| line == "leaseq_snapshot_age_seconds 3"),
+        "{page}"
+    );
 
     clock.advance(5_000);
     backend.host().checkpoint().unwrap();
@@ -304,7 +324,6 @@ async fn storage_gauges_follow_checkpoints_on_the_services_clock() {
     assert!(stats.checkpoints.last_paused_micros.unwrap() <= duration);
 
     clock.advance(90_000);
-    let metrics = leaseq_server::metrics::Metrics::default();
     let page = leaseq_server::metrics::render(&leaseq_server::metrics::Scrape {
         now_ms: 1_700_000_095_000,
         queues: &[],
@@ -313,6 +332,7 @@ async fn storage_gauges_follow_checkpoints_on_the_services_clock() {
         fifo_groups: &Default::default(),
         process: None,
         storage: Some(stats),
+        connections: None,
     });
     assert!(
         page.lines()

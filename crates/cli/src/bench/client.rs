@@ -17,8 +17,7 @@ use hyper::client::conn::http1::SendRequest;
 use hyper::header::{HeaderValue, AUTHORIZATION, CONTENT_TYPE, HOST};
 use hyper::{Request, Uri};
 use hyper_util::rt::TokioIo;
-use rustls_pki_types::pem::PemObject as _;
-use rustls_pki_types::{CertificateDer, ServerName};
+use rustls_pki_types::ServerName;
 use serde::de::IgnoredAny;
 use serde::{Deserialize, Serialize};
 
@@ -84,30 +83,6 @@ impl fmt::Debug for Endpoint {
     }
 }
 
-/// A TLS client trusting the certificates of the PEM file `ca_bundle`, offering HTTP/1.1.
-fn tls_connector(ca_bundle: &Path) -> anyhow::Result<tokio_rustls::TlsConnector> {
-    let pem = std::fs::read(ca_bundle)
-        .with_context(|| format!("reading --ca-bundle {}", ca_bundle.display()))?;
-    let mut roots = rustls::RootCertStore::empty();
-    for certificate in CertificateDer::pem_slice_iter(&pem) {
-        let certificate =
-            certificate.with_context(|| format!("parsing --ca-bundle {}", ca_bundle.display()))?;
-        roots
-            .add(certificate)
-            .with_context(|| format!("a certificate of --ca-bundle {}", ca_bundle.display()))?;
-    }
-    if roots.is_empty() {
-        bail!("--ca-bundle {} holds no certificate", ca_bundle.display());
-    }
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut config = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
-    Ok(tokio_rustls::TlsConnector::from(Arc::new(config)))
-}
-
 impl Endpoint {
     /// `ca_bundle`: the certificates an `https://` endpoint's chain must lead to.
     pub fn parse(
@@ -136,9 +111,9 @@ impl Endpoint {
             (false, _) => None,
             (true, None) => bail!("an https:// --endpoint needs --ca-bundle (the server's CA)"),
             (true, Some(ca_bundle)) => {
-                let name = ServerName::try_from(authority.host().to_string())
+                let name = crate::tls_client::server_name(authority.host())
                     .with_context(|| format!("bad host in --endpoint {endpoint:?}"))?;
-                Some((tls_connector(ca_bundle)?, name))
+                Some((crate::tls_client::connector(ca_bundle)?, name))
             }
         };
         let authorization = HeaderValue::from_str(&format!(

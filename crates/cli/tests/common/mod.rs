@@ -53,8 +53,14 @@ where
 
 /// Runs `leaseq healthcheck` against `endpoint` (5 s at the most); its output.
 pub fn healthcheck(endpoint: &str) -> Output {
+    healthcheck_with(endpoint, &[])
+}
+
+/// Runs `leaseq healthcheck` against `endpoint` with `args` too (5 s at the most); its output.
+pub fn healthcheck_with(endpoint: &str, args: &[&OsStr]) -> Output {
     leaseq_command()
         .args(["healthcheck", "--endpoint", endpoint, "--timeout", "5"])
+        .args(args)
         .output()
         .unwrap()
 }

@@ -123,6 +123,23 @@ pub async fn http1(stream: TlsStream<TcpStream>) -> SendRequest<Full<Bytes>> {
     sender
 }
 
+/// HTTP/2 on an open TLS connection (ALPN h2): its sender, and the task driving the
+/// connection, which ends when the connection closes (the server's GOAWAY, or its close).
+pub async fn http2(
+    stream: TlsStream<TcpStream>,
+) -> (
+    hyper::client::conn::http2::SendRequest<Full<Bytes>>,
+    tokio::task::JoinHandle<hyper::Result<()>>,
+) {
+    let (sender, connection) = hyper::client::conn::http2::handshake(
+        hyper_util::rt::TokioExecutor::new(),
+        TokioIo::new(stream),
+    )
+    .await
+    .expect("an HTTP/2 handshake");
+    (sender, tokio::spawn(connection))
+}
+
 /// Sends `request` on a kept-alive HTTP/1.1 connection once it is ready, and reads the whole
 /// answer (so the connection is ready for the next): its status and body.
 pub async fn exchange(

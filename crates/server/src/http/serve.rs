@@ -6,9 +6,10 @@
 //! `max_connections` connections are served at once (beyond that, the loop stops accepting and
 //! new connections wait in the kernel's listen backlog until one closes), a request's header
 //! (and, over TLS, the handshake before it, or HTTP/2's connection preface) must arrive within
-//! `header_read_timeout`, and an
-//! idle keep-alive connection is closed after that long too (hyper's header read timeout runs
-//! from the end of one answer to the end of the next request's header).
+//! `header_read_timeout`, and an idle connection is closed after that long too: an HTTP/1.1
+//! one by hyper's header read timeout (which runs from the end of one answer to the end of the
+//! next request's header), an HTTP/2 one with GOAWAY once it has had no stream open for that
+//! long ([`super::idle`]; hyper's HTTP/2 server has no such timeout).
 //!
 //! Why not `axum::serve`: for every request it boxes the body, inserts the client's address
 //! into the request's extensions, clones the router, and matches the path against the routes
@@ -40,12 +41,14 @@ use std::task::{Context, Poll};
 use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{oneshot, watch, Semaphore};
+use tokio::time::Instant;
 use tokio_rustls::server::TlsStream;
 use tower::ServiceExt as _;
 
+use super::idle::Streams;
 use super::tls::Tls;
 use super::{handle_sqs, router_of, HttpConfig, Shared};
-use crate::metrics::Metrics;
+use crate::metrics::{ConnectionStats, Metrics};
 use crate::service::Api;
 
 /// The path prefixes the router may serve: `GET /health`, `/livez`, `/readyz` and the dashboard's routes
@@ -63,10 +66,14 @@ pub struct Connections {
     pub tls: Option<Arc<Tls>>,
     /// How long a client may take to send a request's header (from the connection's start, or
     /// the end of the previous answer), and over TLS the handshake; then the connection is
-    /// closed. Also how long an idle keep-alive HTTP/1.1 connection stays open.
+    /// closed. Also how long an idle connection stays open: HTTP/1.1 keep-alive between
+    /// requests, HTTP/2 with no stream open (then closed with GOAWAY).
     pub header_read_timeout: Duration,
     /// Connections served at once; more wait to be accepted until one closes.
     pub max_connections: usize,
+    /// Where the accept loop counts its connections (`leaseq serve` passes the service's
+    /// [`crate::Service::connection_stats`], which `/metrics` shows).
+    pub stats: Arc<ConnectionStats>,
 }
 
 /// `header_read_timeout`'s default: hyper's own default, and longer than any SDK's pause
@@ -83,6 +90,7 @@ impl Default for Connections {
             tls: None,
             header_read_timeout: HEADER_READ_TIMEOUT_DEFAULT,
             max_connections: MAX_CONNECTIONS_DEFAULT,
+            stats: Arc::default(),
         }
     }
 }
@@ -127,6 +135,8 @@ pub async fn serve<B: Api>(
     // Whether the last connection had to wait for a permit: the warning is logged once per
     // stretch at the limit, not once per connection.
     let mut at_limit = false;
+    let stats = connections.stats.clone();
+    stats.set_max(connections.max_connections);
     loop {
         let permit = match permits.clone().try_acquire_owned() {
             Ok(permit) => {
@@ -135,6 +145,7 @@ pub async fn serve<B: Api>(
             }
             Err(_) => {
                 if !at_limit {
+                    stats.limit_reached();
                     tracing::warn!(
                         max_connections = connections.max_connections,
                         "max_connections reached: new connections wait until one closes"
@@ -155,6 +166,7 @@ pub async fn serve<B: Api>(
         };
         match accepted {
             Ok((stream, address)) => {
+                let counted = stats.accepted();
                 let (id, stop) = stops.register();
                 let connection =
                     serve_connection(app.clone(), connections.clone(), stream, address, stop);
@@ -162,6 +174,7 @@ pub async fn serve<B: Api>(
                 tokio::spawn(async move {
                     connection.await;
                     stops.forget(id);
+                    drop(counted);
                     drop(open);
                     drop(permit);
                 });
@@ -245,20 +258,53 @@ impl<B: Api> App<B> {
     }
 }
 
+/// Why a connection is being closed before its client closed it.
+enum Closing {
+    /// The server stops: the answer in progress is finished first, however long it takes.
+    Stopping,
+    /// An HTTP/2 connection with no stream for the idle timeout: GOAWAY, then the close.
+    Idle,
+}
+
+/// The longest an HTTP/2 connection's graceful close waits for its client once no stream is
+/// open (see [`until_stopped`]): `header_read_timeout` if shorter.
+const CLOSE_GRACE_MAX: Duration = Duration::from_secs(5);
+
 /// Drives a hyper connection (HTTP/1.1's or HTTP/2's: types with the same methods and no
-/// common trait, hence a macro) until it ends, or until `stop` and then the answer in progress.
+/// common trait, hence a macro) until it ends, or until `stop` (the server stops) or `idle`
+/// (an HTTP/2 connection with no request in progress for the idle timeout) and then a graceful
+/// close: the answers in progress are finished, however long they take.
+///
+/// HTTP/2's graceful close is GOAWAY and a ping, and hyper closes once the client has
+/// acknowledged the ping and the last stream has ended; a client that never acknowledges
+/// (gone, or not reading) would hold the connection, and a stopping server, for ever. So
+/// `unanswered`, a future made when the close begins, ends it too: for HTTP/2, once no stream
+/// has been open for the grace (HTTP/1.1 closes as soon as its answer in progress is out).
 macro_rules! until_stopped {
-    ($connection:expr, $stop:expr, $address:expr) => {{
+    ($connection:expr, $stop:expr, $idle:expr, $unanswered:expr, $address:expr) => {{
         let mut connection = pin!($connection);
         let ended = tokio::select! {
-            result = connection.as_mut() => Some(result),
-            _ = $stop => None,
+            result = connection.as_mut() => Ok(result),
+            _ = $stop => Err(Closing::Stopping),
+            () = $idle => Err(Closing::Idle),
         };
         let result = match ended {
-            Some(result) => result,
-            None => {
+            Ok(result) => result,
+            Err(closing) => {
+                if let Closing::Idle = closing {
+                    tracing::trace!(address = %$address, "closing an idle connection");
+                }
                 connection.as_mut().graceful_shutdown();
-                connection.await
+                tokio::select! {
+                    result = connection.as_mut() => result,
+                    () = $unanswered => {
+                        tracing::debug!(
+                            address = %$address,
+                            "a closing connection's client did not acknowledge GOAWAY: dropped"
+                        );
+                        Ok(())
+                    }
+                }
             }
         };
         if let Err(error) = result {
@@ -276,14 +322,17 @@ async fn serve_connection<B: Api>(
     address: SocketAddr,
     stop: oneshot::Receiver<()>,
 ) {
-    let service = service_fn(move |request| {
+    let answer = move |request: hyper::Request<Incoming>| {
         let app = app.clone();
         async move { Ok::<_, Infallible>(app.answer(request, address).await) }
-    });
+    };
+    // HTTP/1.1 is never idle here: hyper's header read timeout closes an idle connection.
+    let never_idle = std::future::pending::<()>;
     let timeout = connections.header_read_timeout;
     let Some(tls) = &connections.tls else {
+        let service = service_fn(answer);
         let connection = http1_builder(timeout).serve_connection(TokioIo::new(stream), service);
-        until_stopped!(connection, stop, address);
+        until_stopped!(connection, stop, never_idle(), never_idle(), address);
         return;
     };
     // A stop while the handshake (or HTTP/2's preface) is still on its way ends the connection
@@ -296,14 +345,38 @@ async fn serve_connection<B: Api>(
     match secured {
         None => {}
         Some(Secured::Http1(stream)) => {
+            let service = service_fn(answer);
             let connection = http1_builder(timeout).serve_connection(TokioIo::new(stream), service);
-            until_stopped!(connection, stop, address);
+            until_stopped!(connection, stop, never_idle(), never_idle(), address);
         }
         Some(Secured::Http2(stream)) => {
+            // hyper's HTTP/2 server has no idle timeout of its own: each stream is counted
+            // open until its answer is produced, and a connection with none open for as long
+            // as an idle HTTP/1.1 connection may stay (the header read timeout) is closed.
+            let streams = Streams::new();
+            let service = service_fn({
+                let streams = streams.clone();
+                move |request| {
+                    let open = streams.open();
+                    let answered = answer(request);
+                    async move {
+                        let answer = answered.await;
+                        drop(open);
+                        answer
+                    }
+                }
+            });
             let mut builder = http2::Builder::new(TokioExecutor::new());
             builder.timer(TokioTimer::new());
             let connection = builder.serve_connection(TokioIo::new(stream), service);
-            until_stopped!(connection, stop, address);
+            let grace = timeout.min(CLOSE_GRACE_MAX);
+            until_stopped!(
+                connection,
+                stop,
+                streams.idle_for(timeout),
+                streams.idle_after(Instant::now(), grace),
+                address
+            );
         }
     }
 }

@@ -204,19 +204,18 @@ pub(super) fn render_storage(page: &mut Page, storage: &StorageStats, now_ms: u6
         "Checkpoints this process completed.",
     );
     page.sample("leaseq_checkpoints_total", &[], checkpoints.completed);
-    if let Some(written_at_ms) = checkpoints.snapshot_written_at_ms {
-        page.family(
-            "leaseq_snapshot_age_seconds",
-            "gauge",
-            "Seconds since this process last wrote a snapshot (absent before its first \
-             checkpoint).",
-        );
-        page.sample(
-            "leaseq_snapshot_age_seconds",
-            &[],
-            Seconds(now_ms.saturating_sub(written_at_ms) as f64 / 1e3),
-        );
-    }
+    page.family(
+        "leaseq_snapshot_age_seconds",
+        "gauge",
+        "Seconds since this process last wrote a snapshot, or, before its first checkpoint, \
+         since it started (a snapshot recovered at start is older by an unrecorded time).",
+    );
+    let since_ms = checkpoints.snapshot_age_since_ms();
+    page.sample(
+        "leaseq_snapshot_age_seconds",
+        &[],
+        Seconds(now_ms.saturating_sub(since_ms) as f64 / 1e3),
+    );
     if let Some(duration_micros) = checkpoints.last_duration_micros {
         page.family(
             "leaseq_checkpoint_duration_seconds",

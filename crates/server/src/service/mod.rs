@@ -43,7 +43,7 @@ use crate::checkpoint::Checkpoints;
 use crate::clock::{SharedClock, SystemClock};
 use crate::host::{EngineHost, CHECKPOINT_LOG_BYTES_MIN};
 use crate::log_store::{LogStore, Lsn, MemoryLog};
-use crate::metrics::Metrics;
+use crate::metrics::{ConnectionStats, Metrics};
 use crate::waiters::Waiters;
 
 pub use moves::AUTOMATIC_RATE_PER_SECOND;
@@ -127,6 +127,9 @@ pub struct Service {
     metrics: Option<Arc<Metrics>>,
     /// Queue policies parsed for other accounts' requests (see `policy.rs`).
     policies: policy::PolicyCache,
+    /// What the accept loop of the SQS listener counts of its connections, for `/metrics`
+    /// (handed to it in [`crate::http::Connections`]).
+    connection_stats: Arc<ConnectionStats>,
 }
 
 impl Service {
@@ -141,6 +144,7 @@ impl Service {
             config,
             metrics: None,
             policies: policy::PolicyCache::default(),
+            connection_stats: Arc::default(),
         }
     }
 

@@ -78,6 +78,12 @@ impl Service {
         self.metrics.as_ref()
     }
 
+    /// The counts of the SQS listener's connections: the accept loop that serves this service
+    /// counts into them when they are its [`crate::http::Connections::stats`].
+    pub fn connection_stats(&self) -> &Arc<crate::metrics::ConnectionStats> {
+        &self.connection_stats
+    }
+
     /// Deletes with `receipt`, recording the lease it ends (processing time, lease time left,
     /// attempt) or the invalid receipt. Runs under the engine lock, like the delete itself.
     pub(super) fn delete_observed(

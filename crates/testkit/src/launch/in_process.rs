@@ -122,6 +122,7 @@ impl InProcessServer {
             tls,
             header_read_timeout: options.header_read_timeout,
             max_connections: options.max_connections,
+            stats: service.connection_stats().clone(),
         };
         let serving = tokio::spawn(leaseq_server::http::serve(
             listener,
