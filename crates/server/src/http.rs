@@ -403,7 +403,10 @@ mod tests {
         let out = reply(response(vec![
             ("content-type", "application/x-amz-json-1.0".into()),
             ("x-amzn-requestid", "req-1".into()),
-            ("x-amzn-query-error", "AWS.SimpleQueueService.X;Sender".into()),
+            (
+                "x-amzn-query-error",
+                "AWS.SimpleQueueService.X;Sender".into(),
+            ),
         ]));
         let headers = out.headers();
         assert_eq!(headers[CONTENT_TYPE], "application/x-amz-json-1.0");

@@ -239,7 +239,8 @@ fn region_of_any_host(host: &str) -> Option<&str> {
 /// Whether the first or the second dot-separated label of `host` is `sqs` or `queue`, in any
 /// case: what every host [`region_of_host`] finds a region in has.
 fn names_sqs_in_its_first_labels(host: &str) -> bool {
-    let is_sqs = |label: &str| label.eq_ignore_ascii_case("sqs") || label.eq_ignore_ascii_case("queue");
+    let is_sqs =
+        |label: &str| label.eq_ignore_ascii_case("sqs") || label.eq_ignore_ascii_case("queue");
     let bytes = host.as_bytes();
     let Some(first_end) = bytes.iter().position(|&byte| byte == b'.') else {
         return false;
