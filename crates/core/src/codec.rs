@@ -1220,9 +1220,13 @@ impl<'a> Reader<'a, '_> {
             };
             let at = self.at;
             if let Some(text) = self.opt_string("redelivery backoff flag")? {
+                // The text is the schedule's one spelling (`Display`, as `encode` writes it):
+                // another spelling of the same schedule (`60s` for `1m`) would be a second
+                // encoding of the record.
                 c.redelivery_backoff = RedeliveryBackoff::parse(&text)
                     .ok()
                     .flatten()
+                    .filter(|backoff| backoff.to_string() == text)
                     .map(Some)
                     .ok_or(DecodeError::Invalid {
                         what: "redelivery backoff",
@@ -1834,6 +1838,34 @@ mod tests {
         let mut bytes = Vec::new();
         encode(&with_backoff, &mut bytes);
         assert_eq!(decode(&bytes), Ok(with_backoff));
+        // Another spelling of a schedule is refused, not decoded into a record that re-encodes
+        // to other bytes (found by the `decode_record` fuzz target).
+        let one_minute = Record::SetConfig {
+            now_ms: 1,
+            queue_id: 2,
+            config: QueueConfig {
+                redelivery_backoff: RedeliveryBackoff::parse("1m").unwrap(),
+                ..config.clone()
+            },
+        };
+        assert_eq!(
+            RedeliveryBackoff::parse("60s").unwrap(),
+            RedeliveryBackoff::parse("1m").unwrap()
+        );
+        let mut bytes = Vec::new();
+        encode(&one_minute, &mut bytes);
+        assert_eq!(decode(&bytes), Ok(one_minute));
+        // The text is last: its length (4 bytes), then "1m".
+        assert!(bytes.ends_with(&[2, 0, 0, 0, b'1', b'm']));
+        bytes.truncate(bytes.len() - 6);
+        bytes.extend_from_slice(&[3, 0, 0, 0, b'6', b'0', b's']);
+        assert!(matches!(
+            decode(&bytes),
+            Err(DecodeError::Invalid {
+                what: "redelivery backoff",
+                ..
+            })
+        ));
         let record = Record::SetConfig {
             now_ms: 1,
             queue_id: 2,
