@@ -9,6 +9,10 @@
 #
 # Usage: scripts/callgrind-send.sh BINARY... (default: build and use target/release/leaseq)
 #   N1, N2   messages of the two runs (default 1000 and 3000)
+#   KEEP     a directory to copy each run's callgrind output into (BINARYNAME.N.out), for
+#            per-function costs: `callgrind_annotate --inclusive=yes` of the two runs, the
+#            difference divided by N2 - N1 (the total alone varies with how often the runtime's
+#            threads park and wake on a shared machine)
 set -euo pipefail
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo_root"
@@ -36,6 +40,10 @@ instructions() { # binary messages -> total Ir of the server's run
         --queue measured --duration 600 >/dev/null 2>&1
     # SIGINT: valgrind writes the profile as the server stops.
     stop_server INT
+    if [[ -n "${KEEP:-}" ]]; then
+        mkdir -p "$KEEP"
+        cp "$out" "$KEEP/$(basename "$1").$2.out"
+    fi
     awk '/^summary:/ { print $2 }' "$out"
 }
 

@@ -81,7 +81,10 @@ impl EngineHost {
         operation: impl FnOnce(&mut Engine, &mut Journal) -> Result<T, E>,
         observe: impl FnOnce(&Engine, &Journal),
     ) -> Result<(Result<T, E>, Journal, Lsn), SqsError> {
-        let mut journal = Journal::new();
+        // Room for one record before the engine's lock is taken: most operations journal one (a
+        // send, a delete), and the first push onto an empty Vec grows it through the slower
+        // path that also decides the capacity.
+        let mut journal = Journal::with_capacity(1);
         let (result, tail_lsn) = {
             let mut engine = self.engine.lock();
             if let Some(reason) = self.stopped.get() {

@@ -64,6 +64,34 @@ struct Shared<B> {
     metrics: Option<Arc<Metrics>>,
     /// Of queue URLs built from `Host`: `https://` on a TLS listener.
     scheme: &'static str,
+    /// The parts of every request's [`Context`] that are the same for all of them, made once
+    /// so that a request clones pointers rather than copying strings.
+    region: Arc<str>,
+    account_id: Arc<str>,
+    /// `config.external_url` without its trailing slashes.
+    external_url: Option<Arc<str>>,
+}
+
+impl<B> Shared<B> {
+    fn new(
+        service: Arc<B>,
+        config: HttpConfig,
+        metrics: Option<Arc<Metrics>>,
+        scheme: &'static str,
+    ) -> Shared<B> {
+        Shared {
+            region: config.region.as_str().into(),
+            account_id: config.account_id.as_str().into(),
+            external_url: config
+                .external_url
+                .as_deref()
+                .map(|url| url.trim_end_matches('/').into()),
+            service,
+            config,
+            metrics,
+            scheme,
+        }
+    }
 }
 
 /// The router serving the SQS API on every path, and `GET /health`.
@@ -78,12 +106,7 @@ pub fn router_with_metrics<B: Api>(
     config: HttpConfig,
     metrics: Option<Arc<Metrics>>,
 ) -> Router {
-    router_of(Arc::new(Shared {
-        service,
-        config,
-        metrics,
-        scheme: "http://",
-    }))
+    router_of(Arc::new(Shared::new(service, config, metrics, "http://")))
 }
 
 fn router_of<B: Api>(shared: Arc<Shared<B>>) -> Router {
@@ -122,21 +145,42 @@ async fn readyz<B: Api>(State(service): State<Arc<B>>) -> Response {
     response
 }
 
-fn base_url(config: &HttpConfig, scheme: &str, headers: &HeaderMap) -> String {
-    if let Some(url) = &config.external_url {
-        return url.trim_end_matches('/').to_string();
+/// The base of queue URLs for a request with these headers: the external URL if one is
+/// configured, else the scheme and the `Host` header.
+fn base_url<B>(shared: &Shared<B>, headers: &HeaderMap) -> Arc<str> {
+    if let Some(url) = &shared.external_url {
+        return url.clone();
     }
     let host = headers
         .get(axum::http::header::HOST)
         .and_then(|h| h.to_str().ok())
         .filter(|h| !h.is_empty())
         .unwrap_or("localhost");
-    // Not `format!`: this runs for every request, and the formatting machinery costs more than
-    // the two copies.
-    let mut url = String::with_capacity(scheme.len() + host.len());
-    url.push_str(scheme);
-    url.push_str(host);
-    url
+    let scheme = shared.scheme;
+    // Clients keep asking for the same host, so each thread keeps the last URL it built and
+    // hands it out again while the scheme and host match: a comparison and a reference count
+    // instead of an allocation, two copies and a free per request.
+    thread_local! {
+        static LAST: std::cell::RefCell<Option<Arc<str>>> = const { std::cell::RefCell::new(None) };
+    }
+    LAST.with(|last| {
+        let mut last = last.borrow_mut();
+        if let Some(url) = last.as_ref() {
+            if url.len() == scheme.len() + host.len()
+                && url.starts_with(scheme)
+                && url.ends_with(host)
+            {
+                return url.clone();
+            }
+        }
+        // Not `format!`: the formatting machinery costs more than the two copies.
+        let mut built = String::with_capacity(scheme.len() + host.len());
+        built.push_str(scheme);
+        built.push_str(host);
+        let url: Arc<str> = built.into();
+        *last = Some(url.clone());
+        url
+    })
 }
 
 /// A fresh request id (`x-amzn-RequestId`): a version-4 UUID, hyphenated.
@@ -251,9 +295,9 @@ where
     }
     let config = &shared.config;
     let context = Context {
-        base_url: base_url(config, shared.scheme, &headers),
-        region: config.region.clone(),
-        account_id: config.account_id.clone(),
+        base_url: base_url(shared, &headers),
+        region: shared.region.clone(),
+        account_id: shared.account_id.clone(),
         request_id: request_id(),
     };
     let target = headers.get(TARGET).and_then(|h| h.to_str().ok());

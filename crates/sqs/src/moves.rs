@@ -74,7 +74,7 @@ mod tests {
     #[test]
     fn task_handles_round_trip_and_refuse_garbage() {
         let ctx = Context {
-            base_url: String::new(),
+            base_url: "".into(),
             region: "us-east-1".into(),
             account_id: "000000000000".into(),
             request_id: String::new(),

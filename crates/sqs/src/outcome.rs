@@ -9,15 +9,19 @@ use leaseq_core::{Delivery, Message, Payload, QueueInfo, Sent};
 use crate::error::SqsError;
 
 /// What the encoder needs to know about the server and the request.
+///
+/// The server's parts are shared (`Arc<str>`) rather than owned: the server builds a context for
+/// every request, and the same values for all of them, so a request clones pointers instead of
+/// copying strings.
 #[derive(Clone, Debug)]
 pub struct Context {
     /// Base of queue URLs, e.g. `http://localhost:9324` (from the request's `Host` header or a
     /// configured external URL), without a trailing slash.
-    pub base_url: String,
+    pub base_url: Arc<str>,
     /// Region for ARNs (`us-east-1`).
-    pub region: String,
+    pub region: Arc<str>,
     /// Account id for URLs and ARNs (`000000000000`).
-    pub account_id: String,
+    pub account_id: Arc<str>,
     /// This request's id (`x-amzn-RequestId`, `RequestId` in XML).
     pub request_id: String,
 }

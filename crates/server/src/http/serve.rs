@@ -111,15 +111,11 @@ pub async fn serve<B: Api>(
     connections: Connections,
     shutdown: impl Future<Output = ()>,
 ) {
-    let shared = Arc::new(Shared {
-        service,
-        config,
-        metrics,
-        scheme: match connections.tls {
-            Some(_) => "https://",
-            None => "http://",
-        },
-    });
+    let scheme = match connections.tls {
+        Some(_) => "https://",
+        None => "http://",
+    };
+    let shared = Arc::new(Shared::new(service, config, metrics, scheme));
     let app = Arc::new(App {
         router: router_of(shared.clone()).merge(routes),
         shared,

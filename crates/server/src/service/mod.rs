@@ -266,9 +266,9 @@ impl Service {
     /// The wire context of this node's queues (for ARNs in policies).
     fn context(&self) -> Context {
         Context {
-            base_url: String::new(),
-            region: self.config.region.clone(),
-            account_id: self.config.account_id.clone(),
+            base_url: "".into(),
+            region: self.config.region.as_str().into(),
+            account_id: self.config.account_id.as_str().into(),
             request_id: String::new(),
         }
     }

@@ -1110,7 +1110,7 @@ fn message_move_actions() {
     .unwrap_err();
     assert_eq!(error.code, ErrorCode::InvalidParameterValue);
     let ctx = crate::Context {
-        base_url: String::new(),
+        base_url: "".into(),
         region: "us-east-1".into(),
         account_id: "000000000000".into(),
         request_id: String::new(),
