@@ -294,16 +294,20 @@ async fn storage_gauges_follow_checkpoints_on_the_services_clock() {
     // when the service was set up).
     assert_eq!(stats.checkpoints.started_at_ms, 1_700_000_000_000);
     let metrics = leaseq_server::metrics::Metrics::default();
-    let page = leaseq_server::metrics::render(&leaseq_server::metrics::Scrape {
-        now_ms: 1_700_000_003_000,
-        queues: &[],
-        metrics: &metrics,
-        log: None,
-        fifo_groups: &Default::default(),
-        process: None,
-        storage: Some(stats),
-        connections: None,
-    });
+    // The metrics page of these storage figures at `now_ms`.
+    let render = |now_ms, stats| {
+        leaseq_server::metrics::render(&leaseq_server::metrics::Scrape {
+            now_ms,
+            queues: &[],
+            metrics: &metrics,
+            log: None,
+            fifo_groups: &Default::default(),
+            process: None,
+            storage: Some(stats),
+            connections: None,
+        })
+    };
+    let page = render(1_700_000_003_000, stats);
     assert!(
         page.lines()
             .any(|line| line == "leaseq_snapshot_age_seconds 3"),
@@ -324,16 +328,7 @@ async fn storage_gauges_follow_checkpoints_on_the_services_clock() {
     assert!(stats.checkpoints.last_paused_micros.unwrap() <= duration);
 
     clock.advance(90_000);
-    let page = leaseq_server::metrics::render(&leaseq_server::metrics::Scrape {
-        now_ms: 1_700_000_095_000,
-        queues: &[],
-        metrics: &metrics,
-        log: None,
-        fifo_groups: &Default::default(),
-        process: None,
-        storage: Some(stats),
-        connections: None,
-    });
+    let page = render(1_700_000_095_000, stats);
     assert!(
         page.lines()
             .any(|line| line == "leaseq_snapshot_age_seconds 90"),
