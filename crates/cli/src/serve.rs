@@ -64,6 +64,11 @@ pub struct ServeArgs {
     /// (and tests) with different schemas keep separate logs in one database.
     #[arg(long, env = "LEASEQ_POSTGRES_SCHEMA")]
     postgres_schema: Option<String>,
+    /// With `--postgres`, how many group commits may be in flight at once, each on a
+    /// PostgreSQL session of its own [default: 4]. More hides more of a commit's latency;
+    /// 1 is one commit at a time. Acknowledgements stay in log order whatever the number.
+    #[arg(long, env = "LEASEQ_POSTGRES_FLUSHES", value_parser = clap::value_parser!(u16).range(1..=64))]
+    postgres_flushes: Option<u16>,
     /// Keep nothing on disk: every queue and message is lost when the server stops.
     #[arg(long, env = "LEASEQ_IN_MEMORY")]
     in_memory: Option<bool>,
@@ -160,6 +165,7 @@ struct FileConfig {
     fsync: Option<String>,
     postgres: Option<String>,
     postgres_schema: Option<String>,
+    postgres_flushes: Option<u16>,
     in_memory: Option<bool>,
     salvage: Option<bool>,
     checkpoint_bytes: Option<u64>,
@@ -237,6 +243,7 @@ struct Settings {
     /// The PostgreSQL connection string, if the log lives there.
     postgres: Option<String>,
     postgres_schema: String,
+    postgres_flushes: usize,
     in_memory: bool,
     salvage: bool,
     checkpoint_bytes: u64,
@@ -469,6 +476,11 @@ fn settings(args: ServeArgs) -> anyhow::Result<Settings> {
             .postgres_schema
             .or(file.postgres_schema)
             .unwrap_or_else(|| "leaseq".into()),
+        postgres_flushes: match args.postgres_flushes.or(file.postgres_flushes) {
+            Some(0) => bail!("postgres_flushes must be at least 1"),
+            Some(flushes) => usize::from(flushes),
+            None => leaseq_postgres::FLUSHES_IN_FLIGHT_DEFAULT,
+        },
         in_memory,
         salvage: args.salvage.or(file.salvage).unwrap_or(false),
         checkpoint_bytes: args
@@ -658,6 +670,7 @@ fn open_service(
         // Opening blocks (connect, migrate, recover) on the store's own runtime.
         let config = leaseq_postgres::PgConfig {
             schema: settings.postgres_schema.clone(),
+            flushes_in_flight: settings.postgres_flushes,
             ..leaseq_postgres::PgConfig::new(connection.clone())
         };
         let checkpoint_bytes = settings.checkpoint_bytes;

@@ -15,6 +15,7 @@
 //! `docs/design/postgres.md` has the schema, the fence and why it is correct under READ
 //! COMMITTED, frames and locations, recovery, poisoning, and what a failover keeps.
 
+mod flusher;
 mod frames;
 mod log;
 mod opening;
@@ -33,7 +34,7 @@ use leaseq_server::log_store::{LogError, LogStore};
 use leaseq_server::recovery::{self, RecoverError};
 use leaseq_server::{Service, ServiceConfig};
 
-pub use log::{PgLog, Sizes};
+pub use log::{PgLog, Sizes, FLUSHES_IN_FLIGHT_DEFAULT};
 pub use opening::{PgLogOpening, SINGLE_NODE_BUCKET};
 pub use schema::SCHEMA_VERSION;
 
@@ -54,6 +55,8 @@ pub struct PgConfig {
     pub schema: String,
     /// Sizes of segments.
     pub sizes: Sizes,
+    /// Flushes in flight at once, each on a PostgreSQL session of its own (at least 1).
+    pub flushes_in_flight: usize,
 }
 
 impl PgConfig {
@@ -63,6 +66,7 @@ impl PgConfig {
             connection: connection.into(),
             schema: "leaseq".into(),
             sizes: Sizes::default(),
+            flushes_in_flight: FLUSHES_IN_FLIGHT_DEFAULT,
         }
     }
 }

@@ -1,21 +1,21 @@
 //! [`PgLog`]: the engine's records group-committed to PostgreSQL as fenced frames.
 //!
 //! Appends (under the engine lock) only encode records into the pending frame and wake the
-//! flusher. The flusher, one task, takes everything pending and writes it in one INSERT, one
-//! round trip, fenced by the bucket's epoch in the same statement; then it publishes the durable
-//! LSN and every waiter it covers returns. Only one flush is ever in flight, so frames are
-//! written in LSN order with no gaps: if one fails, none after it is attempted.
+//! flusher (`flusher.rs`). It takes everything pending and writes it in one INSERT, one round
+//! trip, fenced by the bucket's epoch in the same statement, with several such flushes in
+//! flight on sessions of their own; it publishes the durable LSN in LSN order (a flush counts
+//! once it and every earlier one committed), and every waiter it covers returns.
 //!
 //! A flush whose outcome is unknown (a cut connection, a timeout, PostgreSQL restarting) makes
 //! the store *unavailable*: every waiter not yet durable gets an error at once, and the service
 //! refuses new requests ([`LogStore::writable`]) instead of letting them queue. The flusher then
 //! resolves the outcome before it flushes anything later: it reconnects (with backoff, for as
-//! long as PostgreSQL stays away), makes sure the session that ran the flush is gone (so it
-//! cannot still commit it after the check), and writes the frames again with `ON CONFLICT DO
-//! NOTHING`, in one fenced statement that also counts which of them were already there. Either
-//! way every frame the engine applied is then in PostgreSQL exactly once, in order, and the
-//! store is available again: the node recovers by itself, without a restart and without a
-//! reload, because its engine holds exactly what the log now holds.
+//! long as PostgreSQL stays away), makes sure the sessions that ran the unresolved flushes are
+//! gone (so none can still commit after the check), and writes their frames again with `ON
+//! CONFLICT DO NOTHING`, in one fenced statement that also counts which of them were already
+//! there. Either way every frame the engine applied is then in PostgreSQL exactly once, in order,
+//! and the store is available again: the node recovers by itself, without a restart and without
+//! a reload, because its engine holds exactly what the log now holds.
 //!
 //! Poisoning is for what cannot be resolved: a flush fenced out (zero rows: another node took
 //! the bucket over) or frames found under the same keys that are not ours. Every later append
@@ -23,7 +23,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use leaseq_core::histogram::Histogram;
 use leaseq_core::{codec, Journal, Location, Record};
@@ -33,12 +33,16 @@ use leaseq_server::log_store::{
 use leaseq_server::metrics::LogStats;
 use parking_lot::Mutex;
 use tokio::sync::{watch, Notify};
-use tokio_postgres::{Client, Statement};
+use tokio_postgres::Client;
 
+use crate::flusher::{FlushConnection, Flusher};
 use crate::frames::{Frame, FrameCache, Tail, LENGTH_PREFIX_BYTES};
 use crate::runtime::StoreRuntime;
 use crate::schema::{self, Schema};
 use crate::snapshot::SnapshotWriter;
+
+/// Flushes in flight at once by default, each on a session of its own.
+pub const FLUSHES_IN_FLIGHT_DEFAULT: usize = 4;
 
 /// Bytes of frames one flush writes at most (a burst of relocations goes in several).
 const FLUSH_BYTES_MAX: usize = 16 << 20;
@@ -52,46 +56,6 @@ const FLUSH_MICROS_BOUNDS: &[u64] = &[
     1_000_000, 5_000_000,
 ];
 const BATCH_RECORDS_BOUNDS: &[u64] = &[1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 4096];
-
-/// The fenced insert of a flush: zero rows when the bucket's epoch is no longer ours.
-const INSERT_FRAMES: &str = "
-WITH f AS (SELECT 1 FROM {schema}.bucket WHERE bucket = $1 AND epoch = $2 FOR SHARE)
-INSERT INTO {schema}.frame (bucket, segment, start_offset, first_lsn, last_lsn, epoch, body)
-SELECT $1, t.segment, t.start_offset, t.first_lsn, t.last_lsn, $2, t.body
-FROM f, unnest($3::bigint[], $4::bigint[], $5::bigint[], $6::bigint[], $7::bytea[])
-     AS t(segment, start_offset, first_lsn, last_lsn, body)";
-
-/// A flush of unknown outcome written again: inserts the frames that are missing (fenced like a
-/// flush) and answers (fenced in, frames inserted, frames already there as this epoch wrote
-/// them). The last count reads the table as it was before the statement, so inserted + already
-/// there = all frames exactly when every frame is now in PostgreSQL once.
-const RESOLVE_FRAMES: &str = "
-WITH f AS (SELECT 1 FROM {schema}.bucket WHERE bucket = $1 AND epoch = $2 FOR SHARE),
-     t AS (SELECT * FROM unnest($3::bigint[], $4::bigint[], $5::bigint[], $6::bigint[], $7::bytea[])
-           AS t(segment, start_offset, first_lsn, last_lsn, body)),
-     i AS (INSERT INTO {schema}.frame (bucket, segment, start_offset, first_lsn, last_lsn, epoch, body)
-           SELECT $1, t.segment, t.start_offset, t.first_lsn, t.last_lsn, $2, t.body FROM f, t
-           ON CONFLICT (bucket, segment, start_offset) DO NOTHING RETURNING 1)
-SELECT (SELECT count(*) FROM f), (SELECT count(*) FROM i),
-       (SELECT count(*) FROM {schema}.frame x JOIN t
-          ON x.segment = t.segment AND x.start_offset = t.start_offset
-        WHERE x.bucket = $1 AND x.epoch = $2
-          AND x.first_lsn = t.first_lsn AND x.last_lsn = t.last_lsn)";
-
-/// The session running this statement, as `pg_stat_activity` names it.
-const THIS_BACKEND: &str =
-    "SELECT pid, backend_start::text FROM pg_stat_activity WHERE pid = pg_backend_pid()";
-
-/// Ends a session if it still exists, waiting up to 5 s for it to be gone: no row if it was
-/// gone already, `true` once it is, `false` if it outlived the wait.
-const END_BACKEND: &str = "
-SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity
-WHERE pid = $1 AND backend_start::text = $2";
-
-/// The first wait before reconnecting after a flush of unknown outcome; it doubles up to
-/// [`RECONNECT_DELAY_MAX`].
-const RECONNECT_DELAY_MIN: Duration = Duration::from_millis(50);
-const RECONNECT_DELAY_MAX: Duration = Duration::from_secs(1);
 
 /// The frame holding a location.
 const SELECT_FRAME: &str = "
@@ -110,52 +74,6 @@ struct Durable {
     lsn: Lsn,
     unavailable: Option<Arc<str>>,
     poisoned: Option<Arc<str>>,
-}
-
-/// A PostgreSQL session, as `pg_stat_activity` tells one from a later one with the same pid.
-#[derive(Clone, Debug, Default)]
-struct Backend {
-    pid: i32,
-    started: String,
-}
-
-/// The flusher's own connection (nothing else runs on it, so a flush never queues behind a
-/// read) and its statements.
-struct FlushConnection {
-    client: Client,
-    insert: Statement,
-    resolve: Statement,
-    backend: Backend,
-}
-
-impl FlushConnection {
-    async fn new(client: Client, schema: &Schema) -> Result<FlushConnection, LogError> {
-        let (insert, resolve) = (schema.sql(INSERT_FRAMES), schema.sql(RESOLVE_FRAMES));
-        let insert = client.prepare(&insert).await.map_err(database)?;
-        let resolve = client.prepare(&resolve).await.map_err(database)?;
-        let row = client
-            .query_one(THIS_BACKEND, &[])
-            .await
-            .map_err(database)?;
-        let backend = Backend {
-            pid: row.get(0),
-            started: row.get(1),
-        };
-        Ok(FlushConnection {
-            client,
-            insert,
-            resolve,
-            backend,
-        })
-    }
-}
-
-/// Why a flush did not complete.
-enum FlushFailure {
-    /// Its outcome is unknown: resolve it.
-    Unknown(String),
-    /// It can never complete (fenced out): poison.
-    Fatal(String),
 }
 
 /// Sizes of the log's units; tests use tiny ones so a script crosses many segments.
@@ -179,18 +97,20 @@ pub(crate) struct Shared {
     pub(crate) bucket: i32,
     pub(crate) epoch: i64,
     /// The connection string, for reconnecting.
-    connection: String,
-    /// The flusher's session (tests end it with `pg_terminate_backend`).
-    flush_backend: Mutex<Backend>,
+    pub(crate) connection: String,
+    /// Flushes in flight at most.
+    pub(crate) flushes_in_flight: usize,
+    /// The process ids of the flusher's sessions (tests end them with `pg_terminate_backend`).
+    pub(crate) flush_backends: Mutex<Vec<i32>>,
     /// Reads, snapshots and removals: reconnected when found closed (see [`Shared::other`]).
     other_client: tokio::sync::Mutex<Arc<Client>>,
     /// Segments whose partition of `frame` exists (created by this store or found at start).
-    partitions: Mutex<std::collections::BTreeSet<u64>>,
+    pub(crate) partitions: Mutex<std::collections::BTreeSet<u64>>,
     sizes: Sizes,
-    tail: Mutex<Tail>,
+    pub(crate) tail: Mutex<Tail>,
     cache: Mutex<FrameCache>,
     durable: watch::Sender<Durable>,
-    wake: Notify,
+    pub(crate) wake: Notify,
     flush_micros: Histogram,
     batch_records: Histogram,
     uncached_reads: AtomicU64,
@@ -212,6 +132,7 @@ pub(crate) struct Resumed {
     pub(crate) flush_client: Client,
     pub(crate) other_client: Arc<Client>,
     pub(crate) sizes: Sizes,
+    pub(crate) flushes_in_flight: usize,
     pub(crate) tail: Tail,
 }
 
@@ -226,7 +147,8 @@ impl PgLog {
             bucket: resumed.bucket,
             epoch: resumed.epoch,
             connection: resumed.connection,
-            flush_backend: Mutex::new(flush.backend.clone()),
+            flushes_in_flight: resumed.flushes_in_flight.max(1),
+            flush_backends: Mutex::new(Vec::new()),
             other_client: tokio::sync::Mutex::new(resumed.other_client),
             partitions: Mutex::new(resumed.tail.segments.keys().copied().collect()),
             sizes: resumed.sizes,
@@ -241,7 +163,9 @@ impl PgLog {
             batch_records: Histogram::new(BATCH_RECORDS_BOUNDS),
             uncached_reads: AtomicU64::new(0),
         });
-        runtime.handle().spawn(flush_loop(shared.clone(), flush));
+        runtime
+            .handle()
+            .spawn(Flusher::new(shared.clone(), flush).run());
         Ok(PgLog { shared, runtime })
     }
 
@@ -265,10 +189,10 @@ impl PgLog {
             .map(str::to_string)
     }
 
-    /// The process id of the flusher's PostgreSQL backend (tests cut it with
+    /// The process ids of the flusher's PostgreSQL sessions (tests cut them with
     /// `pg_terminate_backend`).
-    pub fn flush_backend_pid(&self) -> i32 {
-        self.shared.flush_backend.lock().pid
+    pub fn flush_backend_pids(&self) -> Vec<i32> {
+        self.shared.flush_backends.lock().clone()
     }
 }
 
@@ -333,139 +257,40 @@ impl Shared {
         }
     }
 
-    fn fenced_out(&self) -> FlushFailure {
-        FlushFailure::Fatal(format!(
-            "fenced out: the bucket's epoch is no longer {} (another node took it over)",
-            self.epoch
-        ))
+    /// Whether frames wait for a flush.
+    pub(crate) fn has_pending(&self) -> bool {
+        !self.tail.lock().pending.is_empty()
     }
 
-    /// Creates the partitions of the segments `frames` start (once per segment: one more round
-    /// trip every 64 MiB). A node that was fenced out may create an empty one; the owner's
-    /// `IF NOT EXISTS` then finds it, and nothing of the old node's is in it.
-    async fn ensure_partitions(
-        &self,
-        connection: &FlushConnection,
-        frames: &[Arc<Frame>],
-    ) -> Result<(), FlushFailure> {
-        let mut missing: Vec<u64> = frames.iter().map(|f| u64::from(f.segment)).collect();
-        missing.dedup();
-        missing.retain(|segment| !self.partitions.lock().contains(segment));
-        for segment in missing {
-            let create = self.schema.create_partition(self.bucket, segment);
-            let created = connection.client.batch_execute(&create).await;
-            created
-                .map_err(|error| FlushFailure::Unknown(format!("creating a partition: {error}")))?;
-            self.partitions.lock().insert(segment);
-        }
-        Ok(())
+    /// Publishes `lsn` as durable: every waiter up to it returns.
+    pub(crate) fn publish_durable(&self, lsn: Lsn) {
+        self.durable
+            .send_modify(|durable| durable.lsn = durable.lsn.max(lsn));
+        self.cache.lock().evict(lsn, CACHE_BYTES_MAX);
     }
 
-    /// Writes `frames` in one fenced INSERT on the flusher's connection.
-    async fn write(
-        &self,
-        connection: &FlushConnection,
-        frames: &[Arc<Frame>],
-    ) -> Result<(), FlushFailure> {
-        self.ensure_partitions(connection, frames).await?;
-        let columns = FrameColumns::of(frames);
-        let params = columns.params(self);
-        let insert = connection.client.execute(&connection.insert, &params);
-        match tokio::time::timeout(crate::FLUSH_TIMEOUT, insert).await {
-            Err(_) => Err(FlushFailure::Unknown(format!(
-                "a flush did not answer within {:?}",
-                crate::FLUSH_TIMEOUT
-            ))),
-            Ok(Err(error)) => Err(FlushFailure::Unknown(format!("a flush failed: {error}"))),
-            Ok(Ok(0)) => Err(self.fenced_out()),
-            Ok(Ok(rows)) if rows == frames.len() as u64 => Ok(()),
-            Ok(Ok(rows)) => Err(FlushFailure::Fatal(format!(
-                "a flush of {} frames wrote {rows}",
-                frames.len()
-            ))),
-        }
+    /// Makes the store unavailable: waiters not yet durable fail, new work is turned away.
+    pub(crate) fn set_unavailable(&self, reason: String) {
+        self.durable.send_modify(|durable| {
+            durable.unavailable = Some(Arc::from(reason));
+        });
     }
 
-    /// Resolves a flush of `frames` whose outcome is unknown, on a new connection, retrying
-    /// until PostgreSQL answers; the new connection, or why the store must be poisoned.
-    async fn resolve(
-        &self,
-        frames: &[Arc<Frame>],
-        unknown: Backend,
-    ) -> Result<FlushConnection, String> {
-        let mut delay = RECONNECT_DELAY_MIN;
-        loop {
-            tokio::time::sleep(delay).await;
-            delay = (delay * 2).min(RECONNECT_DELAY_MAX);
-            match self.try_resolve(frames, &unknown).await {
-                Ok(connection) => return Ok(connection),
-                Err(FlushFailure::Fatal(reason)) => return Err(reason),
-                Err(FlushFailure::Unknown(reason)) => {
-                    tracing::warn!(%reason, "the PostgreSQL log is still unreachable; retrying");
-                }
-            }
-        }
+    pub(crate) fn set_available(&self) {
+        self.durable
+            .send_modify(|durable| durable.unavailable = None);
     }
 
-    async fn try_resolve(
-        &self,
-        frames: &[Arc<Frame>],
-        unknown: &Backend,
-    ) -> Result<FlushConnection, FlushFailure> {
-        let retry = |error: LogError| FlushFailure::Unknown(error.message);
-        let client = schema::connect(&self.connection).await;
-        let client = client.map_err(|error| FlushFailure::Unknown(error.to_string()))?;
-        let connection = FlushConnection::new(client, &self.schema)
-            .await
-            .map_err(retry)?;
-        // The session that ran the flush must be gone, or it could still commit the frames
-        // after the check below found them missing.
-        let ended = connection
-            .client
-            .query_opt(END_BACKEND, &[&unknown.pid, &unknown.started])
-            .await
-            .map_err(|error| retry(database(error)))?;
-        if ended.is_some_and(|row| !row.get::<_, bool>(0)) {
-            return Err(FlushFailure::Unknown(format!(
-                "the session of the unresolved flush (pid {}) is still running",
-                unknown.pid
-            )));
-        }
-        self.ensure_partitions(&connection, frames).await?;
-        let columns = FrameColumns::of(frames);
-        let params = columns.params(self);
-        let resolve = connection.client.query_one(&connection.resolve, &params);
-        let row = tokio::time::timeout(crate::FLUSH_TIMEOUT, resolve)
-            .await
-            .map_err(|_| FlushFailure::Unknown("resolving a flush timed out".into()))?
-            .map_err(|error| retry(database(error)))?;
-        let (fenced_in, inserted, present) = (
-            row.get::<_, i64>(0),
-            row.get::<_, i64>(1),
-            row.get::<_, i64>(2),
-        );
-        if fenced_in == 0 {
-            return Err(self.fenced_out());
-        }
-        if inserted + present != frames.len() as i64 {
-            return Err(FlushFailure::Fatal(format!(
-                "resolving a flush of {} frames: {inserted} written, {present} found, \
-                 the rest held by other frames under the same keys",
-                frames.len()
-            )));
-        }
-        tracing::info!(
-            inserted,
-            present,
-            "resolved the flush of unknown outcome; the PostgreSQL log is available again"
-        );
-        *self.flush_backend.lock() = connection.backend.clone();
-        Ok(connection)
+    /// Records a flush's round trip and records in the store's histograms.
+    pub(crate) fn observe(&self, frames: &[Arc<Frame>], took: Duration) {
+        self.flush_micros.observe(took.as_micros() as u64);
+        let records: u64 = frames.iter().map(|f| f.last_lsn + 1 - f.first_lsn).sum();
+        self.batch_records.observe(records);
     }
 
     /// Takes what is pending for the next flush; the frames stay readable from the cache from
     /// the moment they leave the pending list (both locks held across the move).
-    fn take(&self) -> Vec<Arc<Frame>> {
+    pub(crate) fn take(&self) -> Vec<Arc<Frame>> {
         let mut tail = self.tail.lock();
         let taken: Vec<Arc<Frame>> = tail
             .take(FLUSH_BYTES_MAX)
@@ -520,91 +345,6 @@ impl Shared {
         cache.insert(frame);
         cache.evict(durable_lsn, CACHE_BYTES_MAX);
         Ok(bytes)
-    }
-}
-
-/// A flush's frames as the columns its statements take.
-struct FrameColumns<'a> {
-    segments: Vec<i64>,
-    offsets: Vec<i64>,
-    first: Vec<i64>,
-    last: Vec<i64>,
-    bodies: Vec<&'a [u8]>,
-}
-
-impl<'a> FrameColumns<'a> {
-    fn of(frames: &'a [Arc<Frame>]) -> FrameColumns<'a> {
-        let column = |get: fn(&Frame) -> i64| frames.iter().map(|f| get(f)).collect::<Vec<i64>>();
-        FrameColumns {
-            segments: column(|f| i64::from(f.segment)),
-            offsets: column(|f| f.start_offset as i64),
-            first: column(|f| f.first_lsn as i64),
-            last: column(|f| f.last_lsn as i64),
-            bodies: frames.iter().map(|f| f.body.as_slice()).collect(),
-        }
-    }
-
-    fn params<'s>(
-        &'s self,
-        shared: &'s Shared,
-    ) -> [&'s (dyn tokio_postgres::types::ToSql + Sync); 7] {
-        [
-            &shared.bucket,
-            &shared.epoch,
-            &self.segments,
-            &self.offsets,
-            &self.first,
-            &self.last,
-            &self.bodies,
-        ]
-    }
-}
-
-/// The flusher: one flush in flight at a time, each taking everything pending; a flush of
-/// unknown outcome is resolved before anything later is flushed.
-async fn flush_loop(shared: Arc<Shared>, mut connection: FlushConnection) {
-    loop {
-        let frames = loop {
-            let frames = shared.take();
-            if !frames.is_empty() {
-                break frames;
-            }
-            // A wake-up between the take and this wait is kept as a permit, never lost.
-            shared.wake.notified().await;
-        };
-        let started = Instant::now();
-        match shared.write(&connection, &frames).await {
-            Ok(()) => {}
-            Err(FlushFailure::Fatal(reason)) => {
-                shared.poison(reason);
-                return;
-            }
-            Err(FlushFailure::Unknown(reason)) => {
-                tracing::error!(%reason, "a flush's outcome is unknown; the node refuses requests until it is resolved");
-                shared.durable.send_modify(|durable| {
-                    durable.unavailable = Some(Arc::from(reason));
-                });
-                let unknown = connection.backend.clone();
-                connection = match shared.resolve(&frames, unknown).await {
-                    Ok(connection) => connection,
-                    Err(reason) => {
-                        shared.poison(reason);
-                        return;
-                    }
-                };
-            }
-        }
-        shared
-            .flush_micros
-            .observe(started.elapsed().as_micros() as u64);
-        let records: u64 = frames.iter().map(|f| f.last_lsn + 1 - f.first_lsn).sum();
-        shared.batch_records.observe(records);
-        let lsn = frames.last().expect("a flush writes a frame").last_lsn;
-        shared.durable.send_modify(|durable| {
-            durable.lsn = lsn;
-            durable.unavailable = None;
-        });
-        shared.cache.lock().evict(lsn, CACHE_BYTES_MAX);
     }
 }
 

@@ -1,6 +1,13 @@
 //! Opening a PostgreSQL log: connect, migrate the schema, read the receipt key, take over the
 //! bucket (raise its epoch, which fences out any previous owner), then recovery reads the newest
 //! snapshot and replays every later frame, in LSN order, checking that no record is missing.
+//!
+//! With several flushes in flight, a crash can leave a gap: a flush that never committed, and
+//! after it flushes of the same owner that did. Those later frames were never acknowledged (the
+//! durable LSN never passed the gap), so replay ends at the gap and the frames after it are
+//! deleted, fenced, before the new owner writes anything. Only that shape is accepted: every
+//! frame after the gap must come from one owner, no older than the last frame replayed or the
+//! snapshot; any other gap is a log missing records, and recovery fails.
 
 use std::collections::BTreeMap;
 use std::sync::mpsc::{sync_channel, Receiver};
@@ -28,8 +35,15 @@ const REPLAY_BATCH_FRAMES: usize = 256;
 /// Frames after a snapshot, in LSN order (the primary key's order: segments and offsets only
 /// grow), starting at the segment that holds the first record after it.
 const SELECT_FRAMES_FROM: &str = "
-SELECT segment, start_offset, first_lsn, last_lsn, body FROM {schema}.frame
+SELECT segment, start_offset, first_lsn, last_lsn, body, epoch FROM {schema}.frame
 WHERE bucket = $1 AND segment >= $2 ORDER BY segment, start_offset";
+
+/// Deletes what a crash left after a gap (frames from a segment on past the replayed tail),
+/// fenced like a flush: nothing if the bucket's epoch is no longer ours.
+const DELETE_AFTER_GAP: &str = "
+WITH f AS (SELECT 1 FROM {schema}.bucket WHERE bucket = $1 AND epoch = $2 FOR SHARE)
+DELETE FROM {schema}.frame x USING f
+WHERE x.bucket = $1 AND x.segment >= $3 AND x.first_lsn > $4";
 
 /// Every segment's extent, for the checkpoints' bookkeeping.
 const SELECT_SEGMENTS: &str = "
@@ -48,6 +62,7 @@ pub struct PgLogOpening {
     flush_client: Client,
     other_client: Arc<Client>,
     sizes: Sizes,
+    flushes_in_flight: usize,
 }
 
 impl PgLogOpening {
@@ -80,6 +95,7 @@ impl PgLogOpening {
             flush_client,
             other_client: Arc::new(other_client),
             sizes: config.sizes,
+            flushes_in_flight: config.flushes_in_flight,
         })
     }
 
@@ -93,9 +109,9 @@ impl PgLogOpening {
         self.epoch
     }
 
-    /// Streams the frames from `from_segment` on, in batches, into a channel the calling
-    /// thread reads (the replay callback need not be `Send`, so it runs there).
-    fn stream_frames(&self, from_segment: u64) -> Receiver<Result<Vec<Frame>, LogError>> {
+    /// Streams the frames from `from_segment` on with their epochs, in batches, into a channel
+    /// the calling thread reads (the replay callback need not be `Send`, so it runs there).
+    fn stream_frames(&self, from_segment: u64) -> Receiver<Result<Vec<(Frame, i64)>, LogError>> {
         let (sender, receiver) = sync_channel(4);
         let (client, sql, bucket) = (
             self.other_client.clone(),
@@ -110,14 +126,15 @@ impl PgLogOpening {
                 pin_mut!(rows);
                 let mut batch = Vec::with_capacity(REPLAY_BATCH_FRAMES);
                 while let Some(row) = rows.try_next().await.map_err(database)? {
-                    batch.push(Frame {
+                    let frame = Frame {
                         segment: u32::try_from(row.get::<_, i64>(0))
                             .map_err(|_| LogError::other("a segment number past u32"))?,
                         start_offset: row.get::<_, i64>(1) as u64,
                         first_lsn: row.get::<_, i64>(2) as u64,
                         last_lsn: row.get::<_, i64>(3) as u64,
                         body: row.get(4),
-                    });
+                    };
+                    batch.push((frame, row.get::<_, i64>(5)));
                     if batch.len() == REPLAY_BATCH_FRAMES {
                         let full =
                             std::mem::replace(&mut batch, Vec::with_capacity(REPLAY_BATCH_FRAMES));
@@ -186,21 +203,29 @@ impl Recoverable for PgLogOpening {
         snapshot_lsn: Lsn,
         apply: &mut dyn FnMut(Replayed<'_>) -> Result<(), String>,
     ) -> Result<PgLog, LogError> {
-        let from_segment = self.replay_from(snapshot_lsn)?;
+        // Replay starts at the segment the snapshot names (or the first).
+        let header = self.snapshot_header(snapshot_lsn)?;
+        let from_segment = header.as_ref().map_or(0, |header| header.from_segment);
         // The scan of the frames since the snapshot (and of the segments, in `resume`) may take
         // longer than a flush may: no statement timeout until the store starts.
         self.statement_timeout(Duration::ZERO)?;
         let mut next_lsn = snapshot_lsn + 1;
+        // The epoch of the last frame replayed (or of the snapshot), and where a gap began.
+        let mut last_epoch = header.map_or(0, |header| header.epoch);
+        let mut gap: Option<Gap> = None;
         for batch in self.stream_frames(from_segment) {
-            for frame in batch? {
+            for (frame, epoch) in batch? {
+                if let Some(gap) = &mut gap {
+                    gap.left_behind(&frame, epoch)?;
+                    continue;
+                }
                 if frame.last_lsn < next_lsn {
                     continue; // Covered by the snapshot.
                 }
                 if frame.first_lsn > next_lsn {
-                    return Err(LogError::other(format!(
-                        "the PostgreSQL log is missing records {next_lsn}..{} (before segment {} offset {})",
-                        frame.first_lsn, frame.segment, frame.start_offset
-                    )));
+                    let started = Gap::new(next_lsn, &frame, epoch, last_epoch)?;
+                    gap = Some(started);
+                    continue;
                 }
                 for (lsn, bytes, location) in frame.records()? {
                     if lsn < next_lsn {
@@ -213,13 +238,98 @@ impl Recoverable for PgLogOpening {
                     .map_err(|error| LogError::other(format!("replaying record {lsn}: {error}")))?;
                     next_lsn = lsn + 1;
                 }
+                last_epoch = last_epoch.max(epoch);
             }
+        }
+        if let Some(gap) = gap {
+            self.delete_after_gap(&gap)?;
         }
         self.resume(next_lsn - 1)
     }
 }
 
+/// Where replay found a gap, and what lies after it: flushes of one owner that committed
+/// while an earlier one of its did not, when it crashed (see the module docs).
+struct Gap {
+    /// The first LSN missing.
+    missing: Lsn,
+    segment: u32,
+    epoch: i64,
+    frames: u64,
+}
+
+impl Gap {
+    fn new(missing: Lsn, frame: &Frame, epoch: i64, last_epoch: i64) -> Result<Gap, LogError> {
+        let gap = Gap {
+            missing,
+            segment: frame.segment,
+            epoch,
+            frames: 0,
+        };
+        if epoch < last_epoch {
+            return Err(gap.missing_records(frame));
+        }
+        Ok(gap)
+    }
+
+    /// Accepts a frame after the gap if the same owner wrote it, later in the log.
+    fn left_behind(&mut self, frame: &Frame, epoch: i64) -> Result<(), LogError> {
+        if epoch != self.epoch || frame.first_lsn <= self.missing {
+            return Err(self.missing_records(frame));
+        }
+        self.frames += 1;
+        Ok(())
+    }
+
+    fn missing_records(&self, frame: &Frame) -> LogError {
+        LogError::other(format!(
+            "the PostgreSQL log is missing records from {} (before segment {} offset {}, written \
+             under epoch {}), and what follows is not what a crash of one owner leaves",
+            self.missing, frame.segment, frame.start_offset, self.epoch
+        ))
+    }
+}
+
 impl PgLogOpening {
+    /// The header of the newest snapshot, if recovery loaded one (`lsn` > 0).
+    fn snapshot_header(&self, lsn: Lsn) -> Result<Option<crate::snapshot::Header>, LogError> {
+        if lsn == 0 {
+            return Ok(None);
+        }
+        let (client, schema, bucket) =
+            (self.other_client.clone(), self.schema.clone(), self.bucket);
+        self.runtime
+            .block(async move { crate::snapshot::newest(&client, &schema, bucket).await })
+    }
+
+    /// Deletes the frames a crash left after `gap`, fenced: fails if another node took the
+    /// bucket over meanwhile.
+    fn delete_after_gap(&self, gap: &Gap) -> Result<(), LogError> {
+        let (client, sql) = (self.other_client.clone(), self.schema.sql(DELETE_AFTER_GAP));
+        let (bucket, epoch) = (self.bucket, self.epoch);
+        let (segment, missing) = (i64::from(gap.segment), gap.missing as i64);
+        let deleted = self.runtime.block(async move {
+            let params: [&(dyn tokio_postgres::types::ToSql + Sync); 4] =
+                [&bucket, &epoch, &segment, &missing];
+            client.execute(&sql, &params).await.map_err(database)
+        })?;
+        // One frame began the gap; `gap.frames` followed it.
+        if deleted != gap.frames + 1 {
+            return Err(LogError::other(format!(
+                "deleting the {} frames left after a gap at record {} removed {deleted}: \
+                 fenced out, or the log changed under recovery",
+                gap.frames + 1,
+                gap.missing
+            )));
+        }
+        tracing::warn!(
+            missing = gap.missing,
+            frames = deleted,
+            "removed frames of flushes never acknowledged, left after a gap by a crash"
+        );
+        Ok(())
+    }
+
     /// Sets the readers' connection's `statement_timeout` (zero: none).
     fn statement_timeout(&self, timeout: Duration) -> Result<(), LogError> {
         let client = self.other_client.clone();
@@ -227,19 +337,6 @@ impl PgLogOpening {
             let sql = format!("SET statement_timeout = {}", timeout.as_millis());
             client.batch_execute(&sql).await.map_err(database)
         })
-    }
-
-    /// The segment replay starts from: the one the newest snapshot names, or the first.
-    fn replay_from(&self, snapshot_lsn: Lsn) -> Result<u64, LogError> {
-        if snapshot_lsn == 0 {
-            return Ok(0);
-        }
-        let (client, schema, bucket) =
-            (self.other_client.clone(), self.schema.clone(), self.bucket);
-        let header = self
-            .runtime
-            .block(async move { crate::snapshot::newest(&client, &schema, bucket).await })?;
-        Ok(header.map_or(0, |header| header.from_segment))
     }
 
     /// The store, appending after `tail_lsn` in a new segment: a node never appends to a segment
@@ -271,6 +368,7 @@ impl PgLogOpening {
             flush_client: self.flush_client,
             other_client: self.other_client,
             sizes: self.sizes,
+            flushes_in_flight: self.flushes_in_flight,
             tail,
         };
         PgLog::start(self.runtime, resumed)

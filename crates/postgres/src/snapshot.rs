@@ -139,6 +139,8 @@ pub(crate) struct Header {
     pub(crate) len_bytes: u64,
     pub(crate) chunks: i32,
     pub(crate) from_segment: u64,
+    /// The epoch of the owner that wrote it.
+    pub(crate) epoch: i64,
 }
 
 /// The newest complete snapshot of `bucket`, if any.
@@ -148,7 +150,7 @@ pub(crate) async fn newest(
     bucket: i32,
 ) -> Result<Option<Header>, LogError> {
     let sql = schema.sql(
-        "SELECT lsn, len_bytes, chunks, from_segment FROM {schema}.snapshot
+        "SELECT lsn, len_bytes, chunks, from_segment, epoch FROM {schema}.snapshot
          WHERE bucket = $1 ORDER BY lsn DESC LIMIT 1",
     );
     let row = client.query_opt(&sql, &[&bucket]).await.map_err(database)?;
@@ -157,6 +159,7 @@ pub(crate) async fn newest(
         len_bytes: row.get::<_, i64>(1) as u64,
         chunks: row.get(2),
         from_segment: row.get::<_, i64>(3) as u64,
+        epoch: row.get(4),
     }))
 }
 

@@ -217,10 +217,9 @@ fn a_connection_cut_mid_flush_is_refused_then_resolved_and_the_log_goes_on() {
         transaction.execute(&lock, &[]).await.unwrap();
         transaction
     });
-    let pid = log.flush_backend_pid();
     let appended = log.append(&record(2), &mut |_, _| {}).unwrap();
     let killer = side_client(&runtime);
-    wait_until_waiting_on_a_lock(&runtime, &killer, pid);
+    let pid = wait_until_waiting_on_a_lock(&runtime, &killer, &log);
     runtime.block_on(async {
         killer
             .execute("SELECT pg_terminate_backend($1)", &[&pid])
@@ -247,9 +246,8 @@ fn a_connection_cut_mid_flush_is_refused_then_resolved_and_the_log_goes_on() {
         assert!(Instant::now() < deadline, "the flush was never resolved");
         std::thread::sleep(Duration::from_millis(20));
     }
-    assert_ne!(
-        log.flush_backend_pid(),
-        pid,
+    assert!(
+        !log.flush_backend_pids().contains(&pid),
         "the flusher has a new session"
     );
     append_and_wait(&runtime, &log, 3).expect("the log goes on after the resolution");
@@ -261,22 +259,26 @@ fn a_connection_cut_mid_flush_is_refused_then_resolved_and_the_log_goes_on() {
     );
 }
 
-/// Waits (bounded) until backend `pid` waits on a lock.
-fn wait_until_waiting_on_a_lock(runtime: &tokio::runtime::Runtime, client: &Client, pid: i32) {
+/// Waits (bounded) until one of the flusher's sessions waits on a lock; its pid.
+fn wait_until_waiting_on_a_lock(
+    runtime: &tokio::runtime::Runtime,
+    client: &Client,
+    log: &PgLog,
+) -> i32 {
     let started = Instant::now();
     loop {
-        let waiting: bool = runtime.block_on(async {
+        let waiting: Option<i32> = runtime.block_on(async {
             client
-                .query_one(
-                    "SELECT coalesce(wait_event_type = 'Lock', false) FROM pg_stat_activity WHERE pid = $1",
-                    &[&pid],
+                .query_opt(
+                    "SELECT pid FROM pg_stat_activity WHERE pid = ANY($1) AND wait_event_type = 'Lock'",
+                    &[&log.flush_backend_pids()],
                 )
                 .await
                 .unwrap()
-                .get(0)
+                .map(|row| row.get(0))
         });
-        if waiting {
-            return;
+        if let Some(pid) = waiting {
+            return pid;
         }
         assert!(
             started.elapsed() < Duration::from_secs(10),
@@ -284,6 +286,126 @@ fn wait_until_waiting_on_a_lock(runtime: &tokio::runtime::Runtime, client: &Clie
         );
         std::thread::sleep(Duration::from_millis(5));
     }
+}
+
+/// Holds the key of the next frame `log` will flush in a transaction of `client`'s (an
+/// uncommitted row under the same primary key), so that flush waits on it while later ones go
+/// on; the transaction is returned for the test to end.
+fn hold_next_frame<'c>(
+    runtime: &tokio::runtime::Runtime,
+    client: &'c mut Client,
+    log: &PgLog,
+) -> tokio_postgres::Transaction<'c> {
+    let (segment, offset) = {
+        let tail = log.shared.tail.lock();
+        (i64::from(tail.segment), tail.next_offset as i64)
+    };
+    let schema = log.shared.schema.clone();
+    runtime.block_on(async {
+        let transaction = client.transaction().await.unwrap();
+        let sql = schema.sql(
+            "INSERT INTO {schema}.frame (bucket, segment, start_offset, first_lsn, last_lsn, epoch, body)
+             VALUES (0, $1, $2, 0, 0, 0, '')",
+        );
+        transaction.execute(&sql, &[&segment, &offset]).await.unwrap();
+        transaction
+    })
+}
+
+#[test]
+fn flushes_commit_in_any_order_and_become_durable_in_order() {
+    let schema = TestSchema::new("in_order");
+    let runtime = runtime();
+    let (log, _) = open(&schema.0);
+    append_and_wait(&runtime, &log, 1).expect("a flush commits");
+    let mut blocker = side_client(&runtime);
+    let held = hold_next_frame(&runtime, &mut blocker, &log);
+    // The first flush waits on the held key; the next one, on another session, commits.
+    let first = log.append(&record(2), &mut |_, _| {}).unwrap();
+    let watcher = side_client(&runtime);
+    wait_until_waiting_on_a_lock(&runtime, &watcher, &log);
+    let second = log.append(&record(3), &mut |_, _| {}).unwrap();
+    let frames_committed = |lsn: i64| -> bool {
+        let sql = log
+            .shared
+            .schema
+            .sql("SELECT count(*) FROM {schema}.frame WHERE last_lsn = $1");
+        runtime.block_on(async {
+            let row = watcher.query_one(&sql, &[&lsn]).await.unwrap();
+            row.get::<_, i64>(0) == 1
+        })
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !frames_committed(second.tail_lsn as i64) {
+        assert!(Instant::now() < deadline, "the later flush never committed");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    std::thread::sleep(Duration::from_millis(50));
+    assert_eq!(
+        log.durable_lsn(),
+        first.tail_lsn - 1,
+        "a flush that committed after a gap is not durable until the gap is"
+    );
+    runtime.block_on(held.rollback()).unwrap();
+    runtime
+        .block_on(log.wait_durable(second.tail_lsn))
+        .expect("both flushes commit");
+    assert_eq!(log.durable_lsn(), second.tail_lsn);
+    drop(log);
+    let (_reopened, replayed) = open(&schema.0);
+    assert_eq!(replayed, 3);
+}
+
+#[test]
+fn a_crash_behind_a_gap_replays_up_to_it_and_removes_what_follows() {
+    let schema = TestSchema::new("gap");
+    let runtime = runtime();
+    let (log, _) = open(&schema.0);
+    append_and_wait(&runtime, &log, 1).expect("a flush commits");
+    let mut blocker = side_client(&runtime);
+    let held = hold_next_frame(&runtime, &mut blocker, &log);
+    log.append(&record(2), &mut |_, _| {}).unwrap();
+    let killer = side_client(&runtime);
+    let stuck = wait_until_waiting_on_a_lock(&runtime, &killer, &log);
+    let after_gap = log.append(&record(3), &mut |_, _| {}).unwrap();
+    let count_frames = || -> i64 {
+        let sql = log
+            .shared
+            .schema
+            .sql("SELECT count(*) FROM {schema}.frame WHERE epoch > 0");
+        runtime.block_on(async { killer.query_one(&sql, &[]).await.unwrap().get(0) })
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while count_frames() < 2 {
+        assert!(Instant::now() < deadline, "the later flush never committed");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert!(log.durable_lsn() < after_gap.tail_lsn);
+    // The node dies with its first flush stuck: its session is ended, and the held key freed.
+    drop(log);
+    runtime.block_on(async {
+        killer
+            .execute("SELECT pg_terminate_backend($1)", &[&stuck])
+            .await
+            .unwrap();
+    });
+    runtime.block_on(held.rollback()).unwrap();
+    let (log, replayed) = open(&schema.0);
+    assert_eq!(
+        replayed, 1,
+        "replay ends at the gap: the flush after it was never acknowledged"
+    );
+    append_and_wait(&runtime, &log, 4).expect("the new owner writes after the gap");
+    drop(log);
+    let mut replayed = Vec::new();
+    let opening = PgLogOpening::open(&schema.0).unwrap();
+    let _log = opening
+        .replay(0, &mut |record| {
+            replayed.push(leaseq_core::codec::decode(record.bytes).unwrap());
+            Ok(())
+        })
+        .expect("no gap is left: what followed it was removed");
+    assert_eq!(replayed, [record(1), record(4)].concat());
 }
 
 #[test]

@@ -61,13 +61,13 @@ impl Store for PostgresStore {
         static SERIAL: AtomicU64 = AtomicU64::new(0);
         let serial = SERIAL.fetch_add(1, Ordering::Relaxed);
         let config = PgConfig {
-            connection: connection(),
             schema: format!(
                 "leaseq_conformance_{}_{}_{serial}",
                 self.name.replace('-', "_"),
                 std::process::id()
             ),
             sizes: self.sizes,
+            ..PgConfig::new(connection())
         };
         drop_schema(&config.connection, &config.schema).map_err(|error| error.to_string())?;
         let running = open_node(&config, self.checkpoint_log_bytes_min, &clock)?;
