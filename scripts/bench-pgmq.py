@@ -18,8 +18,12 @@ leaseq on PostgreSQL to leaseq on its file log.
 pgmq's SQL comes from the `pgmq` package on PyPI (its wheel ships pgmq.sql), installed with
 `psql -f` into a database this script creates (and drops at the end).
 
+With --one-flush, leaseq on PostgreSQL also runs with one group commit in flight at a time
+(`--postgres-flushes 1`, in a schema of its own), beside the default, for the difference that
+several commits in flight make.
+
 Usage: scripts/bench-pgmq.py [--seconds 5] [--sizes 256,1024] [--concurrency 16,64,256]
-         [--shapes send1,send10,consume] [--held-xmin] [--json out.json]
+         [--shapes send1,send10,consume] [--held-xmin] [--one-flush] [--json out.json]
   LEASEQ_BIN  the leaseq binary (default target/release/leaseq, built if missing)
 """
 
@@ -140,6 +144,7 @@ def main():
     parser.add_argument("--concurrency", default="16,64,256")
     parser.add_argument("--shapes", default="send1,send10,consume")
     parser.add_argument("--held-xmin", action="store_true")
+    parser.add_argument("--one-flush", action="store_true")
     parser.add_argument("--json")
     options = parser.parse_args()
     binary = os.environ.get("LEASEQ_BIN", os.path.join(ROOT, "target", "release", "leaseq"))
@@ -156,6 +161,9 @@ def main():
                    stdout=subprocess.DEVNULL)
     on_postgres = Server(binary, "--postgres", f"{BASE} dbname={DATABASE}")
     on_file = Server(binary, "--fsync", "always")
+    one_flush = (Server(binary, "--postgres", f"{BASE} dbname={DATABASE}", "--postgres-schema",
+                        "leaseq_one_flush", "--postgres-flushes", "1")
+                 if options.one_flush else None)
     results = []
     phases = [False, True] if options.held_xmin else [False]
     holder = None
@@ -173,6 +181,8 @@ def main():
                 for concurrency in concurrencies:
                     for shape in shapes:
                         systems = [("leaseq-pg", on_postgres), ("pgmq", None)]
+                        if one_flush:
+                            systems.append(("leaseq-pg1", one_flush))
                         if shape == "send10" and not held:
                             systems.append(("leaseq-file", on_file))
                         for name, target in systems:
@@ -193,6 +203,8 @@ def main():
             holder.terminate()
         on_postgres.stop()
         on_file.stop()
+        if one_flush:
+            one_flush.stop()
         psql(f"DROP DATABASE IF EXISTS {DATABASE}", check=False)
 
     print_table(results)
@@ -210,11 +222,13 @@ def print_table(results):
     by_key = {(r["held_xmin"], r["size"], r["concurrency"], r["shape"], r["system"]): r
               for r in results}
     print("| held xmin | size | c | shape | leaseq-pg msg/s | pgmq msg/s | ratio | "
-          "PG CPU us/msg (leaseq / pgmq) | WAL B/msg | commits/msg | leaseq-file msg/s |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+          "PG CPU us/msg (leaseq / pgmq) | WAL B/msg | commits/msg | leaseq-file msg/s | "
+          "leaseq-pg 1 flush msg/s |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for key in sorted({k[:4] for k in by_key}):
         ours, theirs = by_key.get(key + ("leaseq-pg",), {}), by_key.get(key + ("pgmq",), {})
         file_log = by_key.get(key + ("leaseq-file",), {})
+        single = by_key.get(key + ("leaseq-pg1",), {})
         ratio = (ours.get("msg_s") / theirs["msg_s"]
                  if ours.get("msg_s") and theirs.get("msg_s") else None)
         held, size, concurrency, shape = key
@@ -223,7 +237,7 @@ def print_table(results):
               f"{fmt(ours.get('pg_cpu_us'))} / {fmt(theirs.get('pg_cpu_us'))} | "
               f"{fmt(ours.get('wal_b'), 0)} / {fmt(theirs.get('wal_b'), 0)} | "
               f"{fmt(ours.get('commits'), 3)} / {fmt(theirs.get('commits'), 3)} | "
-              f"{fmt(file_log.get('msg_s'), 0)} |")
+              f"{fmt(file_log.get('msg_s'), 0)} | {fmt(single.get('msg_s'), 0)} |")
 
 
 if __name__ == "__main__":
