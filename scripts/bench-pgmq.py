@@ -18,12 +18,19 @@ leaseq on PostgreSQL to leaseq on its file log.
 pgmq's SQL comes from the `pgmq` package on PyPI (its wheel ships pgmq.sql), installed with
 `psql -f` into a database this script creates (and drops at the end).
 
+Both run on a PostgreSQL cluster of this run's own (Debian's pg_createcluster, on a free port,
+dropped at the end), with the machine's defaults except max_connections = 600: at 256 clients
+pgmq needs a session per client, which the machine's server (max_connections = 100) would
+refuse. Its CPU is that cluster's processes only. --machine-postgres uses the server on
+127.0.0.1:5432 instead (whose other sessions then count too).
+
 With --one-flush, leaseq on PostgreSQL also runs with one group commit in flight at a time
 (`--postgres-flushes 1`, in a schema of its own), beside the default, for the difference that
 several commits in flight make.
 
 Usage: scripts/bench-pgmq.py [--seconds 5] [--sizes 256,1024] [--concurrency 16,64,256]
-         [--shapes send1,send10,consume] [--held-xmin] [--one-flush] [--json out.json]
+         [--shapes send1,send10,consume] [--held-xmin] [--one-flush] [--machine-postgres]
+         [--json out.json]
   LEASEQ_BIN  the leaseq binary (default target/release/leaseq, built if missing)
 """
 
@@ -42,13 +49,34 @@ import zipfile
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PGMQ_VERSION = "1.1.4"  # the PyPI package; its wheel carries pgmq.sql (pgmq 1.13.0)
 DATABASE = "leaseq_bench_pgmq"
+PORT = 5432  # the machine's server, or the run's own cluster (main() sets it)
 BASE = "host=127.0.0.1 user=postgres"
+
+
+def psql_args(database):
+    return ["psql", "-h", "127.0.0.1", "-p", str(PORT), "-U", "postgres", "-d", database]
 
 
 def psql(sql, database="postgres", check=True):
     return subprocess.run(
-        ["psql", "-h", "127.0.0.1", "-U", "postgres", "-d", database, "-v", "ON_ERROR_STOP=1",
-         "-qAtc", sql], check=check, capture_output=True, text=True).stdout.strip()
+        psql_args(database) + ["-v", "ON_ERROR_STOP=1", "-qAtc", sql],
+        check=check, capture_output=True, text=True).stdout.strip()
+
+
+class Cluster:
+    """A PostgreSQL cluster of this run's own (pg_createcluster), dropped by stop()."""
+
+    def __init__(self):
+        version = sorted(os.listdir("/usr/lib/postgresql"))[-1]
+        self.version, self.name, self.port = version, f"leaseq_bench_{os.getpid()}", free_port()
+        subprocess.run(["pg_createcluster", "-q", version, self.name, "-p", str(self.port),
+                        "-o", "max_connections=600", "--", "--auth=trust"], check=True,
+                       stdout=subprocess.DEVNULL)
+        subprocess.run(["pg_ctlcluster", "--skip-systemctl-redirect", version, self.name,
+                        "start"], check=True)
+
+    def stop(self):
+        subprocess.run(["pg_dropcluster", "--stop", self.version, self.name], check=False)
 
 
 def pgmq_sql():
@@ -145,6 +173,7 @@ def main():
     parser.add_argument("--shapes", default="send1,send10,consume")
     parser.add_argument("--held-xmin", action="store_true")
     parser.add_argument("--one-flush", action="store_true")
+    parser.add_argument("--machine-postgres", action="store_true")
     parser.add_argument("--json")
     options = parser.parse_args()
     binary = os.environ.get("LEASEQ_BIN", os.path.join(ROOT, "target", "release", "leaseq"))
@@ -154,11 +183,23 @@ def main():
     concurrencies = [int(c) for c in options.concurrency.split(",")]
     shapes = options.shapes.split(",")
 
+    global PORT, BASE
+    cluster = None if options.machine_postgres else Cluster()
+    if cluster:
+        PORT = cluster.port
+        BASE = f"host=127.0.0.1 port={PORT} user=postgres"
+    try:
+        run(binary, options, sizes, concurrencies, shapes)
+    finally:
+        if cluster:
+            cluster.stop()
+
+
+def run(binary, options, sizes, concurrencies, shapes):
     psql(f"DROP DATABASE IF EXISTS {DATABASE}")
     psql(f"CREATE DATABASE {DATABASE}")
-    subprocess.run(["psql", "-h", "127.0.0.1", "-U", "postgres", "-d", DATABASE, "-v",
-                    "ON_ERROR_STOP=1", "-q", "-f", pgmq_sql()], check=True,
-                   stdout=subprocess.DEVNULL)
+    subprocess.run(psql_args(DATABASE) + ["-v", "ON_ERROR_STOP=1", "-q", "-f", pgmq_sql()],
+                   check=True, stdout=subprocess.DEVNULL)
     on_postgres = Server(binary, "--postgres", f"{BASE} dbname={DATABASE}")
     on_file = Server(binary, "--fsync", "always")
     one_flush = (Server(binary, "--postgres", f"{BASE} dbname={DATABASE}", "--postgres-schema",
@@ -171,7 +212,7 @@ def main():
         for held in phases:
             if held:
                 holder = subprocess.Popen(
-                    ["psql", "-h", "127.0.0.1", "-U", "postgres", "-d", DATABASE, "-qAt"],
+                    psql_args(DATABASE) + ["-qAt"],
                     stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
                 holder.stdin.write("BEGIN ISOLATION LEVEL REPEATABLE READ;\n"
                                    "SELECT count(*) FROM pg_class;\n")

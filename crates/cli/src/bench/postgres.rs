@@ -171,31 +171,41 @@ impl PgSample {
         let row = client
             .query_one(
                 "SELECT (pg_current_wal_lsn() - '0/0')::bigint, \
-                 (SELECT sum(xact_commit)::bigint FROM pg_stat_database)",
+                 (SELECT sum(xact_commit)::bigint FROM pg_stat_database), \
+                 current_setting('data_directory')",
                 &[],
             )
             .await?;
+        let data_directory: String = row.get(2);
         Ok(PgSample {
-            cpu: postgres_cpu_time(),
+            cpu: postgres_cpu_time(&data_directory),
             wal_bytes: row.get::<_, i64>(0) as u64,
             commits: row.get::<_, i64>(1) as u64,
         })
     }
 }
 
-/// CPU time of every process named `postgres` (the postmaster, its backends, the WAL writer,
-/// the checkpointer...), summed from `/proc`. A backend that ended during the run takes its
-/// time with it, so runs keep their sessions open.
-fn postgres_cpu_time() -> Duration {
+/// CPU time of the PostgreSQL server whose data directory is `data_directory`: its postmaster
+/// and every process it started (backends, the WAL writer, the checkpointer...), summed from
+/// `/proc`, so other clusters on the machine do not count. If the postmaster cannot be found
+/// (its `postmaster.pid` unreadable), every process named `postgres` counts. A backend that
+/// ended during the run takes its time with it, so runs keep their sessions open.
+fn postgres_cpu_time(data_directory: &str) -> Duration {
+    let postmaster = std::fs::read_to_string(format!("{data_directory}/postmaster.pid"))
+        .ok()
+        .and_then(|pid_file| pid_file.lines().next()?.trim().parse::<u32>().ok());
     let Ok(entries) = std::fs::read_dir("/proc") else {
         return Duration::ZERO;
     };
     entries
         .flatten()
         .filter_map(|entry| entry.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|pid| {
-            std::fs::read_to_string(format!("/proc/{pid}/comm"))
-                .is_ok_and(|comm| comm.trim() == "postgres")
+        .filter(|&pid| match postmaster {
+            Some(postmaster) => {
+                pid == postmaster || super::stats::process_parent(pid) == Some(postmaster)
+            }
+            None => std::fs::read_to_string(format!("/proc/{pid}/comm"))
+                .is_ok_and(|comm| comm.trim() == "postgres"),
         })
         .filter_map(|pid| super::stats::process_cpu_time(pid).ok())
         .sum()

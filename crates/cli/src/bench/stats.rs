@@ -209,6 +209,13 @@ fn own_cpu_time() -> Duration {
     timeval(usage.ru_utime) + timeval(usage.ru_stime)
 }
 
+/// The parent of process `pid`, from `/proc/PID/stat` (field 4).
+pub(super) fn process_parent(pid: u32) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let after_name = stat.rsplit_once(')')?.1;
+    after_name.split_whitespace().nth(1)?.parse().ok()
+}
+
 /// User plus system CPU time of another process, from `/proc/PID/stat` (clock-tick resolution,
 /// usually 10 ms, which is why runs should last seconds).
 pub(super) fn process_cpu_time(pid: u32) -> std::io::Result<Duration> {
