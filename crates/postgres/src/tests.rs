@@ -312,45 +312,68 @@ fn hold_next_frame<'c>(
     })
 }
 
+/// The first flush after record 1 held on its key (see [`hold_next_frame`]) and the next one
+/// committed behind it, on another session: a gap in flight.
+struct HeldGap<'c> {
+    held: tokio_postgres::Transaction<'c>,
+    /// The session of the held flush.
+    stuck: i32,
+    first: leaseq_server::log_store::Appended,
+    second: leaseq_server::log_store::Appended,
+}
+
+fn commit_behind_a_held_flush<'c>(
+    runtime: &tokio::runtime::Runtime,
+    log: &PgLog,
+    blocker: &'c mut Client,
+    watcher: &Client,
+) -> HeldGap<'c> {
+    append_and_wait(runtime, log, 1).expect("a flush commits");
+    let held = hold_next_frame(runtime, blocker, log);
+    let first = log.append(&record(2), &mut |_, _| {}).unwrap();
+    let stuck = wait_until_waiting_on_a_lock(runtime, watcher, log);
+    let second = log.append(&record(3), &mut |_, _| {}).unwrap();
+    let sql = log
+        .shared
+        .schema
+        .sql("SELECT count(*) FROM {schema}.frame WHERE last_lsn = $1");
+    let lsn = second.tail_lsn as i64;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let committed: i64 =
+            runtime.block_on(async { watcher.query_one(&sql, &[&lsn]).await.unwrap().get(0) });
+        if committed == 1 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the later flush never committed");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    HeldGap {
+        held,
+        stuck,
+        first,
+        second,
+    }
+}
+
 #[test]
 fn flushes_commit_in_any_order_and_become_durable_in_order() {
     let schema = TestSchema::new("in_order");
     let runtime = runtime();
     let (log, _) = open(&schema.0);
-    append_and_wait(&runtime, &log, 1).expect("a flush commits");
-    let mut blocker = side_client(&runtime);
-    let held = hold_next_frame(&runtime, &mut blocker, &log);
-    // The first flush waits on the held key; the next one, on another session, commits.
-    let first = log.append(&record(2), &mut |_, _| {}).unwrap();
-    let watcher = side_client(&runtime);
-    wait_until_waiting_on_a_lock(&runtime, &watcher, &log);
-    let second = log.append(&record(3), &mut |_, _| {}).unwrap();
-    let frames_committed = |lsn: i64| -> bool {
-        let sql = log
-            .shared
-            .schema
-            .sql("SELECT count(*) FROM {schema}.frame WHERE last_lsn = $1");
-        runtime.block_on(async {
-            let row = watcher.query_one(&sql, &[&lsn]).await.unwrap();
-            row.get::<_, i64>(0) == 1
-        })
-    };
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !frames_committed(second.tail_lsn as i64) {
-        assert!(Instant::now() < deadline, "the later flush never committed");
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    let (mut blocker, watcher) = (side_client(&runtime), side_client(&runtime));
+    let gap = commit_behind_a_held_flush(&runtime, &log, &mut blocker, &watcher);
     std::thread::sleep(Duration::from_millis(50));
     assert_eq!(
         log.durable_lsn(),
-        first.tail_lsn - 1,
+        gap.first.tail_lsn - 1,
         "a flush that committed after a gap is not durable until the gap is"
     );
-    runtime.block_on(held.rollback()).unwrap();
+    runtime.block_on(gap.held.rollback()).unwrap();
     runtime
-        .block_on(log.wait_durable(second.tail_lsn))
+        .block_on(log.wait_durable(gap.second.tail_lsn))
         .expect("both flushes commit");
-    assert_eq!(log.durable_lsn(), second.tail_lsn);
+    assert_eq!(log.durable_lsn(), gap.second.tail_lsn);
     drop(log);
     let (_reopened, replayed) = open(&schema.0);
     assert_eq!(replayed, 3);
@@ -361,35 +384,18 @@ fn a_crash_behind_a_gap_replays_up_to_it_and_removes_what_follows() {
     let schema = TestSchema::new("gap");
     let runtime = runtime();
     let (log, _) = open(&schema.0);
-    append_and_wait(&runtime, &log, 1).expect("a flush commits");
-    let mut blocker = side_client(&runtime);
-    let held = hold_next_frame(&runtime, &mut blocker, &log);
-    log.append(&record(2), &mut |_, _| {}).unwrap();
-    let killer = side_client(&runtime);
-    let stuck = wait_until_waiting_on_a_lock(&runtime, &killer, &log);
-    let after_gap = log.append(&record(3), &mut |_, _| {}).unwrap();
-    let count_frames = || -> i64 {
-        let sql = log
-            .shared
-            .schema
-            .sql("SELECT count(*) FROM {schema}.frame WHERE epoch > 0");
-        runtime.block_on(async { killer.query_one(&sql, &[]).await.unwrap().get(0) })
-    };
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while count_frames() < 2 {
-        assert!(Instant::now() < deadline, "the later flush never committed");
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    assert!(log.durable_lsn() < after_gap.tail_lsn);
+    let (mut blocker, killer) = (side_client(&runtime), side_client(&runtime));
+    let gap = commit_behind_a_held_flush(&runtime, &log, &mut blocker, &killer);
+    assert!(log.durable_lsn() < gap.second.tail_lsn);
     // The node dies with its first flush stuck: its session is ended, and the held key freed.
     drop(log);
     runtime.block_on(async {
         killer
-            .execute("SELECT pg_terminate_backend($1)", &[&stuck])
+            .execute("SELECT pg_terminate_backend($1)", &[&gap.stuck])
             .await
             .unwrap();
     });
-    runtime.block_on(held.rollback()).unwrap();
+    runtime.block_on(gap.held.rollback()).unwrap();
     let (log, replayed) = open(&schema.0);
     assert_eq!(
         replayed, 1,
