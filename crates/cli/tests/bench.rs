@@ -7,7 +7,7 @@
 mod common;
 
 use std::collections::HashMap;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 
 use common::Server;
 use leaseq_testkit::names::unique_name;
@@ -15,7 +15,7 @@ use serde_json::{json, Value};
 
 /// Runs `leaseq bench ARGS --json` and returns its report.
 fn bench(args: &[&str]) -> Value {
-    let output = Command::new(env!("CARGO_BIN_EXE_leaseq"))
+    let output = common::leaseq_command()
         .arg("bench")
         .args(args)
         .arg("--json")

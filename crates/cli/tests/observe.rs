@@ -5,7 +5,7 @@
 mod common;
 
 use std::net::SocketAddr;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use common::Server;
@@ -35,7 +35,7 @@ fn sample(page: &str, series: &str) -> f64 {
 }
 
 fn leaseq(args: &[&str]) -> String {
-    let output = Command::new(env!("CARGO_BIN_EXE_leaseq"))
+    let output = common::leaseq_command()
         .args(args)
         .stdin(Stdio::null())
         .output()
@@ -477,7 +477,7 @@ async fn stats_watch_redraws_with_rates() {
     )
     .await;
     let out_path = dir.path().join("watch-output.txt");
-    let mut watch = Command::new(env!("CARGO_BIN_EXE_leaseq"))
+    let mut watch = common::leaseq_command()
         .args(["stats", "--watch", "--interval", "0.2", "--endpoint"])
         .arg(format!("http://{addr}"))
         .stdin(Stdio::null())

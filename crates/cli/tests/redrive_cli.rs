@@ -3,14 +3,12 @@
 
 mod common;
 
-use std::process::Command;
-
 use aws_sdk_sqs::types::QueueAttributeName;
 use common::Server;
 use leaseq_testkit::names::unique_name;
 
 fn leaseq(server: &Server, args: &[&str]) -> (bool, String) {
-    let output = Command::new(env!("CARGO_BIN_EXE_leaseq"))
+    let output = common::leaseq_command()
         .args(args)
         .args(["--endpoint", &server.endpoint])
         .output()

@@ -2,8 +2,6 @@
 //! message with its lease, how it ended and the client that received it, kept through a kill -9,
 //! carried into the dead-letter queue and remembered after the delete.
 
-use std::process::Command;
-
 use serde_json::{json, Value};
 
 use super::*;
@@ -163,7 +161,7 @@ async fn attempts_survive_a_crash_follow_the_message_into_the_dead_letter_queue_
     );
 
     // The CLI shows the same.
-    let output = Command::new(env!("CARGO_BIN_EXE_leaseq"))
+    let output = crate::common::leaseq_command()
         .args(["message", "history", "history-dlq", &id])
         .args(["--endpoint", &server.endpoint])
         .output()
