@@ -958,7 +958,14 @@ impl<'a> Index<'a> {
                     ) else {
                         continue;
                     };
-                    if a.group == b.group && self.completed(send_b) < self.ev(send_a).invoke_us {
+                    // A dead-letter queue orders a group by the moves, which the history does
+                    // not see: only messages sent to this queue have a known order here.
+                    let sent_here = |send: usize| self.ev(send).op.queue() == queue.as_str();
+                    if a.group == b.group
+                        && sent_here(send_a)
+                        && sent_here(send_b)
+                        && self.completed(send_b) < self.ev(send_a).invoke_us
+                    {
                         let text = format!(
                             "{event} answered {:?} before {:?}, which {} sent before {}",
                             a.tag,

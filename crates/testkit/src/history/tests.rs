@@ -544,6 +544,29 @@ fn fifo_messages_out_of_send_order_are_found() {
     );
     assert_eq!(s.kinds(&config()), only(ViolationKind::FifoOrder));
 
+    // A dead-letter queue's order is that of the moves, which the history does not show.
+    let fifo_with_dlq = config()
+        .queue("f.fifo", QueueSpec::fifo(30_000).with_redrive("fd.fifo", 1))
+        .queue("fd.fifo", QueueSpec::fifo(30_000));
+    let mut s = Script::default();
+    s.send_in((0, 1), "f.fifo", "f1", Some("g"), End::Ok);
+    s.send_in((2, 3), "f.fifo", "f2", Some("g"), End::Ok);
+    s.receive_group(
+        (5, 6),
+        "f.fifo",
+        0,
+        Some("g"),
+        &[("f1", "r1", 1), ("f2", "r2", 1)],
+    );
+    s.receive_group(
+        (7, 8),
+        "fd.fifo",
+        0,
+        Some("g"),
+        &[("f2", "d2", 2), ("f1", "d1", 2)],
+    );
+    s.passes(&fifo_with_dlq);
+
     // Concurrent sends have no order; an unknown receive may have delivered f1 first.
     let mut s = Script::default();
     s.send_in((0, 10), "f.fifo", "f1", Some("g"), End::Ok);
