@@ -396,6 +396,13 @@ async fn concurrent_clients_leave_a_history_that_checks() {
         "one node in process answers everything"
     );
     assert_eq!(summary.sends_checked, summary.sends_acknowledged);
+    // Exact counts: every acknowledged send is deleted or listed (the listings' lengths are
+    // the server's own counts, checked), and nothing else is listed.
+    assert_eq!(
+        summary.sends_acknowledged,
+        summary.sends_deleted + summary.remaining,
+        "{summary}"
+    );
     assert!(summary.sends_acknowledged > 100, "{summary}");
     assert!(summary.redeliveries > 0, "{summary}");
     assert!(summary.dead_lettered > 0, "{summary}");

@@ -121,6 +121,10 @@ pub struct Summary {
     pub stale_visibility_changes_refused: usize,
     /// Messages listed at the end, in every queue.
     pub remaining: usize,
+    /// Checked sends not listed at the end, accounted for by a delete. With no unknown
+    /// operation, `sends_checked = sends_deleted + remaining` (every listed message was sent,
+    /// once, and every checked send is listed or deleted).
+    pub sends_deleted: usize,
     /// Messages that reached a dead-letter queue (listed there or delivered from it).
     pub dead_lettered: usize,
     /// Acknowledged sends checked against the final listings (check 1).
@@ -141,7 +145,7 @@ impl fmt::Display for Summary {
             f,
             "{} ops ({} indefinite, {} failed): {} sends acknowledged ({} checked), {} deliveries \
              ({} redeliveries), {} deletes acknowledged ({} stale), {} stale visibility changes \
-             refused, {} remaining, {} dead-lettered; pairs compared: {} leases, {} FIFO holds; \
+             refused, {} remaining, {} sends deleted, {} dead-lettered; pairs compared: {} leases, {} FIFO holds; \
              {} FIFO sends ordered",
             self.operations,
             self.indefinite,
@@ -154,6 +158,7 @@ impl fmt::Display for Summary {
             self.stale_deletes,
             self.stale_visibility_changes_refused,
             self.remaining,
+            self.sends_deleted,
             self.dead_lettered,
             self.lease_pairs,
             self.group_pairs,

@@ -268,6 +268,8 @@ fn a_valid_history_passes() {
     assert_eq!(summary.stale_visibility_changes_refused, 1);
     assert_eq!(summary.dead_lettered, 1);
     assert_eq!(summary.remaining, 3);
+    // a, f1, f2 and f3 were deleted; b is in the dead-letter queue, c and maybe in q.
+    assert_eq!(summary.sends_deleted, 4);
     assert_eq!(summary.fifo_sends_ordered, 3);
     assert!(summary.group_pairs >= 2, "{summary}");
     assert!(summary.lease_pairs >= 3, "{summary}");

@@ -325,6 +325,7 @@ impl<'a> Index<'a> {
                 }
             }
             if deleted {
+                self.summary.sends_deleted += 1;
                 continue;
             }
             let listings = observations
