@@ -390,9 +390,8 @@ impl<'a> Index<'a> {
                     self.summary.deletes_acknowledged += 1;
                 }
             }
-            (Op::Observe { queue }, None) => {
-                let _ = queue;
-            }
+            // A listing that did not complete lists nothing: its queue counts as unlisted.
+            (Op::Observe { .. }, None) => {}
             (Op::Observe { queue }, Some(Reply::Observed(observation))) => {
                 self.summary.remaining += observation.messages.len();
                 self.observation_of.insert(queue, at);
