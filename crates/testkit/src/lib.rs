@@ -7,6 +7,10 @@
 //! - [`names`]: unique queue names and scratch directories.
 //! - [`golden`]: the diff and the times of golden scripts (the engine's and the conformance
 //!   suite's).
+//! - [`history`]: a recorder of the operations clients run against a server, with when each
+//!   was invoked and completed and what came of it, and a checker of the recorded history
+//!   against the lease rules (lost sends, deletes that come back, two holders, stale receipts,
+//!   FIFO order, dead-lettering, exact counts). Plain std, so always there.
 //! - `launch` (feature `server`): the in-process server on the production accept loop, and the
 //!   `leaseq` binary as a child process.
 //! - `http` (feature `server`): raw HTTP through hyper's client, and raw bytes for what is not
@@ -14,6 +18,7 @@
 //! - `sdk` (feature `sdk`): the `aws-sdk-sqs` client for a test server, and SQS's MD5s.
 
 pub mod golden;
+pub mod history;
 pub mod names;
 pub mod sim;
 
