@@ -14,7 +14,7 @@ use leaseq_postgres::{drop_schema, open_service, PgConfig};
 use leaseq_sqs::error::ErrorCode;
 use serde_json::json;
 
-use common::{call, connection, service_config, QUEUE_URL};
+use common::{call, connection, service_config, terminate_sessions, QUEUE_URL};
 
 /// How long one answer may take once PostgreSQL is gone.
 const REFUSAL_MAX: Duration = Duration::from_secs(3);
@@ -37,9 +37,9 @@ async fn a_node_refuses_promptly_when_postgres_drops_it_then_recovers_by_itself(
 
     // PostgreSQL drops every session of the node (a restart, a failover).
     let terminated = terminate_sessions(&application_name).await;
-    assert_eq!(
-        terminated, 2,
-        "the node has two sessions: its flusher's and its readers'"
+    assert!(
+        terminated >= 2,
+        "the node has at least two sessions, a flusher's and its readers': {terminated}"
     );
     let started = Instant::now();
     let send = json!({"QueueUrl": QUEUE_URL, "MessageBody": "cut"});
@@ -114,22 +114,4 @@ fn assert_served_once(bodies: &HashMap<String, usize>, acknowledged: &[&str]) {
             "unexpected {body} x{count} in {bodies:?}"
         );
     }
-}
-
-/// Terminates every PostgreSQL session named `application_name`; returns how many.
-async fn terminate_sessions(application_name: &str) -> i64 {
-    let (client, connection) = connection("leaseq_failures_killer")
-        .parse::<tokio_postgres::Config>()
-        .unwrap()
-        .connect(tokio_postgres::NoTls)
-        .await
-        .unwrap();
-    tokio::spawn(connection);
-    let sql =
-        "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = $1";
-    client
-        .query_one(sql, &[&application_name])
-        .await
-        .unwrap()
-        .get(0)
 }

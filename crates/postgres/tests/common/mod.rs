@@ -95,3 +95,22 @@ pub async fn message_counts(service: &Service) -> (usize, usize) {
         count("ApproximateNumberOfMessagesNotVisible"),
     )
 }
+
+/// Ends every session named `application_name` (as a PostgreSQL restart or failover does); how
+/// many there were.
+pub async fn terminate_sessions(application_name: &str) -> i64 {
+    let (client, connection) = connection("leaseq_tests_killer")
+        .parse::<tokio_postgres::Config>()
+        .unwrap()
+        .connect(tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    let sql =
+        "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = $1";
+    client
+        .query_one(sql, &[&application_name])
+        .await
+        .unwrap()
+        .get(0)
+}

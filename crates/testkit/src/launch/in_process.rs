@@ -85,9 +85,17 @@ impl InProcessServer {
             region: REGION.into(),
             account_id: ACCOUNT_ID.into(),
         };
+        let service = Service::in_memory(config, ReceiptKey::new([7; 16]));
+        InProcessServer::serve(service, options).await
+    }
+
+    /// Serves `service` (a node on another log store, say; its account and region must be
+    /// [`ACCOUNT_ID`] and [`REGION`]) with `options`, as [`InProcessServer::start_with`] serves
+    /// its in-memory one.
+    pub async fn serve(service: Service, options: Options) -> InProcessServer {
         let metrics = Arc::new(Metrics::default());
         let service = Arc::new(
-            Service::in_memory(config, ReceiptKey::new([7; 16]))
+            service
                 .with_metrics(metrics.clone())
                 .with_clock(options.clock.clone()),
         );
