@@ -1,0 +1,240 @@
+//! The fault-injecting TCP proxy between the node and PostgreSQL, on a runtime of its own (the
+//! simulation's thread blocks in the store's calls, and the proxy must forward meanwhile).
+//!
+//! The simulation steers it: [`Proxy::arm`] cuts every connection at the next bytes the node
+//! sends (before they reach PostgreSQL, inside them, or right after all of them went on, before
+//! the answer comes back); [`Proxy::go_away`] cuts every connection and refuses new ones until
+//! [`Proxy::come_back`] (PostgreSQL away); [`Proxy::set_delays`] holds each connection's bytes,
+//! both ways, for a delay drawn per connection, so statements on different connections (the
+//! flusher's, the readers') overtake each other. It counts what it did.
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
+
+/// Where an armed cut falls in the next bytes the node sends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Cut {
+    /// None of them reach PostgreSQL.
+    Before,
+    /// A part of them does (PostgreSQL gets a torn message and runs nothing).
+    Inside,
+    /// All of them do, and the connection is cut before the answer comes back (PostgreSQL may
+    /// run and commit the statement; the node cannot know).
+    After,
+}
+
+/// What the proxy did, counted.
+#[derive(Default)]
+pub struct Counters {
+    pub connections: AtomicU64,
+    pub refused: AtomicU64,
+    pub delayed_connections: AtomicU64,
+    pub cuts_before: AtomicU64,
+    pub cuts_inside: AtomicU64,
+    pub cuts_after: AtomicU64,
+}
+
+struct Control {
+    away: bool,
+    armed: Option<Cut>,
+    delay_max_ms: u64,
+    rng: StdRng,
+}
+
+struct Shared {
+    control: Mutex<Control>,
+    /// Bumped to cut every connection open at that moment.
+    generation: watch::Sender<u64>,
+    counters: Counters,
+}
+
+impl Shared {
+    fn cut_all(&self) {
+        self.generation.send_modify(|generation| *generation += 1);
+    }
+}
+
+pub struct Proxy {
+    pub address: SocketAddr,
+    shared: Arc<Shared>,
+    // Declared last: stops the proxy's tasks (and with them every connection) when dropped.
+    runtime: Option<tokio::runtime::Runtime>,
+}
+
+impl Proxy {
+    /// A proxy to `target`, forwarding until told otherwise.
+    pub fn start(target: SocketAddr, seed: u64) -> Proxy {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("pg-sim-proxy")
+            .enable_all()
+            .build()
+            .expect("the proxy's runtime");
+        let listener = runtime
+            .block_on(TcpListener::bind("127.0.0.1:0"))
+            .expect("a port for the proxy");
+        let address = listener.local_addr().expect("the proxy's address");
+        let shared = Arc::new(Shared {
+            control: Mutex::new(Control {
+                away: false,
+                armed: None,
+                delay_max_ms: 0,
+                rng: StdRng::seed_from_u64(seed),
+            }),
+            generation: watch::channel(0).0,
+            counters: Counters::default(),
+        });
+        runtime.spawn(accept_loop(listener, target, shared.clone()));
+        Proxy {
+            address,
+            shared,
+            runtime: Some(runtime),
+        }
+    }
+
+    /// Cuts every connection at the next bytes the node sends, on any of them.
+    pub fn arm(&self, cut: Cut) {
+        self.shared.control.lock().armed = Some(cut);
+    }
+
+    pub fn disarm(&self) {
+        self.shared.control.lock().armed = None;
+    }
+
+    /// PostgreSQL goes away: every connection is cut and new ones are refused.
+    pub fn go_away(&self) {
+        self.shared.control.lock().away = true;
+        self.shared.cut_all();
+    }
+
+    /// Cuts every connection open now (new ones go through unless the proxy is away).
+    pub fn cut_all(&self) {
+        self.shared.cut_all();
+    }
+
+    /// PostgreSQL is back: new connections go through.
+    pub fn come_back(&self) {
+        self.shared.control.lock().away = false;
+    }
+
+    pub fn is_away(&self) -> bool {
+        self.shared.control.lock().away
+    }
+
+    /// Connections opened from now on hold their bytes up to `delay_max_ms` (0: none; the
+    /// delays of open connections end too).
+    pub fn set_delays(&self, delay_max_ms: u64) {
+        self.shared.control.lock().delay_max_ms = delay_max_ms;
+    }
+
+    pub fn counters(&self) -> &Counters {
+        &self.shared.counters
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        if let Some(runtime) = self.runtime.take() {
+            runtime.shutdown_background();
+        }
+    }
+}
+
+async fn accept_loop(listener: TcpListener, target: SocketAddr, shared: Arc<Shared>) {
+    while let Ok((client, _)) = listener.accept().await {
+        let delay = {
+            let mut control = shared.control.lock();
+            if control.away {
+                drop(control);
+                shared.counters.refused.fetch_add(1, Ordering::Relaxed);
+                continue; // Refused: closed at once.
+            }
+            match control.delay_max_ms {
+                0 => Duration::ZERO,
+                max => Duration::from_millis(control.rng.random_range(1..=max)),
+            }
+        };
+        shared.counters.connections.fetch_add(1, Ordering::Relaxed);
+        if !delay.is_zero() {
+            shared
+                .counters
+                .delayed_connections
+                .fetch_add(1, Ordering::Relaxed);
+        }
+        let Ok(server) = TcpStream::connect(target).await else {
+            continue;
+        };
+        let _ = client.set_nodelay(true);
+        let _ = server.set_nodelay(true);
+        tokio::spawn(forward(client, server, shared.clone(), delay));
+    }
+}
+
+/// Holds bytes for the connection's delay while delays are on.
+async fn hold(shared: &Shared, delay: Duration) {
+    if !delay.is_zero() && shared.control.lock().delay_max_ms > 0 {
+        tokio::time::sleep(delay).await;
+    }
+}
+
+/// Copies both ways until either side closes, an armed cut fires, or every connection is cut.
+async fn forward(client: TcpStream, server: TcpStream, shared: Arc<Shared>, delay: Duration) {
+    let (mut client_read, mut client_write) = client.into_split();
+    let (mut server_read, mut server_write) = server.into_split();
+    let mut generation = shared.generation.subscribe();
+    generation.borrow_and_update();
+    let upstream = async {
+        let mut buffer = vec![0u8; 16 << 10];
+        loop {
+            let read = client_read.read(&mut buffer).await?;
+            if read == 0 {
+                return Ok::<(), std::io::Error>(());
+            }
+            hold(&shared, delay).await;
+            let armed = {
+                let mut control = shared.control.lock();
+                control
+                    .armed
+                    .take()
+                    .map(|cut| (cut, control.rng.random_range(1..read.max(2))))
+            };
+            if let Some((cut, inside)) = armed {
+                let (part, counter) = match cut {
+                    Cut::Before => (0, &shared.counters.cuts_before),
+                    Cut::Inside => (inside.min(read - 1), &shared.counters.cuts_inside),
+                    Cut::After => (read, &shared.counters.cuts_after),
+                };
+                counter.fetch_add(1, Ordering::Relaxed);
+                server_write.write_all(&buffer[..part]).await?;
+                shared.cut_all();
+                return Ok(());
+            }
+            server_write.write_all(&buffer[..read]).await?;
+        }
+    };
+    let downstream = async {
+        let mut buffer = vec![0u8; 16 << 10];
+        loop {
+            let read = server_read.read(&mut buffer).await?;
+            if read == 0 {
+                return Ok::<(), std::io::Error>(());
+            }
+            hold(&shared, delay).await;
+            client_write.write_all(&buffer[..read]).await?;
+        }
+    };
+    tokio::select! {
+        _ = upstream => {}
+        _ = downstream => {}
+        _ = generation.changed() => {}
+    }
+}
