@@ -284,7 +284,7 @@ impl Sim {
         let counts = [
             ("proxy: connections forwarded", &counters.connections),
             ("proxy: connections refused", &counters.refused),
-            ("proxy: connections delayed", &counters.delayed_connections),
+            ("proxy: chunks held back (delays)", &counters.held_chunks),
             ("proxy: cut before a request", &counters.cuts_before),
             ("proxy: cut inside a request", &counters.cuts_inside),
             ("proxy: cut after a whole request", &counters.cuts_after),
@@ -484,7 +484,7 @@ impl Sim {
     fn delays(&mut self) {
         let delay_max_ms = *[5, 20, 50].get(self.rng.random_range(0..3)).expect("some");
         self.proxy.set_delays(delay_max_ms);
-        self.delay_steps = self.rng.random_range(5..=30);
+        self.delay_steps = self.rng.random_range(3..=12);
         self.note(format!(
             "fault: delays up to {delay_max_ms} ms per connection for {} steps",
             self.delay_steps
@@ -641,11 +641,24 @@ impl Sim {
                 outcome_unknown(&result),
                 "the replaced node acknowledged a change: {result:?}"
             );
-            let writable = old.host().store().writable();
-            assert!(
-                writable.as_ref().is_err_and(|error| error.is_poisoned()),
-                "the replaced node's store is not poisoned after a write: {writable:?}"
-            );
+            // Fenced out once its flush reaches PostgreSQL (the proxy may be away, or a cut
+            // may have made the flush's outcome unknown first): then poisoned, never writable.
+            if let Some(until) = self.away_until {
+                tokio::time::sleep(until.saturating_duration_since(Instant::now())).await;
+            }
+            self.come_back();
+            let started = Instant::now();
+            loop {
+                match old.host().store().writable() {
+                    Err(error) if error.is_poisoned() => break,
+                    Ok(()) => panic!("the replaced node's store is writable after its write"),
+                    Err(error) => assert!(
+                        started.elapsed() < RECOVERY_TIMEOUT,
+                        "the replaced node's store was not fenced out: {error}"
+                    ),
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
             self.count("old node fenced out and poisoned");
         }
         drop(old);

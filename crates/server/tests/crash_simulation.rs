@@ -12,6 +12,9 @@
 //! volley (a few requests at once, crashed while in flight), or a look at what a power loss now
 //! would recover (on a `FaultStorage::fork`, leaving the run undisturbed).
 //!
+//! The requests (`crash_simulation/workload.rs`), the model and the volleys' requests are shared
+//! with the same simulation on the PostgreSQL log (`crates/postgres/tests/crash_simulation.rs`).
+//!
 //! The model is what the backend acknowledged (see `crash_simulation/model.rs`): every answer
 //! is checked against the states before and after it, and every restart against the
 //! acknowledged state, allowing each request that got no answer or an error to have happened,

@@ -5,8 +5,8 @@
 //! sends (before they reach PostgreSQL, inside them, or right after all of them went on, before
 //! the answer comes back); [`Proxy::go_away`] cuts every connection and refuses new ones until
 //! [`Proxy::come_back`] (PostgreSQL away); [`Proxy::set_delays`] holds each connection's bytes,
-//! both ways, for a delay drawn per connection, so statements on different connections (the
-//! flusher's, the readers') overtake each other. It counts what it did.
+//! both ways, for its own share (drawn when it opened) of the delay, so statements on different
+//! connections (the flusher's, the readers') overtake each other. It counts what it did.
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -37,7 +37,7 @@ pub enum Cut {
 pub struct Counters {
     pub connections: AtomicU64,
     pub refused: AtomicU64,
-    pub delayed_connections: AtomicU64,
+    pub held_chunks: AtomicU64,
     pub cuts_before: AtomicU64,
     pub cuts_inside: AtomicU64,
     pub cuts_after: AtomicU64,
@@ -130,8 +130,7 @@ impl Proxy {
         self.shared.control.lock().away
     }
 
-    /// Connections opened from now on hold their bytes up to `delay_max_ms` (0: none; the
-    /// delays of open connections end too).
+    /// Every connection holds its bytes for its share of `delay_max_ms` (0: none).
     pub fn set_delays(&self, delay_max_ms: u64) {
         self.shared.control.lock().delay_max_ms = delay_max_ms;
     }
@@ -151,43 +150,39 @@ impl Drop for Proxy {
 
 async fn accept_loop(listener: TcpListener, target: SocketAddr, shared: Arc<Shared>) {
     while let Ok((client, _)) = listener.accept().await {
-        let delay = {
+        let share = {
             let mut control = shared.control.lock();
             if control.away {
                 drop(control);
                 shared.counters.refused.fetch_add(1, Ordering::Relaxed);
                 continue; // Refused: closed at once.
             }
-            match control.delay_max_ms {
-                0 => Duration::ZERO,
-                max => Duration::from_millis(control.rng.random_range(1..=max)),
-            }
+            control.rng.random_range(0.05..=1.0)
         };
         shared.counters.connections.fetch_add(1, Ordering::Relaxed);
-        if !delay.is_zero() {
-            shared
-                .counters
-                .delayed_connections
-                .fetch_add(1, Ordering::Relaxed);
-        }
         let Ok(server) = TcpStream::connect(target).await else {
             continue;
         };
         let _ = client.set_nodelay(true);
         let _ = server.set_nodelay(true);
-        tokio::spawn(forward(client, server, shared.clone(), delay));
+        tokio::spawn(forward(client, server, shared.clone(), share));
     }
 }
 
-/// Holds bytes for the connection's delay while delays are on.
-async fn hold(shared: &Shared, delay: Duration) {
-    if !delay.is_zero() && shared.control.lock().delay_max_ms > 0 {
-        tokio::time::sleep(delay).await;
+/// Holds bytes for the connection's `share` of the delay while delays are on.
+async fn hold(shared: &Shared, share: f64) {
+    let delay_max_ms = shared.control.lock().delay_max_ms;
+    if delay_max_ms > 0 {
+        shared.counters.held_chunks.fetch_add(1, Ordering::Relaxed);
+        tokio::time::sleep(Duration::from_secs_f64(
+            share * delay_max_ms as f64 / 1000.0,
+        ))
+        .await;
     }
 }
 
 /// Copies both ways until either side closes, an armed cut fires, or every connection is cut.
-async fn forward(client: TcpStream, server: TcpStream, shared: Arc<Shared>, delay: Duration) {
+async fn forward(client: TcpStream, server: TcpStream, shared: Arc<Shared>, share: f64) {
     let (mut client_read, mut client_write) = client.into_split();
     let (mut server_read, mut server_write) = server.into_split();
     let mut generation = shared.generation.subscribe();
@@ -199,7 +194,7 @@ async fn forward(client: TcpStream, server: TcpStream, shared: Arc<Shared>, dela
             if read == 0 {
                 return Ok::<(), std::io::Error>(());
             }
-            hold(&shared, delay).await;
+            hold(&shared, share).await;
             let armed = {
                 let mut control = shared.control.lock();
                 control
@@ -228,7 +223,7 @@ async fn forward(client: TcpStream, server: TcpStream, shared: Arc<Shared>, dela
             if read == 0 {
                 return Ok::<(), std::io::Error>(());
             }
-            hold(&shared, delay).await;
+            hold(&shared, share).await;
             client_write.write_all(&buffer[..read]).await?;
         }
     };

@@ -23,6 +23,9 @@ use leaseq_sqs::{Outcome, SqsError};
 
 use super::ops::{Held, Request};
 
+/// Where [`Dump::of_crashed`] asks for a body the log could not read (with the log's error).
+pub type BodyFallback<'a> = dyn Fn(&PayloadRef, MessageId, &ReadError) -> Option<String> + 'a;
+
 /// One message, as much of it as survives a restart.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MessageView {
@@ -82,11 +85,7 @@ impl Dump {
     /// `fallback` with the log's error (the simulation's other source: the rebooted storage, the
     /// bodies earlier dumps read while the database is out of reach), and named after the message where that has none ("lost ID"; see
     /// [`Dump::with_bodies_from`] for the messages that come back all the same).
-    pub fn of_crashed(
-        backend: &Service,
-        now_ms: u64,
-        fallback: Option<&dyn Fn(&PayloadRef, MessageId, &ReadError) -> Option<String>>,
-    ) -> Dump {
+    pub fn of_crashed(backend: &Service, now_ms: u64, fallback: Option<&BodyFallback<'_>>) -> Dump {
         let mut engine = backend.host().engine();
         engine.check_invariants();
         let names = engine.list_queues("");
