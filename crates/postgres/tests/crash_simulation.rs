@@ -149,7 +149,9 @@ fn run_seed(seeds: &Seeds, seed: u64) -> BTreeMap<String, u64> {
 /// Runs one seed (`sabotage`: losing commits, see [`Sim::lose_newest_commit`]) in a schema of
 /// its own, and reads `result` off the simulation before dropping it and the schema.
 fn with_sim<T>(seeds: &Seeds, seed: u64, sabotage: bool, result: impl FnOnce(&mut Sim) -> T) -> T {
-    let schema = format!("leaseq_pg_sim_{}_{seed}", std::process::id());
+    // The two tests of this file run at once in one process: one schema each.
+    let test = if sabotage { "sabotage" } else { "sim" };
+    let schema = format!("leaseq_pg_{test}_{}_{seed}", std::process::id());
     let direct = common::connection(&schema);
     drop_schema(&direct, &schema).expect("PostgreSQL to drop a schema in");
     let _guard = SchemaGuard {
