@@ -404,14 +404,17 @@ impl Sim {
 
     async fn step_once(&mut self) {
         if self.window.is_open() {
-            // The store may be unavailable, and no clock jump is checked against a window.
+            // The store may be unavailable, and no clock jump is checked against a window. Cuts
+            // and absences now fall into the store's resolution of its unknown flush.
             match self.rng.random_range(0..100) {
-                0..45 => {
+                0..40 => {
                     let request = self.random_request();
                     self.request(request).await;
                 }
-                45..60 => self.crash().await,
-                60..70 => self.checkpoint(),
+                40..52 => self.crash().await,
+                52..60 => self.checkpoint(),
+                60..66 => self.arm_cut(),
+                66..70 => self.go_away(),
                 _ => {
                     if let Some(until) = self.away_until {
                         tokio::time::sleep(until.saturating_duration_since(Instant::now())).await;
