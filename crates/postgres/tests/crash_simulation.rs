@@ -82,8 +82,8 @@ const START_MS: u64 = 1_700_000_000_000;
 /// How long the node may take to serve again by itself once PostgreSQL answers again (its
 /// reconnect backoff is at most 1 s; the machine is slow and shared).
 const RECOVERY_TIMEOUT: Duration = Duration::from_secs(20);
-/// How often a node may fail to open (PostgreSQL away, a cut in its recovery) before the run
-/// gives up.
+/// How often a node may fail to open (PostgreSQL away, a cut in its recovery, PostgreSQL out of
+/// connections for a moment) before the run gives up; the waits between attempts grow.
 const OPEN_ATTEMPTS_MAX: usize = 20;
 
 #[test]
@@ -153,7 +153,16 @@ fn with_sim<T>(seeds: &Seeds, seed: u64, sabotage: bool, result: impl FnOnce(&mu
     let test = if sabotage { "sabotage" } else { "sim" };
     let schema = format!("leaseq_pg_{test}_{}_{seed}", std::process::id());
     let direct = common::connection(&schema);
-    drop_schema(&direct, &schema).expect("PostgreSQL to drop a schema in");
+    // PostgreSQL is shared with other tests: a moment with every connection taken is waited out.
+    let mut dropped = drop_schema(&direct, &schema);
+    for attempt in 1..OPEN_ATTEMPTS_MAX as u64 {
+        if dropped.is_ok() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50 * attempt));
+        dropped = drop_schema(&direct, &schema);
+    }
+    dropped.expect("PostgreSQL to drop a schema in");
     let _guard = SchemaGuard {
         connection: direct.clone(),
         schema: schema.clone(),
@@ -204,6 +213,8 @@ pub(crate) struct Sim {
     sizes: Sizes,
     checkpoint_log_bytes_min: u64,
     backend: Option<Arc<Service>>,
+    /// Whether the running node was opened directly (the proxy's faults do not reach it).
+    backend_direct: bool,
     ledger: Ledger,
     /// Requests since the last acknowledged state whose outcome is unknown.
     window: Window,
@@ -245,6 +256,7 @@ impl Sim {
             through_proxy,
             schema,
             backend: None,
+            backend_direct: true,
             ledger: Ledger::default(),
             window: Window::new(&Dump::default()),
             held: Vec::new(),
@@ -330,7 +342,7 @@ impl Sim {
     /// Opens a node on the schema, through the proxy or directly; retries while PostgreSQL is
     /// away (bringing it back) or a cut falls into the recovery.
     fn open(&mut self, directly: bool) -> Service {
-        for _ in 0..OPEN_ATTEMPTS_MAX {
+        for attempt in 0..OPEN_ATTEMPTS_MAX as u64 {
             let connection = if directly {
                 self.direct.clone()
             } else {
@@ -356,7 +368,9 @@ impl Sim {
                         }
                         self.come_back();
                     } else {
+                        // A cut in its recovery, or PostgreSQL (shared with other tests) full.
                         self.count("start failed (a cut in its recovery)");
+                        std::thread::sleep(Duration::from_millis(20 * attempt));
                     }
                 }
             }
@@ -365,7 +379,8 @@ impl Sim {
     }
 
     async fn run(&mut self, steps: usize) {
-        let backend = self.open(true);
+        let backend = self.open(false);
+        self.backend_direct = false;
         self.backend = Some(Arc::new(backend));
         let dump = self.dump_live();
         self.ledger.commit(dump);
@@ -533,10 +548,22 @@ impl Sim {
     /// Issues one request and checks its answer against the states before and after.
     async fn request(&mut self, request: Request) {
         let before = self.window.states.last().expect("states").clone();
+        // Unavailable, with PostgreSQL away: nothing can resolve the flush meanwhile.
+        let unavailable = !self.backend_direct
+            && self.proxy.is_away()
+            && self.backend().host().store().writable().is_err();
         let result = self.backend().execute(request.action(), &caller()).await;
         let after = self.dump_live();
         self.note(format!("{} -> {}", request.describe(), summary(&result)));
         let unchanged = before.queues == after.queues && before.messages == after.messages;
+        if unavailable {
+            assert!(
+                outcome_unknown(&result) && unchanged,
+                "an unavailable store must turn requests away before they change the engine: \
+                 {result:?}"
+            );
+            self.count("request turned away while unavailable (checked)");
+        }
         match &result {
             Err(_) if outcome_unknown(&result) => {
                 self.count(if unchanged {
@@ -675,6 +702,7 @@ impl Sim {
             self.lose_newest_commit().await;
         }
         let backend = self.open(directly);
+        self.backend_direct = directly;
         let recovered = self.dump_of(&backend);
         check_recovery(&self.window, &recovered);
         self.note(format!(
