@@ -4,13 +4,13 @@
 //! Each seed runs in a schema of its own (dropped at the end, failed or not), with small
 //! segments (1-16 KiB) and a checkpoint after every few hundred logged bytes, so runs cross
 //! segment rolls, snapshots and partition removal. Each step is one of: a request (the file
-//! simulation's workload, `crash_simulation/workload.rs`), a clock jump (the node runs on a fake
-//! clock), a checkpoint, a fault of the proxy, a crash of the node, or a volley (a few requests
+//! simulation's workload, `crates/server/tests/crash_simulation/workload.rs`), a clock jump (the
+//! node runs on a fake clock), a checkpoint, a fault of the proxy, a crash of the node, or a volley (a few requests
 //! at once, cut off in flight by a crash of the node or by the proxy cutting every connection).
 //! The proxy's faults (`crash_simulation/proxy.rs`): every connection cut at the next bytes the
 //! node sends, before they reach PostgreSQL, inside them, or right after all of them went on
 //! (the statement may commit; its answer is lost); PostgreSQL away (every connection cut, new
-//! ones refused) for a few steps; delays that hold each connection's bytes for its own few to
+//! ones refused) for 20 to 600 ms; delays that hold each connection's bytes for its own few to
 //! tens of ms, so the flusher's and the readers' statements overtake each other. A crash drops
 //! the node (its service and store) abruptly and opens a new one on the same schema, through the
 //! proxy or directly: recovery from PostgreSQL, which also fences out what the old node still
@@ -21,14 +21,17 @@
 //! against the states before and after it, every restart against what was acknowledged,
 //! allowing each request that got `ServiceUnavailable` to have happened or not. What differs is
 //! the store's answer to an unknown outcome (docs/design/postgres.md, "PostgreSQL failures"): it
-//! becomes *unavailable*, refusing requests before they touch the engine, resolves the flush
-//! once PostgreSQL answers again, and serves again by itself, with no restart. So here a request
+//! becomes *unavailable*, refusing requests before they touch the engine (checked while
+//! PostgreSQL is away), resolves the flush once PostgreSQL answers again (cuts and absences fall
+//! into the resolution too), and serves again by itself, with no restart. So here a request
 //! of unknown outcome leaves the window of unknown states open only until the next
 //! acknowledged answer (which waited for every earlier record to be durable: frames commit in
 //! LSN order with no gaps); once the proxy forwards again the node must serve again within
 //! [`RECOVERY_TIMEOUT`]; a node fenced out must refuse everything. A receive whose bodies could
 //! not be read (PostgreSQL away after a restart emptied the cache of frames) answers
 //! `InternalError` after its lease was made durable: it counts as an unknown outcome too.
+//! `a_lost_commit_fails_the_simulation` checks that the simulation can fail: restarts that lose
+//! PostgreSQL's newest commit are caught.
 //!
 //! `cargo test` runs a few seeds. Longer runs: `LEASEQ_PG_SIM_SEEDS=N` (seeds 0..N),
 //! `LEASEQ_PG_SIM_STEPS=N`, `LEASEQ_PG_SIM_SEED=x` (one seed, to reproduce a failure: it names
