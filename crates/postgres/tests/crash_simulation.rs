@@ -79,7 +79,7 @@ use proxy::{Cut, Proxy};
 use workload::{caller, summary, DLQ, MAIN};
 
 const SEEDS_DEFAULT: u64 = 3;
-const STEPS_DEFAULT: usize = 200;
+const STEPS_DEFAULT: usize = 150;
 const TRACE_LEN: usize = 40;
 const START_MS: u64 = 1_700_000_000_000;
 /// How long the node may take to serve again by itself once PostgreSQL answers again (its
@@ -706,6 +706,21 @@ impl Sim {
         }
         let backend = self.open(directly);
         self.backend_direct = directly;
+        if backend.host().checkpoint_stats().snapshot_bytes > 0 {
+            self.count("restart from a snapshot");
+        }
+        // Segment 1 always has frames (the first node's queues): a log that starts later lost
+        // its first partitions to a checkpoint's removal.
+        let segments = backend.host().store().segments();
+        if segments.first().is_some_and(|s| s.segment > 1) {
+            self.count("restart over a log whose first segments were removed");
+        }
+        let last_segment = segments.last().map_or(0, |s| s.segment);
+        let segments_max = self
+            .tally
+            .entry("segments: the newest a seed reached (summed over seeds)".into());
+        let segments_max = segments_max.or_default();
+        *segments_max = (*segments_max).max(last_segment);
         let recovered = self.dump_of(&backend);
         check_recovery(&self.window, &recovered);
         self.note(format!(
