@@ -11,7 +11,8 @@
 //! node sends, before they reach PostgreSQL, inside them, or right after all of them went on
 //! (the statement may commit; its answer is lost); PostgreSQL away (every connection cut, new
 //! ones refused) for 20 to 600 ms; delays that hold each connection's bytes for its own few to
-//! tens of ms, so the flusher's and the readers' statements overtake each other. A crash drops
+//! tens of ms, so statements on different sessions (the flushes in flight, each on a session of
+//! its own, and the readers') overtake each other and commit out of order. A crash drops
 //! the node (its service and store) abruptly and opens a new one on the same schema, through the
 //! proxy or directly: recovery from PostgreSQL, which also fences out what the old node still
 //! had in flight. Now and then the old node is kept alive while the new one takes over: its

@@ -6,7 +6,8 @@
 //! the answer comes back); [`Proxy::go_away`] cuts every connection and refuses new ones until
 //! [`Proxy::come_back`] (PostgreSQL away); [`Proxy::set_delays`] holds each connection's bytes,
 //! both ways, for its own share (drawn when it opened) of the delay, so statements on different
-//! connections (the flusher's, the readers') overtake each other. It counts what it did.
+//! connections (the flushes in flight, each on a session of its own; the readers') overtake
+//! each other. It counts what it did.
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
