@@ -12,6 +12,9 @@
 //! volley (a few requests at once, crashed while in flight), or a look at what a power loss now
 //! would recover (on a `FaultStorage::fork`, leaving the run undisturbed).
 //!
+//! The requests (`crash_simulation/workload.rs`), the model and the volleys' requests are shared
+//! with the same simulation on the PostgreSQL log (`crates/postgres/tests/crash_simulation.rs`).
+//!
 //! The model is what the backend acknowledged (see `crash_simulation/model.rs`): every answer
 //! is checked against the states before and after it, and every restart against the
 //! acknowledged state, allowing each request that got no answer or an error to have happened,
@@ -34,48 +37,35 @@ mod model;
 mod ops;
 #[path = "crash_simulation/volley.rs"]
 mod volley;
+#[path = "crash_simulation/workload.rs"]
+mod workload;
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 
-use leaseq_core::{EngineConfig, QueueConfigPatch, ReceiptKey, RedrivePolicy};
+use std::time::Duration;
+
+use leaseq_core::{codec, EngineConfig, PayloadRef, QueueConfigPatch, ReceiptKey};
 use leaseq_server::clock::{Clock as _, ManualClock};
 use leaseq_server::data_dir::recover_with;
-use leaseq_server::{Api, Caller, Service, ServiceConfig};
-use leaseq_sqs::{Outcome, SqsError};
+use leaseq_server::{Api, Service, ServiceConfig};
 use leaseq_testkit::sim::{Progress, Seeds};
 use leaseq_wal::fault::{CrashMode, FaultStorage};
-use leaseq_wal::{FsyncPolicy, Options, Recovery};
+use leaseq_wal::format::{decode_frame, frame_len_bytes};
+use leaseq_wal::{segment_file_name, FsyncPolicy, Options, Recovery, Storage};
 use rand::rngs::StdRng;
-use rand::seq::IndexedRandom;
 use rand::{Rng, SeedableRng};
 
 use model::{check_recovery, check_refused, check_request, check_time_passed, outcome_unknown};
 use model::{Dump, Ledger, Window};
 use ops::{Held, Request};
+use workload::{caller, summary, DLQ, MAIN};
 
 const SEEDS_DEFAULT: u64 = 20;
 
-/// The user agent of every simulated request: attempt histories must keep it through crashes.
-const USER_AGENT: &str = "crash-sim/1.0";
-
-/// Who the simulation's requests come from.
-fn caller() -> Caller {
-    Caller {
-        user_agent: Some(axum::http::HeaderValue::from_static(USER_AGENT)),
-        address: Some(std::net::SocketAddr::from(([127, 0, 0, 1], 4000))),
-        ..Caller::default()
-    }
-}
 const STEPS_DEFAULT: usize = 1000;
-const HELD_MAX: usize = 24;
 const TRACE_LEN: usize = 40;
 const START_MS: u64 = 1_700_000_000_000;
-
-const DLQ: &str = "dlq";
-const MAIN: &str = "main";
-const PLAIN: &str = "plain";
-const QUEUES: [&str; 3] = [DLQ, MAIN, PLAIN];
 
 #[test]
 fn crash_simulation() {
@@ -115,32 +105,6 @@ fn config() -> ServiceConfig {
         engine: EngineConfig::default(),
         region: "us-east-1".into(),
         account_id: "000000000000".into(),
-    }
-}
-
-/// A short line for an answer.
-fn summary(result: &Result<Outcome, SqsError>) -> String {
-    match result {
-        Err(error) => format!("error {:?}", error.code),
-        Ok(Outcome::Received { deliveries, .. }) => {
-            let got: Vec<String> = deliveries
-                .iter()
-                .map(|d| format!("{}#{}", d.payload.body, d.receive_count))
-                .collect();
-            format!("received [{}]", got.join(" "))
-        }
-        Ok(Outcome::SentBatch(results)) => {
-            let ok = results.iter().filter(|(_, r)| r.is_ok()).count();
-            format!("sent {ok}/{}", results.len())
-        }
-        Ok(Outcome::Batch(results)) => {
-            let each: Vec<&str> = results
-                .iter()
-                .map(|(_, r)| if r.is_ok() { "ok" } else { "error" })
-                .collect();
-            format!("batch [{}]", each.join(" "))
-        }
-        Ok(_) => "ok".into(),
     }
 }
 
@@ -308,154 +272,6 @@ impl Sim {
         }
     }
 
-    fn new_body(&mut self) -> String {
-        self.next_body += 1;
-        let body = format!("m{}", self.next_body);
-        self.ledger.sent.insert(body.clone());
-        body
-    }
-
-    fn random_patch(&mut self, name: &str, create: bool) -> QueueConfigPatch {
-        let rng = &mut self.rng;
-        let mut patch = QueueConfigPatch::default();
-        if create || rng.random_bool(0.5) {
-            patch.visibility_timeout_seconds = Some(rng.random_range(1..=4));
-        }
-        if rng.random_bool(0.4) {
-            patch.retention_seconds = Some(*[60, 120, 300, 900].choose(rng).expect("some"));
-        }
-        if rng.random_bool(0.2) {
-            patch.delay_seconds = Some(rng.random_range(0..=2));
-        }
-        if name != DLQ && rng.random_bool(0.6) {
-            patch.redrive_policy = Some(Some(RedrivePolicy {
-                dead_letter_queue: DLQ.into(),
-                max_receive_count: rng.random_range(1..=3),
-            }));
-        } else if !create && rng.random_bool(0.2) {
-            patch.redrive_policy = Some(None);
-        }
-        patch
-    }
-
-    fn random_held(&mut self) -> Option<Held> {
-        self.held.choose(&mut self.rng).cloned()
-    }
-
-    fn random_request(&mut self) -> Request {
-        let name = self.random_queue();
-        let roll = self.rng.random_range(0..100);
-        if (60..88).contains(&roll) && self.held.is_empty() {
-            return self.random_receive(name);
-        }
-        match roll {
-            0..25 => {
-                let delay = self.random_delay();
-                Request::Send {
-                    name,
-                    messages: vec![(self.new_body(), delay)],
-                }
-            }
-            25..35 => {
-                let len = self.rng.random_range(1..=5);
-                let messages = (0..len)
-                    .map(|_| (self.new_body(), self.random_delay()))
-                    .collect();
-                Request::Send { name, messages }
-            }
-            35..60 => self.random_receive(name),
-            60..67 => {
-                let held = self.random_held().expect("held receipts");
-                Request::Delete {
-                    batch: false,
-                    held: vec![held],
-                }
-            }
-            67..75 => {
-                let held = self.random_held().expect("held receipts");
-                let seconds = *[0, 0, 1, 3, 10].choose(&mut self.rng).expect("some");
-                Request::ChangeVisibility { held, seconds }
-            }
-            75..88 => {
-                // Receipts of distinct messages of one queue.
-                let first = self.random_held().expect("held receipts");
-                let others: Vec<Held> = self
-                    .held
-                    .iter()
-                    .filter(|h| h.queue == first.queue && h.body != first.body)
-                    .cloned()
-                    .collect();
-                let len = self.rng.random_range(0..=3);
-                let mut held = vec![first];
-                let mut bodies = std::collections::BTreeSet::new();
-                held.extend(others.choose_multiple(&mut self.rng, len).cloned());
-                held.retain(|h| bodies.insert(h.body.clone()));
-                Request::Delete { batch: true, held }
-            }
-            88..90 => Request::Purge { name },
-            90..95 => {
-                let patch = self.random_patch(name, false);
-                Request::SetAttributes { name, patch }
-            }
-            95..99 => {
-                let patch = self.random_patch(name, true);
-                Request::CreateQueue { name, patch }
-            }
-            _ => Request::DeleteQueue { name: PLAIN },
-        }
-    }
-
-    /// Mostly a queue that exists.
-    fn random_queue(&mut self) -> &'static str {
-        let existing: Vec<&'static str> = QUEUES
-            .into_iter()
-            .filter(|name| self.ledger.acked.queues.contains_key(*name))
-            .collect();
-        match existing.choose(&mut self.rng) {
-            Some(name) if self.rng.random_bool(0.9) => name,
-            _ => QUEUES.choose(&mut self.rng).expect("queues"),
-        }
-    }
-
-    fn random_receive(&mut self, name: &'static str) -> Request {
-        Request::Receive {
-            name,
-            max_messages: self.rng.random_range(1..=5),
-            visibility_seconds: [None, Some(0), Some(1), Some(2), Some(5)]
-                .choose(&mut self.rng)
-                .copied()
-                .expect("some"),
-        }
-    }
-
-    fn random_delay(&mut self) -> Option<u32> {
-        [None, None, Some(0), Some(1), Some(3)]
-            .choose(&mut self.rng)
-            .copied()
-            .expect("some")
-    }
-
-    /// Keeps the receipts of acknowledged deliveries (consumers hold a bounded number).
-    fn hold(&mut self, outcome: &Outcome, name: &str, after: &Dump) {
-        let Outcome::Received { deliveries, .. } = outcome else {
-            return;
-        };
-        for delivery in deliveries {
-            self.held.push(Held {
-                queue: name.to_string(),
-                queue_id: after.queues[name].id,
-                body: delivery.payload.body.clone(),
-                receipt: delivery.receipt.clone(),
-                attempt: delivery.receive_count,
-                restarts: self.restarts,
-            });
-        }
-        while self.held.len() > HELD_MAX {
-            let i = self.rng.random_range(0..self.held.len());
-            self.held.swap_remove(i);
-        }
-    }
-
     /// Issues one request and checks its answer against the states before and after.
     async fn request(&mut self, request: Request) {
         let before = self.window.states.last().expect("states").clone();
@@ -494,38 +310,6 @@ impl Sim {
                 self.ledger.commit(after);
                 self.window = Window::new(&self.ledger.acked);
             }
-        }
-    }
-
-    /// Counts what an acknowledged request did that the run exists to exercise.
-    fn count_effects(&mut self, before: &Dump, after: &Dump, request: &Request) {
-        match request {
-            Request::Delete { held, .. } => {
-                for held in held {
-                    if before.is_current(held) && held.restarts < self.restarts {
-                        self.count("receipt from before a restart deleted after it");
-                    }
-                }
-            }
-            Request::ChangeVisibility { held, .. } if held.restarts < self.restarts => {
-                self.count("receipt from before a restart changed visibility after it");
-            }
-            Request::Receive { .. } => {
-                let moved = before
-                    .messages
-                    .iter()
-                    .filter(|(body, m)| {
-                        after
-                            .messages
-                            .get(*body)
-                            .is_some_and(|a| a.queue != m.queue)
-                    })
-                    .count();
-                for _ in 0..moved {
-                    self.count("dead-letter move");
-                }
-            }
-            _ => {}
         }
     }
 
@@ -664,4 +448,49 @@ impl Sim {
         self.backend = Some(Arc::new(backend));
         self.restarts += 1;
     }
+
+    /// A few requests at once, crashed while they wait for their fsync: those answered with
+    /// success must survive exactly; the others may or may not have happened.
+    async fn volley(&mut self) {
+        let (requests, deleted) = self.volley_requests();
+        let before = self.ledger.acked.clone();
+        let tasks = self.volley_start(&requests);
+        for _ in 0..self.rng.random_range(0..=3) {
+            tokio::task::yield_now().await;
+        }
+        // Not a wait for time (the clock is fake): it lets the log's sync thread get further
+        // through its writes and fsyncs before the crash, so crashes land at more points.
+        if self.rng.random_bool(0.3) {
+            std::thread::sleep(Duration::from_micros(self.rng.random_range(0..800)));
+        }
+        let mode = self.random_crash_mode();
+        let crashed = self.storage.crash(mode);
+        let mut results = Vec::new();
+        for task in tasks {
+            results.push(Some(task.await.expect("a request task")));
+        }
+        let surviving = |payload: &PayloadRef, _, _: &_| read_surviving(&crashed, payload);
+        let live = Dump::of_crashed(&self.backend(), self.now_ms(), Some(&surviving))
+            .with_bodies_from(&before);
+        self.window = self.volley_window(&requests, &results, (&before, &live), &deleted);
+        let backend = self.backend.take();
+        self.storage = crashed;
+        drop(backend);
+        self.note(format!("volley crash {mode:?}"));
+        self.count("crash: during a volley");
+        self.restart().await;
+    }
+}
+
+/// The body stored at a payload's location in a rebooted storage, if the record survived whole.
+fn read_surviving(storage: &FaultStorage, payload: &PayloadRef) -> Option<String> {
+    let location = payload.stored()?;
+    let file = storage
+        .open(&segment_file_name(location.segment.into()))
+        .ok()?;
+    let mut frame = vec![0; frame_len_bytes(location.len_bytes as usize)];
+    file.read_exact_at(&mut frame, location.offset.into())
+        .ok()?;
+    let record = codec::decode(decode_frame(&frame, 0).ok()?).ok()?;
+    Some(record.carried_payload()?.2.body.clone())
 }

@@ -2,7 +2,8 @@
 //! from environment variables, and what a failure prints so it can be replayed.
 //!
 //! Every simulation of the workspace names its variables after one prefix (`LEASEQ_SIM`,
-//! `LEASEQ_FIFO_SIM`, `LEASEQ_CRASH_SIM`), with the meanings the README documents:
+//! `LEASEQ_FIFO_SIM`, `LEASEQ_CRASH_SIM`, `LEASEQ_PG_SIM`), with the meanings the README
+//! documents:
 //!
 //! - `{PREFIX}_SEEDS=N`: seeds `0..N` (default: the simulation's fixed set, what `cargo test`
 //!   runs);

@@ -15,15 +15,16 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 
 use leaseq_core::{
-    codec, AttemptOutcome, Limits, MessageId, MessageState, PayloadRef, QueueConfig, QueueCounters,
+    AttemptOutcome, Limits, MessageId, MessageState, PayloadRef, QueueConfig, QueueCounters,
 };
+use leaseq_server::payloads::ReadError;
 use leaseq_server::Service;
 use leaseq_sqs::{Outcome, SqsError};
-use leaseq_wal::fault::FaultStorage;
-use leaseq_wal::format::{decode_frame, frame_len_bytes};
-use leaseq_wal::{segment_file_name, Storage};
 
 use super::ops::{Held, Request};
+
+/// Where [`Dump::of_crashed`] asks for a body the log could not read (with the log's error).
+pub type BodyFallback<'a> = dyn Fn(&PayloadRef, MessageId, &ReadError) -> Option<String> + 'a;
 
 /// One message, as much of it as survives a restart.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -79,11 +80,12 @@ impl Dump {
         Dump::of_crashed(backend, now_ms, None)
     }
 
-    /// [`Dump::of`] a backend whose storage crashed under it: bodies its log can no longer read
-    /// are read from the rebooted `storage` where they survived, and named after the message
-    /// where they did not ("lost ID"; see [`Dump::with_bodies_from`] for the messages that come
-    /// back all the same).
-    pub fn of_crashed(backend: &Service, now_ms: u64, storage: Option<&FaultStorage>) -> Dump {
+    /// [`Dump::of`] a backend whose log cannot read every body any more (its storage crashed
+    /// under it, or the database is out of reach): a body the log cannot read is asked of
+    /// `fallback` with the log's error (the simulation's other source: the rebooted storage, the
+    /// bodies earlier dumps read while the database is out of reach), and named after the message where that has none ("lost ID"; see
+    /// [`Dump::with_bodies_from`] for the messages that come back all the same).
+    pub fn of_crashed(backend: &Service, now_ms: u64, fallback: Option<&BodyFallback<'_>>) -> Dump {
         let mut engine = backend.host().engine();
         engine.check_invariants();
         let names = engine.list_queues("");
@@ -129,9 +131,9 @@ impl Dump {
                         })
                         .collect(),
                 };
-                let body = match (backend.host().payload(&message.payload), storage) {
+                let body = match (backend.host().payload(&message.payload), fallback) {
                     (Ok(payload), _) => payload.body.clone(),
-                    (Err(_), Some(storage)) => read_surviving(storage, &message.payload)
+                    (Err(error), Some(fallback)) => fallback(&message.payload, message.id, &error)
                         .unwrap_or_else(|| format!("lost {}", message.id)),
                     // A send whose record the log lost when it was poisoned: the engine still
                     // has the message (it refuses every request now), no restart will.
@@ -184,19 +186,6 @@ impl Dump {
         self.in_queue(&held.body, held.queue_id)
             .is_some_and(|m| m.receive_count == held.attempt)
     }
-}
-
-/// The body stored at a payload's location in a rebooted storage, if the record survived whole.
-fn read_surviving(storage: &FaultStorage, payload: &PayloadRef) -> Option<String> {
-    let location = payload.stored()?;
-    let file = storage
-        .open(&segment_file_name(location.segment.into()))
-        .ok()?;
-    let mut frame = vec![0; frame_len_bytes(location.len_bytes as usize)];
-    file.read_exact_at(&mut frame, location.offset.into())
-        .ok()?;
-    let record = codec::decode(decode_frame(&frame, 0).ok()?).ok()?;
-    Some(record.carried_payload()?.2.body.clone())
 }
 
 /// The differences between two dumps, one line each (for failure messages).
@@ -423,7 +412,7 @@ pub fn check_request(before: &Dump, after: &Dump, request: &Request, result: &Ou
                     deadline_ms: delivery.visible_at_ms,
                     extensions: 0,
                     outcome: AttemptOutcome::Leased,
-                    user_agent: Some(super::USER_AGENT.to_string()),
+                    user_agent: Some(super::workload::USER_AGENT.to_string()),
                 });
                 let kept = Limits::default().attempt_history_max;
                 let excess = message.attempts.len().saturating_sub(kept);
@@ -528,16 +517,18 @@ pub struct Window {
     /// The acknowledged state, then the live state after each request whose outcome is
     /// unknown, in order. For concurrent requests only the first and the last are known.
     pub states: Vec<Dump>,
-    /// Bodies whose state in the last of `states` an acknowledged request of a concurrent
-    /// volley made: they must come back exactly so.
-    pub acknowledged_bodies: BTreeSet<String>,
+    /// Bodies whose state an acknowledged request of a concurrent volley made, with the index
+    /// of the state it made: they must come back in that state or a later one (the file log's
+    /// simulation restarts right after the volley, so that is the last state; the PostgreSQL
+    /// log's may go on, and later requests of unknown outcome may change them again).
+    pub acknowledged_bodies: BTreeMap<String, usize>,
 }
 
 impl Window {
     pub fn new(acked: &Dump) -> Window {
         Window {
             states: vec![acked.clone()],
-            acknowledged_bodies: BTreeSet::new(),
+            acknowledged_bodies: BTreeMap::new(),
         }
     }
 
@@ -566,7 +557,6 @@ pub fn check_recovery(window: &Window, recovered: &Dump) {
         }
         return;
     }
-    let last = window.states.last().expect("states");
     let names: BTreeSet<&String> = window
         .states
         .iter()
@@ -588,11 +578,14 @@ pub fn check_recovery(window: &Window, recovered: &Dump) {
         .collect();
     for body in bodies {
         let found = recovered.messages.get(body);
-        if window.acknowledged_bodies.contains(body) {
-            assert_eq!(
-                found,
-                last.messages.get(body),
-                "{body}: an acknowledged request's effect did not survive"
+        if let Some(&made) = window.acknowledged_bodies.get(body) {
+            assert!(
+                window.states[made..]
+                    .iter()
+                    .any(|d| d.messages.get(body) == found),
+                "{body}: an acknowledged request's effect did not survive: found {found:?}, \
+                 acknowledged {:?}",
+                window.states[made].messages.get(body)
             );
         }
         if !window.states.iter().any(|d| d.messages.get(body) == found) {

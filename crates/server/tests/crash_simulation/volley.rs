@@ -1,25 +1,25 @@
-//! Volleys: a few requests at once, crashed while they wait for their fsync.
+//! Volleys: a few requests at once, crashed while they wait for the log. The requests, their
+//! start and the window they leave are shared; how the crash lands (a storage's crash, a
+//! dropped node, a cut connection) is each simulation's.
 
 use std::collections::BTreeSet;
-use std::time::Duration;
 
 use leaseq_server::Api;
-use leaseq_sqs::Outcome;
+use leaseq_sqs::{Outcome, SqsError};
 use rand::seq::IndexedRandom;
 use rand::Rng;
 
 use super::model::{Dump, Window};
 use super::ops::Request;
-use super::{summary, Sim, QUEUES};
+use super::workload::{caller, summary, QUEUES};
+use super::Sim;
 
 impl Sim {
-    /// A few requests at once, crashed while they wait for their fsync: those answered with
-    /// success must survive exactly; the others may or may not have happened.
-    ///
-    /// Each message is touched by at most one of them (at most one receive; sends go elsewhere
-    /// than the receive's queue and its dead-letter queue; deletes name distinct messages), so a
-    /// message comes back either as it was before the volley or as the volley left it.
-    pub(super) async fn volley(&mut self) {
+    /// A volley's requests: at most one receive; sends go elsewhere than the receive's queue
+    /// and its dead-letter queue; deletes name distinct messages (the bodies they name are
+    /// returned with them). So each message is touched by at most one of them, and comes back
+    /// either as it was before the volley or as the volley left it.
+    pub(super) fn volley_requests(&mut self) -> (Vec<Request>, BTreeSet<String>) {
         let received = self.random_queue();
         let dead_letter_queue = self.ledger.acked.queues.get(received).and_then(|q| {
             q.config
@@ -50,35 +50,43 @@ impl Sim {
                 }
             }
         }
-        let before = self.ledger.acked.clone();
+        (requests, deleted)
+    }
+
+    /// Starts every request of a volley at once, each in a task of its own.
+    pub(super) fn volley_start(
+        &self,
+        requests: &[Request],
+    ) -> Vec<tokio::task::JoinHandle<Result<Outcome, SqsError>>> {
         let backend = self.backend();
-        let tasks: Vec<_> = requests
+        requests
             .iter()
             .map(|request| {
                 let (backend, action) = (backend.clone(), request.action());
-                tokio::spawn(async move { backend.execute(action, &super::caller()).await })
+                tokio::spawn(async move { backend.execute(action, &caller()).await })
             })
-            .collect();
-        drop(backend);
-        for _ in 0..self.rng.random_range(0..=3) {
-            tokio::task::yield_now().await;
-        }
-        // Not a wait for time (the clock is fake): it lets the log's sync thread get further
-        // through its writes and fsyncs before the crash, so crashes land at more points.
-        if self.rng.random_bool(0.3) {
-            std::thread::sleep(Duration::from_micros(self.rng.random_range(0..800)));
-        }
-        let mode = self.random_crash_mode();
-        let crashed = self.storage.crash(mode);
-        let mut results = Vec::new();
-        for task in tasks {
-            results.push(task.await.expect("a request task"));
-        }
-        let live = Dump::of_crashed(&self.backend(), self.now_ms(), Some(&crashed))
-            .with_bodies_from(&before);
-        let mut window = Window::new(&before);
+            .collect()
+    }
+
+    /// The window a volley leaves: the state before it, then `live` (the engine after it);
+    /// the bodies its acknowledged requests decided must come back as `live` has them. Notes
+    /// and counts each answer (`None`: the request's task was cut off by the crash) and keeps
+    /// the receipts of an acknowledged receive.
+    pub(super) fn volley_window(
+        &mut self,
+        requests: &[Request],
+        results: &[Option<Result<Outcome, SqsError>>],
+        (before, live): (&Dump, &Dump),
+        deleted: &BTreeSet<String>,
+    ) -> Window {
+        let mut window = Window::new(before);
         window.states.push(live.clone());
-        for (request, result) in requests.iter().zip(&results) {
+        for (request, result) in requests.iter().zip(results) {
+            let Some(result) = result else {
+                self.note(format!("volley: {} -> cut off", request.describe()));
+                self.count("volley: cut off by the crash");
+                continue;
+            };
             self.note(format!(
                 "volley: {} -> {}",
                 request.describe(),
@@ -89,20 +97,14 @@ impl Sim {
                 continue;
             };
             self.count("volley: acknowledged");
-            window.acknowledged_bodies.extend(acknowledged_bodies(
-                request, outcome, &before, &live, &deleted,
-            ));
+            for body in acknowledged_bodies(request, outcome, before, live, deleted) {
+                window.acknowledged_bodies.insert(body, 1);
+            }
             if let Request::Receive { name, .. } = request {
-                self.hold(outcome, name, &live);
+                self.hold(outcome, name, live);
             }
         }
-        self.window = window;
-        let backend = self.backend.take();
-        self.storage = crashed;
-        drop(backend);
-        self.note(format!("volley crash {mode:?}"));
-        self.count("crash: during a volley");
-        self.restart().await;
+        window
     }
 }
 
