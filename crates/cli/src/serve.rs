@@ -65,8 +65,9 @@ pub struct ServeArgs {
     #[arg(long, env = "LEASEQ_POSTGRES_SCHEMA")]
     postgres_schema: Option<String>,
     /// With `--postgres`, how many group commits may be in flight at once, each on a
-    /// PostgreSQL session of its own [default: 4]. More hides more of a commit's latency;
-    /// 1 is one commit at a time. Acknowledgements stay in log order whatever the number.
+    /// PostgreSQL session of its own [default: 1, one at a time]. More hide a slow commit's
+    /// latency (a remote server, a synchronous standby): another starts once the oldest has
+    /// run 1 ms. Acknowledgements stay in log order whatever the number.
     #[arg(long, env = "LEASEQ_POSTGRES_FLUSHES", value_parser = clap::value_parser!(u16).range(1..=64))]
     postgres_flushes: Option<u16>,
     /// Keep nothing on disk: every queue and message is lost when the server stops.

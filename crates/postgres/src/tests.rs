@@ -24,6 +24,9 @@ impl TestSchema {
     fn new(test: &str) -> TestSchema {
         let mut config = PgConfig::new(connection());
         config.schema = format!("leaseq_unit_{test}_{}", std::process::id());
+        // Several flushes in flight, as `--postgres-flushes 4` runs them (the gap tests need
+        // two at once; the others hold with any number).
+        config.flushes_in_flight = 4;
         drop_schema(&config.connection, &config.schema).expect("PostgreSQL is reachable");
         TestSchema(config)
     }

@@ -1,6 +1,6 @@
 //! The conformance suite on the PostgreSQL log (every script, reboots included), with tiny
-//! segments and frequent checkpoints (snapshots, segment removal and relocation under every
-//! step), and mirrors (file log and PostgreSQL log, each plain and checkpointing) that must
+//! segments, frequent checkpoints (snapshots, segment removal and relocation under every
+//! step) and four flushes in flight, and mirrors (file log and PostgreSQL log, each plain and checkpointing) that must
 //! answer alike. Each script runs in a schema of its own on the machine's PostgreSQL
 //! (`LEASEQ_TEST_POSTGRES`, default `host=127.0.0.1 user=postgres dbname=test`), dropped when
 //! the script ends.
@@ -24,6 +24,7 @@ struct PostgresStore {
     name: &'static str,
     sizes: Sizes,
     checkpoint_log_bytes_min: u64,
+    flushes_in_flight: usize,
 }
 
 impl PostgresStore {
@@ -33,6 +34,7 @@ impl PostgresStore {
             name: "postgres",
             sizes: Sizes::default(),
             checkpoint_log_bytes_min: CHECKPOINT_LOG_BYTES_MIN,
+            flushes_in_flight: leaseq_postgres::FLUSHES_IN_FLIGHT_DEFAULT,
         }
     }
 
@@ -44,6 +46,8 @@ impl PostgresStore {
                 segment_bytes_max: 4 << 10,
             },
             checkpoint_log_bytes_min: 256,
+            // Several flushes in flight (`--postgres-flushes 4`).
+            flushes_in_flight: 4,
         }
     }
 }
@@ -67,6 +71,7 @@ impl Store for PostgresStore {
                 std::process::id()
             ),
             sizes: self.sizes,
+            flushes_in_flight: self.flushes_in_flight,
             ..PgConfig::new(connection())
         };
         drop_schema(&config.connection, &config.schema).map_err(|error| error.to_string())?;

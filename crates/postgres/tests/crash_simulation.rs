@@ -215,6 +215,9 @@ pub(crate) struct Sim {
     through_proxy: String,
     schema: String,
     sizes: Sizes,
+    /// Flushes in flight: 1 (the default) for a quarter of the seeds, 2 to 4 for the rest, so
+    /// commits out of order and the gaps a crash leaves are simulated too.
+    flushes_in_flight: usize,
     checkpoint_log_bytes_min: u64,
     backend: Option<Arc<Service>>,
     /// Whether the running node was opened directly (the proxy's faults do not reach it).
@@ -253,6 +256,7 @@ impl Sim {
                 segment_bytes_max: rng.random_range(1024..=16384),
             },
             checkpoint_log_bytes_min: rng.random_range(256..=4096),
+            flushes_in_flight: 1 + (seed % 4) as usize,
             rng,
             clock: ManualClock::new(START_MS),
             proxy,
@@ -355,6 +359,7 @@ impl Sim {
             let config = PgConfig {
                 schema: self.schema.clone(),
                 sizes: self.sizes,
+                flushes_in_flight: self.flushes_in_flight,
                 ..PgConfig::new(connection)
             };
             match open_service(

@@ -34,6 +34,8 @@ async fn concurrent_clients_on_postgres_through_cuts_leave_a_history_that_checks
     let application_name = format!("leaseq_history_{}", std::process::id());
     let mut config = PgConfig::new(connection(&application_name));
     config.schema = application_name.clone();
+    // Several flushes in flight: the cuts then also fall among commits out of order.
+    config.flushes_in_flight = 4;
     drop_schema(&config.connection, &config.schema).unwrap();
     let service =
         tokio::task::block_in_place(|| open_service(&config, service_config(), 1 << 20)).unwrap();
