@@ -147,8 +147,9 @@ impl Shared {
         for segment in missing {
             let create = self.schema.create_partition(self.bucket, segment);
             let created = connection.client.batch_execute(&create).await;
-            created
-                .map_err(|error| FlushFailure::Unknown(format!("creating a partition: {error}")))?;
+            created.map_err(|error| {
+                FlushFailure::Unknown(format!("creating a partition: {}", crate::describe(&error)))
+            })?;
             self.partitions.lock().insert(segment);
         }
         Ok(())
@@ -169,7 +170,10 @@ impl Shared {
                 "a flush did not answer within {:?}",
                 crate::FLUSH_TIMEOUT
             ))),
-            Ok(Err(error)) => Err(FlushFailure::Unknown(format!("a flush failed: {error}"))),
+            Ok(Err(error)) => Err(FlushFailure::Unknown(format!(
+                "a flush failed: {}",
+                crate::describe(&error)
+            ))),
             Ok(Ok(0)) => Err(self.fenced_out()),
             Ok(Ok(rows)) if rows == frames.len() as u64 => Ok(()),
             Ok(Ok(rows)) => Err(FlushFailure::Fatal(format!(

@@ -81,7 +81,7 @@ pub enum PostgresError {
     #[error("connecting to PostgreSQL: {0}")]
     Connect(String),
     /// A statement failed.
-    #[error("PostgreSQL: {0}")]
+    #[error("PostgreSQL: {}", describe(.0))]
     Database(#[from] tokio_postgres::Error),
     /// The schema was migrated by a newer leaseq; this one refuses to write into it.
     #[error("the PostgreSQL schema is at version {found}, newer than this leaseq knows ({known}); upgrade leaseq")]
@@ -97,6 +97,24 @@ pub enum PostgresError {
     /// Recovery failed.
     #[error(transparent)]
     Recover(#[from] RecoverError),
+}
+
+/// A PostgreSQL error with its causes, as an operator needs it: tokio-postgres's own `Display`
+/// says only what kind of error it was ("db error", "error connecting to server"), and the
+/// server's message ("database \"x\" does not exist", "sorry, too many clients already") or the
+/// socket's is in its source.
+pub(crate) fn describe(error: &tokio_postgres::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = std::error::Error::source(error);
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    if let Some(db) = error.as_db_error() {
+        text.push_str(&format!(" (SQLSTATE {})", db.code().code()));
+    }
+    text
 }
 
 impl From<LogError> for PostgresError {

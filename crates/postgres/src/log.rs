@@ -354,7 +354,7 @@ impl Shared {
 /// A database error as a log error that does not poison (reads, snapshots, removals: their
 /// failure loses nothing acknowledged).
 pub(crate) fn database(error: tokio_postgres::Error) -> LogError {
-    LogError::other(format!("PostgreSQL: {error}"))
+    LogError::other(format!("PostgreSQL: {}", crate::describe(&error)))
 }
 
 impl LogStore for PgLog {

@@ -154,9 +154,12 @@ impl Schema {
 /// Connects with `config` (a libpq-style string) and spawns the connection onto the current
 /// runtime. The connect attempt is bounded, so a PostgreSQL that is down fails the start promptly.
 pub(crate) async fn connect(config: &str) -> Result<Client, PostgresError> {
-    let mut parsed: tokio_postgres::Config = config
-        .parse()
-        .map_err(|error| PostgresError::Config(format!("the connection string: {error}")))?;
+    let mut parsed: tokio_postgres::Config = config.parse().map_err(|error| {
+        PostgresError::Config(format!(
+            "the connection string: {}",
+            crate::describe(&error)
+        ))
+    })?;
     if parsed.get_connect_timeout().is_none() {
         parsed.connect_timeout(crate::CONNECT_TIMEOUT);
     }
@@ -171,7 +174,7 @@ pub(crate) async fn connect(config: &str) -> Result<Client, PostgresError> {
     let (client, connection) = tokio::time::timeout(crate::CONNECT_TIMEOUT, connecting)
         .await
         .map_err(|_| PostgresError::Connect("timed out".into()))?
-        .map_err(|error| PostgresError::Connect(error.to_string()))?;
+        .map_err(|error| PostgresError::Connect(crate::describe(&error)))?;
     tokio::spawn(async move {
         if let Err(error) = connection.await {
             tracing::warn!(%error, "a PostgreSQL connection of the log ended");

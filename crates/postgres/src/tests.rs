@@ -88,6 +88,20 @@ fn append_and_wait(
 }
 
 #[test]
+fn a_database_error_names_its_cause() {
+    let mut config = PgConfig::new(format!("{} dbname=leaseq_no_such_database", connection()));
+    config.schema = "leaseq_unit_no_database".into();
+    let error = PgLogOpening::open(&config)
+        .err()
+        .expect("no such database")
+        .to_string();
+    assert!(
+        error.contains("\"leaseq_no_such_database\" does not exist") && error.contains("3D000"),
+        "PostgreSQL's own message and code, not just \"db error\": {error}"
+    );
+}
+
+#[test]
 fn a_flush_under_an_old_epoch_writes_nothing_and_poisons() {
     let schema = TestSchema::new("fence");
     let runtime = runtime();
