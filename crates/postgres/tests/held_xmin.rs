@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use leaseq_postgres::{drop_schema, open_service, PgConfig};
 use serde_json::json;
 
-use common::{call, connection, service_config, QUEUE_URL};
+use common::{call, connection, service_config, side_client, QUEUE_URL};
 
 const ROUNDS: usize = 100;
 
@@ -30,13 +30,7 @@ async fn the_hot_path_leaves_no_dead_tuples_while_the_xmin_horizon_is_held() {
         .unwrap();
 
     // The horizon holder: a snapshot taken before the load, kept until the end.
-    let (mut holder, driver) = connection("leaseq_held_xmin_holder")
-        .parse::<tokio_postgres::Config>()
-        .unwrap()
-        .connect(tokio_postgres::NoTls)
-        .await
-        .unwrap();
-    tokio::spawn(driver);
+    let mut holder = side_client("leaseq_held_xmin_holder").await;
     let held = holder
         .build_transaction()
         .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
@@ -83,16 +77,7 @@ async fn the_hot_path_leaves_no_dead_tuples_while_the_xmin_horizon_is_held() {
 
     // The node's statistics reach the cumulative views within a second of going idle (the
     // frame table's are its partitions').
-    let observer = {
-        let (client, driver) = connection("leaseq_held_xmin_observer")
-            .parse::<tokio_postgres::Config>()
-            .unwrap()
-            .connect(tokio_postgres::NoTls)
-            .await
-            .unwrap();
-        tokio::spawn(driver);
-        client
-    };
+    let observer = side_client("leaseq_held_xmin_observer").await;
     let deadline = Instant::now() + Duration::from_secs(10);
     let (inserts, updates, deletes, dead) = loop {
         observer

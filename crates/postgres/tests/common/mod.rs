@@ -99,13 +99,7 @@ pub async fn message_counts(service: &Service) -> (usize, usize) {
 /// Ends every session named `application_name` (as a PostgreSQL restart or failover does); how
 /// many there were.
 pub async fn terminate_sessions(application_name: &str) -> i64 {
-    let (client, connection) = connection("leaseq_tests_killer")
-        .parse::<tokio_postgres::Config>()
-        .unwrap()
-        .connect(tokio_postgres::NoTls)
-        .await
-        .unwrap();
-    tokio::spawn(connection);
+    let client = side_client("leaseq_tests_killer").await;
     let sql =
         "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = $1";
     client
@@ -113,4 +107,17 @@ pub async fn terminate_sessions(application_name: &str) -> i64 {
         .await
         .unwrap()
         .get(0)
+}
+
+/// A session of the test's own on the machine's PostgreSQL, named `application_name`, its
+/// connection driven by a task of the current runtime.
+pub async fn side_client(application_name: &str) -> tokio_postgres::Client {
+    let (client, driver) = connection(application_name)
+        .parse::<tokio_postgres::Config>()
+        .unwrap()
+        .connect(tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(driver);
+    client
 }
