@@ -1,8 +1,10 @@
-//! The flusher: the task that writes the pending frames to PostgreSQL, several flushes in flight.
+//! The flusher: the task that writes the pending frames to PostgreSQL, one flush or (with
+//! `--postgres-flushes N`) several in flight.
 //!
 //! A flush takes every pending frame (up to `FLUSH_BYTES_MAX`) and writes them in one fenced
 //! INSERT, one round trip, on a connection of its own. While it is in flight the next frames
-//! fill, and up to `flushes_in_flight` flushes run at once, each on its own session, so a node
+//! fill, and up to `flushes_in_flight` flushes run at once (the default is one; another starts
+//! once the oldest has run `ANOTHER_FLUSH_AFTER`), each on its own session, so a node
 //! is not bounded by one commit's latency: PostgreSQL commits concurrent sessions together
 //! (one WAL flush for all of them). PostgreSQL may commit them in any order, but the durable LSN
 //! is published in LSN order: it covers a flush only once it and every earlier one committed,
@@ -155,13 +157,13 @@ impl Shared {
         Ok(())
     }
 
-    /// Writes `frames` in one fenced INSERT on the flusher's connection.
+    /// Writes `frames` in one fenced INSERT on `connection`; their partitions exist already
+    /// (the flusher creates them before the flush starts).
     pub(crate) async fn write(
         &self,
         connection: &FlushConnection,
         frames: &[Arc<Frame>],
     ) -> Result<(), FlushFailure> {
-        self.ensure_partitions(connection, frames).await?;
         let columns = FrameColumns::of(frames);
         let params = columns.params(self);
         let insert = connection.client.execute(&connection.insert, &params);

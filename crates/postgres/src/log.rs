@@ -2,9 +2,10 @@
 //!
 //! Appends (under the engine lock) only encode records into the pending frame and wake the
 //! flusher (`flusher.rs`). It takes everything pending and writes it in one INSERT, one round
-//! trip, fenced by the bucket's epoch in the same statement, with several such flushes in
-//! flight on sessions of their own; it publishes the durable LSN in LSN order (a flush counts
-//! once it and every earlier one committed), and every waiter it covers returns.
+//! trip, fenced by the bucket's epoch in the same statement: one flush in flight, or with
+//! `--postgres-flushes N` several, on sessions of their own. It publishes the durable LSN in
+//! LSN order (a flush counts once it and every earlier one committed), and every waiter it
+//! covers returns.
 //!
 //! A flush whose outcome is unknown (a cut connection, a timeout, PostgreSQL restarting) makes
 //! the store *unavailable*: every waiter not yet durable gets an error at once, and the service
