@@ -184,6 +184,16 @@ fn fnv1a(bytes: impl Iterator<Item = u8>) -> i64 {
 /// Connects with `config` (a libpq-style string) and spawns the connection onto the current
 /// runtime. The connect attempt is bounded, so a PostgreSQL that is down fails the start promptly.
 pub(crate) async fn connect(config: &str) -> Result<Client, PostgresError> {
+    connect_watched(config)
+        .await
+        .map(|(client, _closed)| client)
+}
+
+/// [`connect`], and a receiver that completes the moment the connection ends (PostgreSQL ended
+/// the session, the socket broke): sooner than the next statement on it would fail.
+pub(crate) async fn connect_watched(
+    config: &str,
+) -> Result<(Client, tokio::sync::oneshot::Receiver<()>), PostgresError> {
     let mut parsed: tokio_postgres::Config = config.parse().map_err(|error| {
         PostgresError::Config(format!(
             "the connection string: {}",
@@ -205,17 +215,19 @@ pub(crate) async fn connect(config: &str) -> Result<Client, PostgresError> {
         .await
         .map_err(|_| PostgresError::Connect("timed out".into()))?
         .map_err(|error| PostgresError::Connect(crate::describe(&error)))?;
+    let (closed_tx, closed) = tokio::sync::oneshot::channel();
     tokio::spawn(async move {
         if let Err(error) = connection.await {
-            tracing::warn!(%error, "a PostgreSQL connection of the log ended");
+            tracing::warn!(error = %crate::describe(&error), "a PostgreSQL connection of the log ended");
         }
+        let _ = closed_tx.send(());
     });
     // A server that stops answering fails the statement rather than holding a flush forever.
     let timeout_ms = crate::STATEMENT_TIMEOUT.as_millis();
     client
         .batch_execute(&format!("SET statement_timeout = {timeout_ms}"))
         .await?;
-    Ok(client)
+    Ok((client, closed))
 }
 
 /// Creates or migrates the schema to [`SCHEMA_VERSION`]; refuses a newer one. Returns the
