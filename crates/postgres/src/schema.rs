@@ -305,6 +305,29 @@ pub(crate) async fn receipt_key(
         .map_err(|_| PostgresError::Config("the stored receipt key is not 16 bytes".into()))
 }
 
+/// The condition, in SQL over `pg_locks` as `l`, that `l` is the granted ownership lock whose
+/// key is `$1` in this database (an advisory lock's 64-bit key is split into `classid`, the high
+/// half, and `objid`).
+pub(crate) const OWNERSHIP_LOCK_HELD: &str = "l.locktype = 'advisory' AND l.granted
+    AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+    AND ((l.classid::bigint << 32) | l.objid::bigint) = $1";
+
+/// The cluster node that owns `bucket` and holds its ownership lock right now, if one does.
+pub(crate) async fn live_cluster_owner(
+    client: &Client,
+    schema: &Schema,
+    bucket: i32,
+) -> Result<Option<String>, PostgresError> {
+    let sql = schema.sql(&format!(
+        "SELECT b.owner FROM {{schema}}.bucket b WHERE b.bucket = $2 AND b.owner IS NOT NULL
+         AND EXISTS (SELECT 1 FROM pg_locks l WHERE {OWNERSHIP_LOCK_HELD})"
+    ));
+    let row = client
+        .query_opt(&sql, &[&schema.ownership_key(bucket), &bucket])
+        .await?;
+    Ok(row.map(|row| row.get(0)))
+}
+
 /// Takes over `bucket`: raises its epoch (creating it at 1), records the new owner (`None` on a
 /// single node) and returns the new epoch. The UPDATE waits for every flush of the previous
 /// owner that holds its `FOR SHARE` lock, and every later flush of that owner finds the new

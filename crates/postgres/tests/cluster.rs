@@ -300,3 +300,24 @@ async fn a_forwarded_request_is_never_forwarded_again() {
     let listed = b.call("ListQueues", json!({})).await.json();
     assert!(listed.get("QueueUrls").is_none(), "{listed}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_single_node_refuses_a_log_a_cluster_owns() {
+    let schema = Schema::new("single_refused");
+    let a = Node::start(&schema.0, "a").await;
+    a.until("a owns the log", |s| s.role == "owner").await;
+    let config = PgConfig {
+        schema: schema.0.clone(),
+        ..PgConfig::new(connection("leaseq_cluster_single"))
+    };
+    let opened = tokio::task::block_in_place(|| {
+        leaseq_postgres::open_service(&config, service_config(), 1 << 20)
+    });
+    let error = opened
+        .err()
+        .expect("a single node must not take a cluster's log over");
+    assert!(error.to_string().contains("cluster node \"a\""), "{error}");
+    // The cluster's owner was not fenced out.
+    let owner = a.status();
+    assert_eq!((owner.role, owner.step_downs), ("owner", 0), "{owner:?}");
+}
