@@ -95,8 +95,10 @@ enum Role {
 struct Owned {
     service: Arc<Service>,
     epoch: i64,
-    /// The lock's session, for checks of the epoch on the request path.
-    lock_client: Arc<Client>,
+    /// The lock's session, for checks of the epoch on the request path. Weak: the
+    /// [`LockSession`] alone keeps it open, so dropping that releases the lock at once, however
+    /// long a request still holds this `Owned`.
+    lock_client: std::sync::Weak<Client>,
     /// Requests executing on `service` now; a hand-off waits for them.
     in_flight: AtomicU64,
     /// Notified when `in_flight` drops to zero.
@@ -416,7 +418,7 @@ impl ClusterNode {
         let owned = Arc::new(Owned {
             service: Arc::new(service),
             epoch,
-            lock_client: lock.client.clone(),
+            lock_client: Arc::downgrade(&lock.client),
             in_flight: AtomicU64::new(0),
             idle: Notify::new(),
         });
@@ -442,7 +444,7 @@ impl ClusterNode {
         loop {
             if announced.elapsed() >= ANNOUNCE_EVERY {
                 let (client, schema, node) = (
-                    owned.lock_client.clone(),
+                    lock.client.clone(),
                     self.schema.clone(),
                     self.identity.clone(),
                 );
@@ -592,9 +594,15 @@ impl ClusterNode {
             return Ok(());
         }
         let sent = Instant::now();
-        let check = ownership::check_epoch(&owned.lock_client, &self.schema, owned.epoch);
-        match tokio::time::timeout(window, check).await {
-            Ok(Ok(true)) => {
+        let checked = match owned.lock_client.upgrade() {
+            Some(client) => {
+                let check = ownership::check_epoch(&client, &self.schema, owned.epoch);
+                tokio::time::timeout(window, check).await.ok()
+            }
+            None => None,
+        };
+        match checked {
+            Some(Ok(true)) => {
                 self.confirmed.mark(sent);
                 Ok(())
             }
