@@ -54,6 +54,7 @@ impl Node {
             checkpoint_log_bytes_min: 1 << 20,
             node_timeout: NODE_TIMEOUT,
             metrics: None,
+            clock: None,
         };
         let node = Arc::new(ClusterNode::new(config).unwrap());
         let control = tokio::spawn(node.clone().run(|service| {

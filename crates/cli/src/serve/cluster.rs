@@ -119,6 +119,7 @@ pub(super) async fn serve(mut settings: Settings, service: ServiceConfig) -> any
         checkpoint_log_bytes_min: settings.checkpoint_bytes,
         node_timeout: cluster.node_timeout,
         metrics: metrics.clone(),
+        clock: None,
     };
     let node = Arc::new(ClusterNode::new(config)?);
     let listener = tokio::net::TcpListener::bind(settings.listen)
