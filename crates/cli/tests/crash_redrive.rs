@@ -195,6 +195,11 @@ async fn a_move_task_survives_kill_9_without_losing_or_duplicating() {
             listed["Status"], "RUNNING",
             "resumed after kill {kill}: {listed}"
         );
+        // Paused while the counts are read: a task moving meanwhile would move a message
+        // between two of the reads below (each a request of its own) and make the sum short.
+        let handle = json!({"TaskHandle": listed["TaskHandle"]});
+        call(&server, "LeaseqPauseMessageMoveTask", handle.clone()).await;
+        let listed = task(&server).await;
         let moved = listed["ApproximateNumberOfMessagesMoved"].as_u64().unwrap();
         assert!(
             moved >= acknowledged_moved,
@@ -208,6 +213,7 @@ async fn a_move_task_survives_kill_9_without_losing_or_duplicating() {
             MESSAGES as u64,
             "after kill {kill}: every message in exactly one queue"
         );
+        call(&server, "LeaseqResumeMessageMoveTask", handle).await;
     }
 
     let deadline = Instant::now() + Duration::from_secs(60);

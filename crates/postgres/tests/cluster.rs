@@ -5,132 +5,19 @@
 //! never forwarded again. The same with real processes, kill -9 and SIGSTOP and the history
 //! checker: `crates/cli/tests/cluster.rs`.
 
+#[path = "common/cluster_node.rs"]
+mod cluster_node;
 mod common;
 
-use std::net::SocketAddr;
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use leaseq_postgres::cluster::{ClusterConfig, ClusterNode, NodeStatus};
-use leaseq_postgres::{drop_schema, NodeIdentity, PgConfig};
-use leaseq_server::http::Connections;
-use leaseq_server::{Api as _, HttpConfig};
+use leaseq_postgres::{drop_schema, PgConfig};
+use leaseq_server::Api as _;
 use leaseq_testkit::http::{json_headers, request, RawResponse};
-use serde_json::{json, Value};
-use tokio::net::TcpListener;
-use tokio::task::JoinHandle;
+use serde_json::json;
 
+use cluster_node::{Node, WAIT_MAX};
 use common::{connection, service_config, terminate_sessions};
-
-/// Short, so a test waits little for a takeover after a lost session.
-const NODE_TIMEOUT: Duration = Duration::from_millis(1_000);
-/// Longer than any takeover here takes.
-const WAIT_MAX: Duration = Duration::from_secs(20);
-
-/// A node served on its own loopback port until dropped.
-struct Node {
-    node: Arc<ClusterNode>,
-    addr: SocketAddr,
-    /// The name of every PostgreSQL session the node opens.
-    application_name: String,
-    tasks: Vec<JoinHandle<()>>,
-}
-
-impl Node {
-    async fn start(schema: &str, name: &str) -> Node {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let application_name = format!("{schema}_{name}");
-        let config = ClusterConfig {
-            log: PgConfig {
-                schema: schema.to_string(),
-                node: Some(NodeIdentity {
-                    node_id: name.to_string(),
-                    advertise: addr.to_string(),
-                }),
-                ..PgConfig::new(connection(&application_name))
-            },
-            service: service_config(),
-            checkpoint_log_bytes_min: 1 << 20,
-            node_timeout: NODE_TIMEOUT,
-            metrics: None,
-            clock: None,
-        };
-        let node = Arc::new(ClusterNode::new(config).unwrap());
-        let control = tokio::spawn(node.clone().run(|service| {
-            tokio::spawn(service.drive_moves());
-        }));
-        let http = HttpConfig {
-            external_url: None,
-            region: "us-east-1".into(),
-            account_id: "000000000000".into(),
-            request_body_max_bytes: 4 << 20,
-            dashboard_page: false,
-            auth: None,
-            node_id: Some(name.to_string()),
-        };
-        let stopping = node.clone();
-        let serving = tokio::spawn(leaseq_server::http::serve(
-            listener,
-            node.clone(),
-            http,
-            None,
-            Default::default(),
-            Connections::default(),
-            async move {
-                std::future::pending::<()>().await;
-                drop(stopping);
-            },
-        ));
-        Node {
-            node,
-            addr,
-            application_name,
-            tasks: vec![control, serving],
-        }
-    }
-
-    fn status(&self) -> NodeStatus {
-        self.node.status()
-    }
-
-    /// Waits until this node's status satisfies `condition`.
-    async fn until(&self, what: &str, condition: impl Fn(&NodeStatus) -> bool) -> NodeStatus {
-        let started = Instant::now();
-        loop {
-            let status = self.status();
-            if condition(&status) {
-                return status;
-            }
-            assert!(started.elapsed() < WAIT_MAX, "{what}: {status:?}");
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    }
-
-    async fn call(&self, action: &str, body: Value) -> RawResponse {
-        call_at(self.addr, action, body).await
-    }
-}
-
-impl Drop for Node {
-    fn drop(&mut self) {
-        for task in &self.tasks {
-            task.abort();
-        }
-    }
-}
-
-async fn call_at(addr: SocketAddr, action: &str, body: Value) -> RawResponse {
-    let target = format!("AmazonSQS.{action}");
-    request(
-        addr,
-        "POST",
-        "/",
-        &json_headers(&target),
-        body.to_string().as_bytes(),
-    )
-    .await
-}
 
 /// A schema for one test, dropped at the end.
 struct Schema(String);
@@ -164,9 +51,9 @@ fn counts(answer: &RawResponse) -> (u64, u64) {
 
 /// Starts `a`, waits until it owns the log, then starts `b` and waits until it knows `a`.
 async fn owner_and_standby(schema: &Schema) -> (Node, Node) {
-    let a = Node::start(&schema.0, "a").await;
+    let a = Node::start(&connection(&format!("{}_a", schema.0)), &schema.0, "a").await;
     a.until("a owns the log", |s| s.role == "owner").await;
-    let b = Node::start(&schema.0, "b").await;
+    let b = Node::start(&connection(&format!("{}_b", schema.0)), &schema.0, "b").await;
     b.until("b knows the owner", |s| {
         s.role == "standby" && s.owner.as_ref().is_some_and(|o| o.node_id == "a")
     })
@@ -305,7 +192,7 @@ async fn a_forwarded_request_is_never_forwarded_again() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_single_node_refuses_a_log_a_cluster_owns() {
     let schema = Schema::new("single_refused");
-    let a = Node::start(&schema.0, "a").await;
+    let a = Node::start(&connection(&format!("{}_a", schema.0)), &schema.0, "a").await;
     a.until("a owns the log", |s| s.role == "owner").await;
     let config = PgConfig {
         schema: schema.0.clone(),

@@ -11,9 +11,10 @@
 //! `LEASEQ_PG_RESTARTS=<n>` restarts more often.
 
 mod common;
+#[path = "common/pg_cluster.rs"]
+mod pg_cluster;
 
 use std::collections::{HashMap, HashSet};
-use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -25,6 +26,7 @@ use parking_lot::Mutex;
 use serde_json::json;
 
 use common::{call, message_counts, service_config, QUEUE_URL};
+use pg_cluster::Cluster;
 
 const RESTARTS_DEFAULT: u64 = 2;
 const PRODUCERS: usize = 4;
@@ -35,92 +37,6 @@ const LOAD_BETWEEN: Duration = Duration::from_millis(700);
 const RECOVERY_MAX: Duration = Duration::from_secs(20);
 /// How long one answer may take, however PostgreSQL is doing.
 const ANSWER_MAX: Duration = Duration::from_secs(15);
-
-/// A PostgreSQL cluster of the test's own, dropped (stopped and deleted) when this is.
-struct Cluster {
-    version: String,
-    name: String,
-    port: u16,
-}
-
-impl Cluster {
-    /// A new cluster, started, or `None` (with the reason printed) where this machine cannot.
-    fn create() -> Option<Cluster> {
-        let is_root = Command::new("id")
-            .arg("-u")
-            .output()
-            .is_ok_and(|out| String::from_utf8_lossy(&out.stdout).trim() == "0");
-        let clusters = Command::new("pg_lsclusters").arg("-h").output();
-        let Some(version) = clusters.ok().filter(|_| is_root).and_then(|out| {
-            let text = String::from_utf8_lossy(&out.stdout).to_string();
-            text.split_whitespace().next().map(str::to_string)
-        }) else {
-            println!("SKIPPED: restarting PostgreSQL needs root and Debian's pg_createcluster");
-            return None;
-        };
-        let port = free_port();
-        let name = format!("leaseq_restart_{}", std::process::id());
-        let cluster = Cluster {
-            version,
-            name,
-            port,
-        };
-        let port = port.to_string();
-        run(
-            "pg_createcluster",
-            &[
-                &cluster.version,
-                &cluster.name,
-                "-p",
-                &port,
-                "--",
-                "--auth=trust",
-            ],
-        );
-        cluster.ctl("start");
-        Some(cluster)
-    }
-
-    fn ctl(&self, command: &str) {
-        run(
-            "pg_ctlcluster",
-            &[
-                "--skip-systemctl-redirect",
-                &self.version,
-                &self.name,
-                command,
-            ],
-        );
-    }
-
-    fn connection(&self) -> String {
-        format!(
-            "host=127.0.0.1 port={} user=postgres dbname=postgres application_name=leaseq_restart",
-            self.port
-        )
-    }
-}
-
-impl Drop for Cluster {
-    fn drop(&mut self) {
-        let _ = Command::new("pg_dropcluster")
-            .args(["--stop", &self.version, &self.name])
-            .status();
-    }
-}
-
-fn run(program: &str, args: &[&str]) {
-    let status = Command::new(program).args(args).status();
-    assert!(
-        status.as_ref().is_ok_and(|s| s.success()),
-        "{program} {args:?}: {status:?}"
-    );
-}
-
-fn free_port() -> u16 {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.local_addr().unwrap().port()
-}
 
 /// What the clients were told.
 #[derive(Default)]
@@ -134,7 +50,7 @@ struct Told {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nothing_acknowledged_is_lost_across_postgres_restarts_under_load() {
-    let Some(cluster) = tokio::task::block_in_place(Cluster::create) else {
+    let Some(cluster) = tokio::task::block_in_place(|| Cluster::create("restart")) else {
         return;
     };
     let restarts =
