@@ -1,8 +1,9 @@
 //! The `leaseq` binary: `leaseq serve` runs the server; `bench`, `queues`, `stats`, `message`,
-//! `dlq` and `redrive` talk to one.
+//! `dlq` and `redrive` talk to one; `cluster status` reads a cluster's state from PostgreSQL.
 
 mod admin;
 mod bench;
+mod cluster;
 mod healthcheck;
 mod message;
 mod redrive;
@@ -47,6 +48,8 @@ enum Command {
     /// Move a dead-letter queue's messages home: start (with a canary limit), pause, resume,
     /// change the rate, cancel, and watch progress.
     Redrive(redrive::RedriveArgs),
+    /// A cluster's state, read from its PostgreSQL: `leaseq cluster status`.
+    Cluster(cluster::ClusterArgs),
     /// Exit 0 if a running server is ready for traffic (`GET /readyz`), 1 if not: a container
     /// health check for images without curl.
     Healthcheck(healthcheck::HealthcheckArgs),
@@ -63,5 +66,6 @@ fn main() -> anyhow::Result<()> {
         Command::Dlq(args) => redrive::run_dlq(args),
         Command::Redrive(args) => redrive::run_redrive(args),
         Command::Healthcheck(args) => healthcheck::run(args),
+        Command::Cluster(args) => cluster::run(args),
     }
 }

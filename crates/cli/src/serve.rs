@@ -1,5 +1,8 @@
 //! `leaseq serve`: settings from flags, `LEASEQ_*` environment variables and a TOML file (in that
-//! order of precedence), then the server until SIGINT or SIGTERM.
+//! order of precedence), then the server until SIGINT or SIGTERM. A cluster node (`--cluster`)
+//! is served by `serve/cluster.rs`.
+
+mod cluster;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -70,6 +73,25 @@ pub struct ServeArgs {
     /// run 1 ms. Acknowledgements stay in log order whatever the number.
     #[arg(long, env = "LEASEQ_POSTGRES_FLUSHES", value_parser = clap::value_parser!(u16).range(1..=64))]
     postgres_flushes: Option<u16>,
+    /// Run as a node of a cluster on the `--postgres` log: several nodes share it, one owns it
+    /// and runs the engine, the others forward every request to it and take over within
+    /// `--node-timeout-ms` when it dies or stops answering. Any node answers any request
+    /// [default: false].
+    #[arg(long, env = "LEASEQ_CLUSTER")]
+    cluster: Option<bool>,
+    /// With `--cluster`, this node's id, unique in the cluster [default: the `--advertise`
+    /// address].
+    #[arg(long, env = "LEASEQ_NODE_ID")]
+    node_id: Option<String>,
+    /// With `--cluster`, `host:port` where the other nodes reach this node's SQS listener
+    /// [default: `--listen`, unless it is a wildcard address such as 0.0.0.0].
+    #[arg(long, env = "LEASEQ_ADVERTISE")]
+    advertise: Option<String>,
+    /// With `--cluster`, how long the owner may stop answering PostgreSQL (a pause, a
+    /// partition) before a standby takes the log over [default: 5000]. Shorter fails over
+    /// sooner; too short makes a briefly starved owner lose the log (safe, but a takeover).
+    #[arg(long, env = "LEASEQ_NODE_TIMEOUT_MS", value_parser = clap::value_parser!(u64).range(400..))]
+    node_timeout_ms: Option<u64>,
     /// Keep nothing on disk: every queue and message is lost when the server stops.
     #[arg(long, env = "LEASEQ_IN_MEMORY")]
     in_memory: Option<bool>,
@@ -167,6 +189,10 @@ struct FileConfig {
     postgres: Option<String>,
     postgres_schema: Option<String>,
     postgres_flushes: Option<u16>,
+    cluster: Option<bool>,
+    node_id: Option<String>,
+    advertise: Option<String>,
+    node_timeout_ms: Option<u64>,
     in_memory: Option<bool>,
     salvage: Option<bool>,
     checkpoint_bytes: Option<u64>,
@@ -245,6 +271,8 @@ struct Settings {
     postgres: Option<String>,
     postgres_schema: String,
     postgres_flushes: usize,
+    /// `Some` for a cluster node (`--cluster`).
+    cluster: Option<cluster::ClusterSettings>,
     in_memory: bool,
     salvage: bool,
     checkpoint_bytes: u64,
@@ -450,6 +478,15 @@ fn settings(args: ServeArgs) -> anyhow::Result<Settings> {
         Some(0) => bail!("max_connections must be at least 1"),
         Some(n) => usize::try_from(n).context("max_connections is too large")?,
     };
+    let cluster = cluster::settings(
+        args.cluster.or(file.cluster).unwrap_or(false),
+        postgres.is_some(),
+        tls.is_some(),
+        listen,
+        args.node_id.or(file.node_id),
+        args.advertise.or(file.advertise),
+        args.node_timeout_ms.or(file.node_timeout_ms),
+    )?;
     let mut queues = file.queues;
     queues.extend(args.queues.into_iter().map(|name| QueueSpec {
         name,
@@ -482,6 +519,7 @@ fn settings(args: ServeArgs) -> anyhow::Result<Settings> {
             Some(flushes) => usize::from(flushes),
             None => leaseq_postgres::FLUSHES_IN_FLIGHT_DEFAULT,
         },
+        cluster,
         in_memory,
         salvage: args.salvage.or(file.salvage).unwrap_or(false),
         checkpoint_bytes: args
@@ -550,6 +588,9 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
         region: settings.region.clone(),
         account_id: settings.account_id.clone(),
     };
+    if settings.cluster.is_some() {
+        return cluster::serve(settings, service_config).await;
+    }
     let (_data_dir, service) = open_service(&settings, service_config)?;
     let metrics = settings.metrics.then(|| Arc::new(Metrics::default()));
     let service = Arc::new(match &metrics {
@@ -624,13 +665,8 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
             account_id: settings.account_id.clone(),
             request_body_max_bytes: 4 * 1024 * 1024,
             dashboard_page: settings.admin_listen.is_none(),
-            auth: match settings.auth {
-                AuthMode::None => None,
-                AuthMode::SigV4 => Some(Arc::new(Authenticator::new(
-                    Keys::new(settings.credentials.clone()),
-                    Arc::new(SystemClock),
-                ))),
-            },
+            node_id: None,
+            auth: authenticator(&settings),
         },
         metrics,
         main_routes,
@@ -659,6 +695,17 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
     }
     tracing::info!("stopped");
     Ok(())
+}
+
+/// The SigV4 verifier of `auth = "sigv4"`, or `None`.
+fn authenticator(settings: &Settings) -> Option<Arc<Authenticator>> {
+    match settings.auth {
+        AuthMode::None => None,
+        AuthMode::SigV4 => Some(Arc::new(Authenticator::new(
+            Keys::new(settings.credentials.clone()),
+            Arc::new(SystemClock),
+        ))),
+    }
 }
 
 /// Opens the service where the settings keep the log: PostgreSQL, nowhere (`--in-memory`) or the

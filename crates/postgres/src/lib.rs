@@ -15,6 +15,7 @@
 //! `docs/design/postgres.md` has the schema, the fence and why it is correct under READ
 //! COMMITTED, frames and locations, recovery, poisoning, and what a failover keeps.
 
+pub mod cluster;
 mod flusher;
 mod frames;
 mod log;
@@ -57,6 +58,18 @@ pub struct PgConfig {
     pub sizes: Sizes,
     /// Flushes in flight at once, each on a PostgreSQL session of its own (at least 1).
     pub flushes_in_flight: usize,
+    /// The cluster node opening the log, recorded as the bucket's owner when it takes the
+    /// bucket over (`None`: a single node).
+    pub node: Option<NodeIdentity>,
+}
+
+/// A cluster node, as the others find it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NodeIdentity {
+    /// The node's id, unique in the cluster (`--node-id`).
+    pub node_id: String,
+    /// `host:port` where the other nodes reach its SQS listener (`--advertise`).
+    pub advertise: String,
 }
 
 impl PgConfig {
@@ -67,6 +80,7 @@ impl PgConfig {
             schema: "leaseq".into(),
             sizes: Sizes::default(),
             flushes_in_flight: FLUSHES_IN_FLIGHT_DEFAULT,
+            node: None,
         }
     }
 }
@@ -131,7 +145,17 @@ pub fn open_service(
     service: ServiceConfig,
     checkpoint_log_bytes_min: u64,
 ) -> Result<Service, PostgresError> {
+    open_service_with_epoch(config, service, checkpoint_log_bytes_min).map(|(service, _)| service)
+}
+
+/// [`open_service`], and the epoch the node took the bucket over with.
+pub(crate) fn open_service_with_epoch(
+    config: &PgConfig,
+    service: ServiceConfig,
+    checkpoint_log_bytes_min: u64,
+) -> Result<(Service, i64), PostgresError> {
     let opening = PgLogOpening::open(config)?;
+    let epoch = opening.epoch();
     let key = opening.receipt_key();
     let recovered = recovery::recover(
         opening,
@@ -141,7 +165,7 @@ pub fn open_service(
     )?;
     let store: Arc<dyn LogStore> = recovered.store;
     let host = EngineHost::new(recovered.engine, store, recovered.checkpoints);
-    Ok(Service::new(service, host))
+    Ok((Service::new(service, host), epoch))
 }
 
 /// Drops `schema` and everything in it (for tests that each run in a schema of their own).

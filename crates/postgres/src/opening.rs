@@ -72,12 +72,13 @@ impl PgLogOpening {
         let schema = Schema::new(&config.schema)?;
         let runtime = Arc::new(StoreRuntime::new().map_err(PostgresError::Runtime)?);
         let (connection, name) = (config.connection.clone(), schema.clone());
+        let owner = config.node.clone();
         let (flush_client, other_client, key, epoch) = runtime.block(async move {
             let mut other = schema::connect(&connection).await?;
             schema::migrate(&mut other, &name).await?;
             let key = schema::receipt_key(&other, &name).await?;
             let flush = schema::connect(&connection).await?;
-            let epoch = schema::claim(&other, &name, SINGLE_NODE_BUCKET).await?;
+            let epoch = schema::claim(&other, &name, SINGLE_NODE_BUCKET, owner.as_ref()).await?;
             Ok::<_, PostgresError>((flush, other, key, epoch))
         })?;
         tracing::info!(

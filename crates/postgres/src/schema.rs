@@ -4,7 +4,11 @@
 //! ```text
 //! schema_version (version)                          one row per migration applied
 //! receipt_key    (id = 1, key bytea[16])            seals receipts; shared by every node
-//! bucket         (bucket, epoch)                    the fence: the owner's epoch
+//! bucket         (bucket, epoch, owner,             the fence: the owner's epoch; the owning
+//!                 owner_advertise, owned_since)      cluster node and where it listens (NULL on
+//!                                                    a single node)
+//! node           (node_id, advertise, started_at,   the cluster's nodes, as they last said
+//!                 seen_at)                           (`leaseq cluster status`)
 //! frame          (bucket, segment, start_offset,    one row per flush: the records of a group
 //!                 first_lsn, last_lsn, epoch, body)  commit, each as u32 LE length + codec bytes;
 //!                                                    one partition per (bucket, segment),
@@ -89,6 +93,22 @@ $$;
 INSERT INTO {schema}.frame SELECT * FROM {schema}.frame_v1;
 DROP TABLE {schema}.frame_v1;
 "#,
+    // 3: the cluster. Which node owns a bucket (written by its claim, in the same statement that
+    // raises the epoch) and where the node listens, so that standbys forward to it; and the
+    // nodes, for operators. Liveness is a session advisory lock, not a row (see
+    // `docs/design/cluster.md`), so nothing here is updated on the hot path.
+    r#"
+ALTER TABLE {schema}.bucket
+    ADD COLUMN owner text,
+    ADD COLUMN owner_advertise text,
+    ADD COLUMN owned_since timestamptz;
+CREATE TABLE {schema}.node (
+    node_id text PRIMARY KEY,
+    advertise text NOT NULL,
+    started_at timestamptz NOT NULL,
+    seen_at timestamptz NOT NULL
+);
+"#,
 ];
 
 /// The newest schema version this build knows.
@@ -141,14 +161,24 @@ impl Schema {
     /// The advisory lock key of migrations on this schema (FNV-1a of its name, so two schemas
     /// migrate independently).
     fn lock_key(&self) -> i64 {
-        let hash = self
-            .name
-            .bytes()
-            .fold(0xcbf2_9ce4_8422_2325u64, |hash, byte| {
-                (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3)
-            });
-        hash as i64
+        fnv1a(self.name.bytes())
     }
+
+    /// The advisory lock key of `bucket`'s ownership: held, on a session of its own, by the one
+    /// node that owns the bucket (FNV-1a of the schema's name and the bucket, so it meets
+    /// neither the migrations' key nor another schema's).
+    pub(crate) fn ownership_key(&self, bucket: i32) -> i64 {
+        let text = format!("{}\0bucket\0{bucket}", self.name);
+        fnv1a(text.bytes())
+    }
+}
+
+/// FNV-1a, 64 bits, as a PostgreSQL `bigint`.
+fn fnv1a(bytes: impl Iterator<Item = u8>) -> i64 {
+    let hash = bytes.fold(0xcbf2_9ce4_8422_2325u64, |hash, byte| {
+        (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3)
+    });
+    hash as i64
 }
 
 /// Connects with `config` (a libpq-style string) and spawns the connection onto the current
@@ -263,23 +293,30 @@ pub(crate) async fn receipt_key(
         .map_err(|_| PostgresError::Config("the stored receipt key is not 16 bytes".into()))
 }
 
-/// Takes over `bucket`: raises its epoch (creating it at 1) and returns the new epoch. The
-/// UPDATE waits for every flush of the previous owner that holds its `FOR SHARE` lock, and
-/// every later flush of that owner finds the new epoch and writes nothing (see
-/// `docs/design/postgres.md`).
+/// Takes over `bucket`: raises its epoch (creating it at 1), records the new owner (`None` on a
+/// single node) and returns the new epoch. The UPDATE waits for every flush of the previous
+/// owner that holds its `FOR SHARE` lock, and every later flush of that owner finds the new
+/// epoch and writes nothing (see `docs/design/postgres.md`).
 pub(crate) async fn claim(
     client: &Client,
     schema: &Schema,
     bucket: i32,
+    owner: Option<&crate::NodeIdentity>,
 ) -> Result<i64, PostgresError> {
+    let (node_id, advertise) = match owner {
+        Some(owner) => (Some(owner.node_id.as_str()), Some(owner.advertise.as_str())),
+        None => (None, None),
+    };
     let row = client
         .query_one(
             &schema.sql(
-                "INSERT INTO {schema}.bucket AS b (bucket, epoch) VALUES ($1, 1)
-                 ON CONFLICT (bucket) DO UPDATE SET epoch = b.epoch + 1
+                "INSERT INTO {schema}.bucket AS b (bucket, epoch, owner, owner_advertise, owned_since)
+                 VALUES ($1, 1, $2, $3, clock_timestamp())
+                 ON CONFLICT (bucket) DO UPDATE SET epoch = b.epoch + 1, owner = $2,
+                     owner_advertise = $3, owned_since = clock_timestamp()
                  RETURNING epoch",
             ),
-            &[&bucket],
+            &[&bucket, &node_id, &advertise],
         )
         .await?;
     Ok(row.get(0))

@@ -12,6 +12,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -53,6 +54,47 @@ impl Clock for SystemClock {
         // A wall-clock deadline turned into a monotonic wait: if the host clock steps while we
         // sleep, the waiter wakes early or late and, as every waiter here does, looks again.
         let wait = Duration::from_millis(at_ms.saturating_sub(now_ms()));
+        Box::pin(tokio::time::sleep(wait))
+    }
+}
+
+/// The host's clock moved by an offset that may change: a cluster node runs its engine on the
+/// time of the PostgreSQL server that holds the log (it measures the offset when it takes the
+/// log over, and again from time to time), so that every node reads a lease's deadline as the
+/// same instant and a new owner cannot end leases early.
+#[derive(Debug, Default)]
+pub struct OffsetClock {
+    offset_ms: AtomicI64,
+}
+
+impl OffsetClock {
+    /// The host's clock plus `offset_ms`.
+    pub fn new(offset_ms: i64) -> OffsetClock {
+        OffsetClock {
+            offset_ms: AtomicI64::new(offset_ms),
+        }
+    }
+
+    /// Sets the offset. A reading may go back by the change: the engine ignores readings
+    /// earlier than one it has seen.
+    pub fn set_offset(&self, offset_ms: i64) {
+        self.offset_ms.store(offset_ms, Ordering::Relaxed);
+    }
+
+    /// The offset in force.
+    pub fn offset_ms(&self) -> i64 {
+        self.offset_ms.load(Ordering::Relaxed)
+    }
+}
+
+impl Clock for OffsetClock {
+    fn now_ms(&self) -> u64 {
+        now_ms().saturating_add_signed(self.offset_ms())
+    }
+
+    fn sleep_until(&self, at_ms: u64) -> Sleep {
+        // As `SystemClock`: a waiter that wakes early (the offset changed) looks again.
+        let wait = Duration::from_millis(at_ms.saturating_sub(self.now_ms()));
         Box::pin(tokio::time::sleep(wait))
     }
 }
@@ -121,5 +163,19 @@ mod tests {
         clock.set(3_000);
         late.await.unwrap();
         assert_eq!(clock.now_ms(), 3_000);
+    }
+
+    #[test]
+    fn an_offset_clock_reads_the_host_clock_moved_by_its_offset() {
+        let clock = OffsetClock::new(-60_000);
+        let before = now_ms();
+        let read = clock.now_ms();
+        assert!(
+            read + 60_000 >= before && read + 60_000 <= now_ms(),
+            "{read}"
+        );
+        clock.set_offset(3_600_000);
+        assert!(clock.now_ms() >= before + 3_600_000);
+        assert_eq!(clock.offset_ms(), 3_600_000);
     }
 }

@@ -8,6 +8,7 @@
 //! [`serve`] is the accept loop of `leaseq serve`; [`router`] serves the same API as an axum
 //! `Router` for anyone who runs their own server (the tests do).
 
+pub mod forward;
 mod idle;
 mod serve;
 pub mod tls;
@@ -55,6 +56,10 @@ pub struct HttpConfig {
     /// Whether a plain `GET /` is the dashboard page (`false` when the dashboard has a listener
     /// of its own, `--admin-listen`: then it is an SQS request like any other).
     pub dashboard_page: bool,
+    /// A cluster node's id: every SQS answer then names it in `x-leaseq-node`
+    /// ([`forward::NODE`]), and requests it forwards carry it ([`forward::FORWARDED_BY`]).
+    /// `None` on a single node.
+    pub node_id: Option<String>,
 }
 
 struct Shared<B> {
@@ -70,6 +75,10 @@ struct Shared<B> {
     account_id: Arc<str>,
     /// `config.external_url` without its trailing slashes.
     external_url: Option<Arc<str>>,
+    /// `config.node_id` as a header value.
+    node_id: Option<HeaderValue>,
+    /// Forwards SQS requests to the node that serves them, when that is not this one.
+    forwarder: forward::Forwarder,
 }
 
 impl<B> Shared<B> {
@@ -86,6 +95,11 @@ impl<B> Shared<B> {
                 .external_url
                 .as_deref()
                 .map(|url| url.trim_end_matches('/').into()),
+            node_id: config
+                .node_id
+                .as_deref()
+                .and_then(|id| HeaderValue::from_str(id).ok()),
+            forwarder: forward::Forwarder::default(),
             service,
             config,
             metrics,
@@ -270,8 +284,29 @@ async fn handle<B: Api>(State(shared): State<Arc<Shared<B>>>, request: Request) 
 }
 
 /// Answers one SQS request (or the dashboard page, a plain `GET /`) whose connection comes from
-/// `address`.
+/// `address`; a cluster node names itself in the answer (unless a peer's answer passed on names
+/// that peer).
 async fn handle_sqs<B, RequestBody>(
+    shared: &Shared<B>,
+    parts: Parts,
+    body: RequestBody,
+    address: Option<SocketAddr>,
+) -> Response
+where
+    B: Api,
+    RequestBody: HttpBody<Data = Bytes, Error: Into<BoxError>> + Send,
+{
+    let mut response = answer_sqs(shared, parts, body, address).await;
+    if let Some(node_id) = &shared.node_id {
+        response
+            .headers_mut()
+            .entry(forward::NODE)
+            .or_insert_with(|| node_id.clone());
+    }
+    response
+}
+
+async fn answer_sqs<B, RequestBody>(
     shared: &Shared<B>,
     parts: Parts,
     body: RequestBody,
@@ -320,6 +355,42 @@ where
             return reply(leaseq_sqs::encode_error(guessed, &error, &context));
         }
     };
+    // A cluster's standby passes the request on to the node that serves it, which verifies,
+    // decodes and executes it (see `forward`).
+    match shared.service.route() {
+        crate::service::Route::Here => {}
+        route => {
+            if headers.contains_key(forward::FORWARDED_BY) {
+                // Forwarded by a node that thought this one serves it: refuse without acting,
+                // so that node asks again (no request travels more than one hop).
+                let error = SqsError::service_unavailable("this node does not serve the request");
+                let mut refused = reply(leaseq_sqs::encode_error(guessed, &error, &context));
+                refused
+                    .headers_mut()
+                    .insert(forward::NOT_SERVING, HeaderValue::from_static("1"));
+                return refused;
+            }
+            let incoming = forward::Incoming {
+                method: &method,
+                uri: &uri,
+                headers: &headers,
+                body: &body,
+            };
+            let forwarded = shared.forwarder.forward(
+                &*shared.service,
+                route,
+                incoming,
+                shared.node_id.as_ref(),
+            );
+            match forwarded.await {
+                Ok(forward::Forwarded::Answer(response)) => return response,
+                Ok(forward::Forwarded::Here) => {}
+                Err(error) => {
+                    return reply(leaseq_sqs::encode_error(guessed, &error, &context));
+                }
+            }
+        }
+    }
     // Before decoding: an unauthenticated request learns nothing about queues, not even whether
     // its parameters are valid.
     let verified = match &config.auth {

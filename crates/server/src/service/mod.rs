@@ -26,6 +26,7 @@ mod observe;
 mod policy;
 mod queues;
 mod receive;
+pub mod route;
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -47,6 +48,7 @@ use crate::metrics::{ConnectionStats, Metrics};
 use crate::waiters::Waiters;
 
 pub use moves::AUTOMATIC_RATE_PER_SECOND;
+pub use route::{ForwardStats, Peer, Route};
 
 /// Settings of the service.
 #[derive(Clone, Debug)]
@@ -110,6 +112,24 @@ pub trait Api: Send + Sync + 'static {
     /// drains (shutting down) or after its log failed.
     fn readiness(&self) -> Result<(), String> {
         Ok(())
+    }
+
+    /// Where SQS requests to this node are served (see [`route`]): here, unless this node is a
+    /// cluster's standby. Asked once per request, before it is decoded, so it must be cheap.
+    fn route(&self) -> Route {
+        Route::Here
+    }
+
+    /// Told that `peer` did not take a forwarded request (it could not be reached, or said it
+    /// no longer serves), so that the next [`Api::route`] looks again rather than repeating
+    /// the same answer.
+    fn peer_refused(&self, peer: &Peer) {
+        let _ = peer;
+    }
+
+    /// Where the HTTP layer counts the requests it forwarded for this node, if anywhere.
+    fn forward_stats(&self) -> Option<&ForwardStats> {
+        None
     }
 }
 

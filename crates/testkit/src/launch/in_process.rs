@@ -117,6 +117,7 @@ impl InProcessServer {
             account_id: ACCOUNT_ID.into(),
             request_body_max_bytes: options.request_body_max_bytes,
             dashboard_page: true,
+            node_id: None,
             auth: options.credentials.map(|credentials| {
                 Arc::new(Authenticator::new(Keys::new(credentials), options.clock))
             }),

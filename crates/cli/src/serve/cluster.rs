@@ -1,0 +1,271 @@
+//! `leaseq serve --cluster`: a node of a cluster on the PostgreSQL log. The node is a
+//! [`ClusterNode`] (`leaseq_postgres::cluster`): it owns the log and runs the engine, or stands
+//! by and forwards every SQS request to the node that does, taking over when that node dies.
+//! This file starts it, serves its SQS listener and admin routes, and hands the log off on
+//! SIGTERM before the listener drains, so that a rolling restart moves the log with a short
+//! replay instead of a takeover after the node timeout.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{bail, Context as _};
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::header::CONTENT_TYPE;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{any, get};
+use axum::Router;
+use leaseq_postgres::cluster::{ClusterConfig, ClusterNode};
+use leaseq_postgres::{NodeIdentity, PgConfig};
+use leaseq_server::http::Connections;
+use leaseq_server::{Api, HttpConfig, Metrics, ServiceConfig};
+use serde_json::json;
+use tower::ServiceExt as _;
+
+use super::{create_queue, shutdown_signal, Settings};
+
+/// A cluster node's settings.
+#[derive(Debug)]
+pub(super) struct ClusterSettings {
+    pub(super) node_id: String,
+    pub(super) advertise: String,
+    pub(super) node_timeout: Duration,
+}
+
+/// The cluster settings, checked: a cluster keeps its log in PostgreSQL, and the other nodes
+/// must be able to reach this one.
+pub(super) fn settings(
+    cluster: bool,
+    postgres: bool,
+    tls: bool,
+    listen: SocketAddr,
+    node_id: Option<String>,
+    advertise: Option<String>,
+    node_timeout_ms: Option<u64>,
+) -> anyhow::Result<Option<ClusterSettings>> {
+    if !cluster {
+        if node_id.is_some() || advertise.is_some() || node_timeout_ms.is_some() {
+            bail!("node_id, advertise and node_timeout_ms are settings of a cluster node: add --cluster true");
+        }
+        return Ok(None);
+    }
+    if !postgres {
+        bail!("a cluster keeps its log in PostgreSQL: --cluster needs --postgres");
+    }
+    if tls {
+        bail!(
+            "a cluster node forwards requests to the owner over plain HTTP, which a TLS listener \
+             does not speak: run cluster nodes without tls_cert and tls_key (behind a TLS load \
+             balancer), for now"
+        );
+    }
+    let advertise = match advertise {
+        Some(advertise) => advertise,
+        None if listen.ip().is_unspecified() => bail!(
+            "--listen {listen} is a wildcard address, which other nodes cannot reach: set \
+             --advertise host:port"
+        ),
+        None => listen.to_string(),
+    };
+    if advertise.is_empty() || advertise.contains('/') || !advertise.contains(':') {
+        bail!("--advertise must be host:port, not {advertise:?}");
+    }
+    let node_id = node_id.unwrap_or_else(|| advertise.clone());
+    if node_id.is_empty() || node_id.len() > 128 || node_id.chars().any(|c| c.is_control()) {
+        bail!("--node-id must be 1 to 128 printable characters, not {node_id:?}");
+    }
+    let node_timeout = Duration::from_millis(
+        node_timeout_ms
+            .unwrap_or(leaseq_postgres::cluster::NODE_TIMEOUT_DEFAULT.as_millis() as u64),
+    );
+    if node_timeout < leaseq_postgres::cluster::NODE_TIMEOUT_MIN {
+        bail!(
+            "node_timeout_ms must be at least {}",
+            leaseq_postgres::cluster::NODE_TIMEOUT_MIN.as_millis()
+        );
+    }
+    Ok(Some(ClusterSettings {
+        node_id,
+        advertise,
+        node_timeout,
+    }))
+}
+
+/// Runs a cluster node until SIGINT or SIGTERM, then hands the log off (if it owns it) and
+/// drains its connections.
+pub(super) async fn serve(mut settings: Settings, service: ServiceConfig) -> anyhow::Result<()> {
+    let cluster = settings
+        .cluster
+        .as_ref()
+        .context("a cluster node's settings")?;
+    let connection = settings
+        .postgres
+        .clone()
+        .context("a cluster node's PostgreSQL")?;
+    let metrics = settings.metrics.then(|| Arc::new(Metrics::default()));
+    let config = ClusterConfig {
+        log: PgConfig {
+            schema: settings.postgres_schema.clone(),
+            flushes_in_flight: settings.postgres_flushes,
+            node: Some(NodeIdentity {
+                node_id: cluster.node_id.clone(),
+                advertise: cluster.advertise.clone(),
+            }),
+            ..PgConfig::new(connection)
+        },
+        service,
+        checkpoint_log_bytes_min: settings.checkpoint_bytes,
+        node_timeout: cluster.node_timeout,
+        metrics: metrics.clone(),
+    };
+    let node = Arc::new(ClusterNode::new(config)?);
+    let listener = tokio::net::TcpListener::bind(settings.listen)
+        .await
+        .with_context(|| format!("listening on {}", settings.listen))?;
+    tracing::info!(
+        "leaseq cluster node {} listening on http://{} (advertised as {}; log in PostgreSQL, \
+         schema {}; node timeout {} ms)",
+        cluster.node_id,
+        listener.local_addr()?,
+        cluster.advertise,
+        settings.postgres_schema,
+        cluster.node_timeout.as_millis(),
+    );
+    // Each takeover starts the new service's move driver and creates the configured queues
+    // (again: CreateQueue with the same attributes changes nothing).
+    let queues = Arc::new(std::mem::take(&mut settings.queues));
+    let control = tokio::spawn(node.clone().run(move |service| {
+        tokio::spawn(service.clone().drive_moves());
+        let queues = queues.clone();
+        tokio::spawn(async move {
+            for queue in queues.iter() {
+                if let Err(error) = create_queue(&service, queue).await {
+                    tracing::error!(queue = queue.name, %error, "creating a configured queue");
+                }
+            }
+        });
+    }));
+    let admin = match settings.admin_listen {
+        None => None,
+        Some(address) => {
+            let listener = tokio::net::TcpListener::bind(address)
+                .await
+                .with_context(|| format!("listening on {address} (admin_listen)"))?;
+            let router = routes(node.clone())
+                .route("/", get(|| async { leaseq_server::dashboard::page() }))
+                .merge(leaseq_server::http::probes(node.clone()));
+            Some(tokio::spawn(async move {
+                if let Err(error) = axum::serve(listener, router).await {
+                    tracing::error!(%error, "the admin listener failed");
+                }
+            }))
+        }
+    };
+    let main_routes = match admin {
+        None => routes(node.clone()),
+        Some(_) => Router::new(),
+    };
+    let stopping = node.clone();
+    leaseq_server::http::serve(
+        listener,
+        node.clone(),
+        HttpConfig {
+            external_url: settings.external_url.clone(),
+            region: settings.region.clone(),
+            account_id: settings.account_id.clone(),
+            request_body_max_bytes: 4 * 1024 * 1024,
+            dashboard_page: settings.admin_listen.is_none(),
+            auth: super::authenticator(&settings),
+            node_id: Some(cluster.node_id.clone()),
+        },
+        metrics,
+        main_routes,
+        Connections {
+            tls: None,
+            header_read_timeout: settings.header_read_timeout,
+            max_connections: settings.max_connections,
+            stats: Arc::default(),
+        },
+        async move {
+            shutdown_signal().await;
+            tracing::info!("shutting down: handing the log off, then answering requests in flight");
+            stopping.shut_down();
+            stopping.handed_off().await;
+        },
+    )
+    .await;
+    control.abort();
+    if let Some(admin) = admin {
+        admin.abort();
+    }
+    tracing::info!("stopped");
+    Ok(())
+}
+
+/// The admin routes of a cluster node: `GET /api/cluster` (this node's view), `GET /metrics`
+/// (the owner's page and the node's cluster lines), and the dashboard's other routes, served
+/// while this node owns the log (a standby answers 503 naming the owner).
+fn routes(node: Arc<ClusterNode>) -> Router {
+    Router::new()
+        .route("/api/cluster", get(cluster_status))
+        .route("/metrics", get(metrics))
+        .route("/api/{*rest}", any(dashboard))
+        .with_state(node)
+}
+
+async fn cluster_status(State(node): State<Arc<ClusterNode>>) -> Response {
+    let status = node.status();
+    let owner = status
+        .owner
+        .map(|owner| json!({"node_id": owner.node_id, "advertise": owner.advertise}));
+    axum::Json(json!({
+        "node_id": status.node_id,
+        "role": status.role,
+        "epoch": status.epoch,
+        "owner": owner,
+        "takeovers": status.takeovers,
+        "step_downs": status.step_downs,
+    }))
+    .into_response()
+}
+
+async fn metrics(State(node): State<Arc<ClusterNode>>, request: Request) -> Response {
+    let mut page = String::new();
+    if let Some(service) = node.owned_service() {
+        let answer = leaseq_server::dashboard::routes(service)
+            .oneshot(request)
+            .await
+            .unwrap_or_else(|never| match never {});
+        if let Ok(bytes) = axum::body::to_bytes(answer.into_body(), usize::MAX).await {
+            page.push_str(&String::from_utf8_lossy(&bytes));
+        }
+    }
+    page.push_str(&node.render_metrics());
+    (
+        [(CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")],
+        page,
+    )
+        .into_response()
+}
+
+async fn dashboard(State(node): State<Arc<ClusterNode>>, request: Request) -> Response {
+    match node.owned_service() {
+        Some(service) => leaseq_server::dashboard::routes(service)
+            .oneshot(request)
+            .await
+            .unwrap_or_else(|never| match never {}),
+        None => {
+            let owner = node.status().owner.map_or_else(
+                || "none is known right now".to_string(),
+                |owner| format!("{} at http://{}", owner.node_id, owner.advertise),
+            );
+            let mut response = Response::new(Body::from(format!(
+                "this node is a standby; the dashboard is served by the owner of the log: {owner}\n"
+            )));
+            *response.status_mut() = StatusCode::SERVICE_UNAVAILABLE;
+            response
+        }
+    }
+}

@@ -1,0 +1,675 @@
+//! leaseq cluster: several nodes share one PostgreSQL log, and any node answers any request.
+//!
+//! In this version the log is one bucket, owned by one node at a time: the **owner** runs the
+//! engine (an ordinary [`Service`] over [`crate::PgLog`]); every other node is a **standby**
+//! that forwards each SQS request, unchanged, to the owner ([`Route::Peer`]; the HTTP layer's
+//! `http::forward` does the forwarding) and waits for the ownership lock. When the owner dies or
+//! stops answering, PostgreSQL releases its lock, one standby gets it, raises the bucket's epoch
+//! (which fences out the old owner's every later flush) and recovers the engine from the log,
+//! exactly as a restarted single node would. See `docs/design/cluster.md`.
+//!
+//! [`ClusterNode::run`] is the node's one control loop: standby (watch the owner, wait for the
+//! lock), take over, serve as owner (heartbeat on the lock's session), step down when the
+//! session or the epoch is lost, hand off on shutdown.
+//!
+//! Reads need the epoch too: a paused owner whose lock already passed on could answer counts or
+//! an empty receive from a stale engine. So every request an owner executes is bracketed by
+//! [`ClusterNode::confirm`]: the epoch must have been read back as this node's within the
+//! confirmation window (shorter than the node timeout, so within it no other node can have
+//! taken over through the lock), before the request starts and again before its answer leaves;
+//! otherwise it is checked on the spot, and a failed check answers `ServiceUnavailable`.
+
+mod ownership;
+pub mod status;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use leaseq_server::clock::OffsetClock;
+use leaseq_server::service::{ForwardStats, Peer, Route};
+use leaseq_server::{Api, Caller, Metrics, Service, ServiceConfig};
+use leaseq_sqs::error::SqsError;
+use leaseq_sqs::{Action, Outcome};
+use parking_lot::{Mutex, RwLock};
+use tokio::sync::{watch, Notify};
+use tokio_postgres::Client;
+
+use crate::schema::{self, Schema};
+use crate::{NodeIdentity, PgConfig, PostgresError};
+use ownership::{Confirmed, LockSession, OwnerRow};
+
+/// `--node-timeout-ms`' default: how long an owner may stop answering PostgreSQL before it
+/// loses the log to a standby.
+pub const NODE_TIMEOUT_DEFAULT: Duration = Duration::from_secs(5);
+/// The shortest node timeout accepted (PostgreSQL's `idle_session_timeout` counts milliseconds,
+/// but heartbeats need a few of them in each timeout).
+pub const NODE_TIMEOUT_MIN: Duration = Duration::from_millis(400);
+/// How often a standby reads the bucket's owner when nothing tells it to look sooner.
+const OWNER_POLL: Duration = Duration::from_millis(250);
+/// How often a node refreshes its row in the node table (for `leaseq cluster status`).
+const ANNOUNCE_EVERY: Duration = Duration::from_secs(5);
+/// Waits after a failed connect or takeover, doubling up to the maximum.
+const RETRY_MIN: Duration = Duration::from_millis(50);
+const RETRY_MAX: Duration = Duration::from_secs(2);
+
+/// What a cluster node needs to know.
+#[derive(Clone, Debug)]
+pub struct ClusterConfig {
+    /// Where the log is; its `node` is this node.
+    pub log: PgConfig,
+    /// The service each takeover starts.
+    pub service: ServiceConfig,
+    /// Checkpoint after this many logged bytes (as `leaseq serve --checkpoint-bytes`).
+    pub checkpoint_log_bytes_min: u64,
+    /// How long an owner may stop answering PostgreSQL before a standby takes over.
+    pub node_timeout: Duration,
+    /// Where every service of this node observes requests (`None`: metrics off).
+    pub metrics: Option<Arc<Metrics>>,
+}
+
+impl ClusterConfig {
+    /// Heartbeats on the lock's session: four to a node timeout, and at least two to a
+    /// confirmation window.
+    fn heartbeat(&self) -> Duration {
+        (self.node_timeout / 4).min(self.confirm_window() / 2)
+    }
+
+    /// How recently the epoch must have been confirmed for a request to be answered without a
+    /// check of its own: at most a second, and half a node timeout, so that no other node can
+    /// have taken the lock over since (it would have had to wait a whole node timeout).
+    fn confirm_window(&self) -> Duration {
+        (self.node_timeout / 2).min(Duration::from_secs(1))
+    }
+}
+
+/// A node's part in the cluster right now.
+enum Role {
+    /// Forwards requests to the owner, if one is known, and waits for the lock.
+    Standby { owner: Option<(OwnerRow, Peer)> },
+    /// Runs the engine.
+    Owner(Arc<Owned>),
+}
+
+/// What an owner holds.
+struct Owned {
+    service: Arc<Service>,
+    epoch: i64,
+    /// The lock's session, for checks of the epoch on the request path.
+    lock_client: Arc<Client>,
+    /// Requests executing on `service` now; a hand-off waits for them.
+    in_flight: AtomicU64,
+    /// Notified when `in_flight` drops to zero.
+    idle: Notify,
+}
+
+impl Owned {
+    /// Counts a request in until the guard drops.
+    fn enter(&self) -> InFlight<'_> {
+        self.in_flight.fetch_add(1, Ordering::AcqRel);
+        InFlight(self)
+    }
+
+    /// Waits until no request is executing, or `limit` passed.
+    async fn drained(&self, limit: Duration) {
+        let deadline = tokio::time::Instant::now() + limit;
+        while self.in_flight.load(Ordering::Acquire) > 0 {
+            let idle = self.idle.notified();
+            if self.in_flight.load(Ordering::Acquire) == 0 {
+                return;
+            }
+            if tokio::time::timeout_at(deadline, idle).await.is_err() {
+                return;
+            }
+        }
+    }
+}
+
+struct InFlight<'a>(&'a Owned);
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        if self.0.in_flight.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.0.idle.notify_waiters();
+        }
+    }
+}
+
+/// One node of a cluster: the [`Api`] the HTTP layer serves, and the control loop behind it.
+pub struct ClusterNode {
+    config: ClusterConfig,
+    identity: NodeIdentity,
+    schema: Schema,
+    role: RwLock<Role>,
+    /// The owner a forward failed to reach, with the epoch it owned: not routed to again until
+    /// the epoch changes (it is dead or leaving; a standby takes over).
+    refused: Mutex<Option<(String, i64)>>,
+    /// Wakes the control loop to look again: a forward was refused, or a request's check of
+    /// the epoch failed.
+    look_again: Notify,
+    confirmed: Arc<Confirmed>,
+    /// The epoch this node owns the bucket under (0: none), for the lock's heartbeat.
+    epoch: watch::Sender<i64>,
+    /// Set once a hand-off after shutdown is done (or there was nothing to hand off).
+    handed_off: watch::Sender<bool>,
+    /// Engines run on PostgreSQL's clock.
+    clock: Arc<OffsetClock>,
+    shutdown: watch::Sender<bool>,
+    forward_stats: ForwardStats,
+    takeovers: AtomicU64,
+    step_downs: AtomicU64,
+}
+
+/// What [`ClusterNode::status`] tells.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NodeStatus {
+    pub node_id: String,
+    /// `"owner"` or `"standby"`.
+    pub role: &'static str,
+    /// The epoch this node owns the log under, if it is the owner.
+    pub epoch: Option<i64>,
+    /// The owner this node knows of (itself, when it is the owner).
+    pub owner: Option<NodeIdentity>,
+    pub takeovers: u64,
+    pub step_downs: u64,
+}
+
+impl ClusterNode {
+    /// A node that has not joined yet; [`ClusterNode::run`] joins.
+    pub fn new(config: ClusterConfig) -> Result<ClusterNode, PostgresError> {
+        let identity = config.log.node.clone().ok_or_else(|| {
+            PostgresError::Config("a cluster node needs a node id and an address".into())
+        })?;
+        if config.node_timeout < NODE_TIMEOUT_MIN {
+            return Err(PostgresError::Config(format!(
+                "the node timeout must be at least {} ms",
+                NODE_TIMEOUT_MIN.as_millis()
+            )));
+        }
+        Ok(ClusterNode {
+            schema: Schema::new(&config.log.schema)?,
+            identity,
+            config,
+            role: RwLock::new(Role::Standby { owner: None }),
+            refused: Mutex::new(None),
+            look_again: Notify::new(),
+            confirmed: Arc::default(),
+            epoch: watch::channel(0).0,
+            handed_off: watch::channel(false).0,
+            clock: Arc::new(OffsetClock::default()),
+            shutdown: watch::channel(false).0,
+            forward_stats: ForwardStats::default(),
+            takeovers: AtomicU64::new(0),
+            step_downs: AtomicU64::new(0),
+        })
+    }
+
+    /// This node's id and address.
+    pub fn identity(&self) -> &NodeIdentity {
+        &self.identity
+    }
+
+    /// The service, while this node owns the log.
+    pub fn owned_service(&self) -> Option<Arc<Service>> {
+        match &*self.role.read() {
+            Role::Owner(owned) => Some(owned.service.clone()),
+            Role::Standby { .. } => None,
+        }
+    }
+
+    /// This node's view of the cluster.
+    pub fn status(&self) -> NodeStatus {
+        let (role, epoch, owner) = match &*self.role.read() {
+            Role::Owner(owned) => ("owner", Some(owned.epoch), Some(self.identity.clone())),
+            Role::Standby { owner } => (
+                "standby",
+                None,
+                owner.as_ref().map(|(owner, _)| NodeIdentity {
+                    node_id: owner.node_id.clone(),
+                    advertise: owner.advertise.clone(),
+                }),
+            ),
+        };
+        NodeStatus {
+            node_id: self.identity.node_id.clone(),
+            role,
+            epoch,
+            owner,
+            takeovers: self.takeovers.load(Ordering::Relaxed),
+            step_downs: self.step_downs.load(Ordering::Relaxed),
+        }
+    }
+
+    /// The node's own lines for `GET /metrics` (Prometheus text).
+    pub fn render_metrics(&self) -> String {
+        let status = self.status();
+        let [forwarded, refused, broken, unrouted] = self.forward_stats.read();
+        let owner = u8::from(status.role == "owner");
+        format!(
+            "# HELP leaseq_cluster_buckets_owned Buckets of the log this node owns.\n\
+             # TYPE leaseq_cluster_buckets_owned gauge\n\
+             leaseq_cluster_buckets_owned {owner}\n\
+             # HELP leaseq_cluster_epoch The epoch this node owns its bucket under (0: a standby).\n\
+             # TYPE leaseq_cluster_epoch gauge\n\
+             leaseq_cluster_epoch {}\n\
+             # HELP leaseq_cluster_takeovers_total Times this node took the log over.\n\
+             # TYPE leaseq_cluster_takeovers_total counter\n\
+             leaseq_cluster_takeovers_total {}\n\
+             # HELP leaseq_cluster_step_downs_total Times this node stopped owning the log.\n\
+             # TYPE leaseq_cluster_step_downs_total counter\n\
+             leaseq_cluster_step_downs_total {}\n\
+             # HELP leaseq_cluster_forwarded_requests_total Requests this node forwarded, by outcome: answered by the owner, refused by it (retried), broken (outcome unknown), unrouted (no owner known in time).\n\
+             # TYPE leaseq_cluster_forwarded_requests_total counter\n\
+             leaseq_cluster_forwarded_requests_total{{outcome=\"answered\"}} {forwarded}\n\
+             leaseq_cluster_forwarded_requests_total{{outcome=\"refused\"}} {refused}\n\
+             leaseq_cluster_forwarded_requests_total{{outcome=\"broken\"}} {broken}\n\
+             leaseq_cluster_forwarded_requests_total{{outcome=\"unrouted\"}} {unrouted}\n",
+            status.epoch.unwrap_or(0),
+            status.takeovers,
+            status.step_downs,
+        )
+    }
+
+    /// The node's control loop, until [`Api::shut_down`] and its hand-off: joins (creating or
+    /// migrating the schema), waits as a standby, takes over, serves, steps down, and again.
+    /// `on_owner` is called with each new service (to start its move driver, create configured
+    /// queues).
+    pub async fn run(self: Arc<Self>, on_owner: impl Fn(Arc<Service>) + Send + Sync + 'static) {
+        if !self.join().await {
+            return;
+        }
+        let mut watcher = tokio::spawn(self.clone().watch_owner());
+        let mut retry = RETRY_MIN;
+        while !*self.shutdown.borrow() {
+            let Some(lock) = self.wait_for_lock().await else {
+                break;
+            };
+            match self.take_over(lock).await {
+                Ok(owned) => {
+                    retry = RETRY_MIN;
+                    watcher.abort();
+                    on_owner(owned.0.service.clone());
+                    self.serve_as_owner(owned).await;
+                    watcher = tokio::spawn(self.clone().watch_owner());
+                }
+                Err(error) => {
+                    tracing::error!(%error, "taking the log over failed; trying again");
+                    tokio::time::sleep(retry).await;
+                    retry = (retry * 2).min(RETRY_MAX);
+                }
+            }
+        }
+        // Standing by after a hand-off: requests still arriving while the HTTP layer drains are
+        // forwarded to the new owner.
+        let _ = watcher.await;
+    }
+
+    /// Creates or migrates the schema (the lock's heartbeat and the standbys read its tables)
+    /// and records this node in the node table, retrying until PostgreSQL answers; `false` on
+    /// shutdown first.
+    async fn join(&self) -> bool {
+        let mut shutdown = self.shutdown.subscribe();
+        let mut retry = RETRY_MIN;
+        loop {
+            let joined = async {
+                let mut client = schema::connect(&self.config.log.connection).await?;
+                schema::migrate(&mut client, &self.schema).await?;
+                ownership::announce(&client, &self.schema, &self.identity, true).await
+            };
+            tokio::select! {
+                joined = joined => match joined {
+                    Ok(()) => return true,
+                    Err(error) => {
+                        tracing::warn!(%error, "joining the cluster: PostgreSQL did not answer; trying again");
+                        tokio::time::sleep(retry).await;
+                        retry = (retry * 2).min(RETRY_MAX);
+                    }
+                },
+                () = stopped(&mut shutdown) => return false,
+            }
+        }
+    }
+
+    /// Connects the lock's session and waits until it holds the lock, reconnecting after
+    /// failures; `None` on shutdown.
+    async fn wait_for_lock(&self) -> Option<LockSession> {
+        let mut shutdown = self.shutdown.subscribe();
+        let mut retry = RETRY_MIN;
+        loop {
+            let acquire = LockSession::acquire(
+                &self.config.log.connection,
+                &self.schema,
+                self.config.node_timeout,
+                self.config.heartbeat(),
+                self.epoch_watch(),
+                self.confirmed.clone(),
+            );
+            tokio::select! {
+                acquired = acquire => match acquired {
+                    Ok(lock) => return Some(lock),
+                    Err(error) => {
+                        tracing::warn!(%error, "waiting for the log's ownership lock failed; trying again");
+                        tokio::time::sleep(retry).await;
+                        retry = (retry * 2).min(RETRY_MAX);
+                    }
+                },
+                () = stopped(&mut shutdown) => return None,
+            }
+        }
+    }
+
+    /// The epoch the lock's heartbeat compares with (0 until a claim).
+    fn epoch_watch(&self) -> watch::Receiver<i64> {
+        self.epoch.subscribe()
+    }
+}
+
+/// Completes once `shutdown` says stop (the watch's guard is not held across an await).
+async fn stopped(shutdown: &mut watch::Receiver<bool>) {
+    let _ = shutdown.wait_for(|stop| *stop).await;
+}
+
+/// How long a hand-off waits for the requests executing on the old owner to finish.
+const HAND_OFF_DRAIN_MAX: Duration = Duration::from_secs(5);
+
+impl ClusterNode {
+    /// Waits until a shutdown's hand-off is done: the log checkpointed and the lock released
+    /// (at once if this node did not own the log).
+    pub async fn handed_off(&self) {
+        let mut handed_off = self.handed_off.subscribe();
+        let _ = handed_off.wait_for(|done| *done).await;
+    }
+
+    /// Raises the epoch (in the opening of the log), recovers the engine and starts the
+    /// service, on PostgreSQL's clock.
+    async fn take_over(
+        &self,
+        lock: LockSession,
+    ) -> Result<(Arc<Owned>, LockSession), PostgresError> {
+        let started = Instant::now();
+        self.clock
+            .set_offset(ownership::clock_offset_ms(&lock.client).await?);
+        let config = self.config.clone();
+        let opened = tokio::task::spawn_blocking(move || {
+            crate::open_service_with_epoch(
+                &config.log,
+                config.service,
+                config.checkpoint_log_bytes_min,
+            )
+        })
+        .await
+        .map_err(|error| PostgresError::Config(format!("the takeover's task failed: {error}")))?;
+        let (service, epoch) = opened?;
+        self.epoch.send_replace(epoch);
+        let sent = Instant::now();
+        if !lock.alive() || !ownership::check_epoch(&lock.client, &self.schema, epoch).await? {
+            self.epoch.send_replace(0);
+            return Err(PostgresError::Config(
+                "lost the ownership lock or the epoch while recovering".into(),
+            ));
+        }
+        self.confirmed.mark(sent);
+        let mut service = service.with_clock(self.clock.clone());
+        if let Some(metrics) = &self.config.metrics {
+            service = service.with_metrics(metrics.clone());
+        }
+        let owned = Arc::new(Owned {
+            service: Arc::new(service),
+            epoch,
+            lock_client: lock.client.clone(),
+            in_flight: AtomicU64::new(0),
+            idle: Notify::new(),
+        });
+        *self.role.write() = Role::Owner(owned.clone());
+        *self.refused.lock() = None;
+        self.takeovers.fetch_add(1, Ordering::Relaxed);
+        tracing::info!(
+            node = %self.identity.node_id,
+            epoch,
+            took_ms = started.elapsed().as_millis() as u64,
+            clock_offset_ms = self.clock.offset_ms(),
+            "took the log over: this node is the owner"
+        );
+        Ok((owned, lock))
+    }
+
+    /// Serves as the owner until the lock's session or the epoch is lost (then steps down) or
+    /// the node shuts down (then hands off).
+    async fn serve_as_owner(&self, (owned, lock): (Arc<Owned>, LockSession)) {
+        let mut shutdown = self.shutdown.subscribe();
+        let mut alive = lock.alive_watch();
+        let mut announced = Instant::now();
+        loop {
+            if announced.elapsed() >= ANNOUNCE_EVERY {
+                let (client, schema, node) = (
+                    owned.lock_client.clone(),
+                    self.schema.clone(),
+                    self.identity.clone(),
+                );
+                tokio::spawn(
+                    async move { ownership::announce(&client, &schema, &node, false).await },
+                );
+                announced = Instant::now();
+            }
+            tokio::select! {
+                () = tokio::time::sleep(self.config.heartbeat()) => {}
+                () = self.look_again.notified() => {}
+                _ = alive.changed() => {}
+                () = stopped(&mut shutdown) => {
+                    self.hand_off(&owned, lock).await;
+                    return;
+                }
+            }
+            let reason = if !lock.alive() {
+                Some("the ownership session ended")
+            } else if owned.service.host().stopped_reason().is_some() {
+                Some("the log failed")
+            } else if !self.confirmed.within(self.config.node_timeout) {
+                Some("the epoch was not confirmed within the node timeout")
+            } else {
+                None
+            };
+            if let Some(reason) = reason {
+                self.step_down(&owned, lock, reason);
+                return;
+            }
+        }
+    }
+
+    /// Stops owning at once: the lock (and any chance of a confirmed read) goes, the service
+    /// releases its long polls; requests executing now fail their confirmation.
+    fn step_down(&self, owned: &Owned, lock: LockSession, reason: &str) {
+        *self.role.write() = Role::Standby { owner: None };
+        self.epoch.send_replace(0);
+        self.confirmed.clear();
+        owned.service.shut_down();
+        drop(lock);
+        self.step_downs.fetch_add(1, Ordering::Relaxed);
+        tracing::warn!(node = %self.identity.node_id, epoch = owned.epoch, reason, "stepped down: this node no longer owns the log");
+    }
+
+    /// Leaves gracefully: no new requests (they wait for the next owner), the ones executing
+    /// finish, a checkpoint makes the next owner's replay short, then the lock goes.
+    async fn hand_off(&self, owned: &Owned, lock: LockSession) {
+        *self.role.write() = Role::Standby { owner: None };
+        owned.service.shut_down();
+        owned.drained(HAND_OFF_DRAIN_MAX).await;
+        let service = owned.service.clone();
+        match tokio::task::spawn_blocking(move || service.host().checkpoint()).await {
+            Ok(Ok(())) => {}
+            Ok(Err(error)) => {
+                tracing::error!(%error, "the hand-off's checkpoint failed; the next owner replays the log")
+            }
+            Err(error) => tracing::error!(%error, "the hand-off's checkpoint panicked"),
+        }
+        self.epoch.send_replace(0);
+        self.confirmed.clear();
+        drop(lock);
+        self.step_downs.fetch_add(1, Ordering::Relaxed);
+        tracing::info!(node = %self.identity.node_id, epoch = owned.epoch, "handed the log off");
+        self.handed_off.send_replace(true);
+    }
+
+    /// A standby's watch: reads the bucket's owner every [`OWNER_POLL`] (or when told to look
+    /// again) and refreshes this node's row of the node table. Runs until aborted.
+    async fn watch_owner(self: Arc<Self>) {
+        let mut client: Option<Client> = None;
+        let mut announced = Instant::now();
+        loop {
+            if client.is_none() {
+                client = match schema::connect(&self.config.log.connection).await {
+                    Ok(client) => Some(client),
+                    Err(error) => {
+                        tracing::warn!(%error, "a standby could not reach PostgreSQL");
+                        None
+                    }
+                };
+            }
+            if let Some(connected) = &client {
+                match ownership::read_owner(connected, &self.schema).await {
+                    Ok(row) => self.see_owner(row),
+                    Err(error) => {
+                        tracing::debug!(%error, "reading the log's owner failed");
+                        client = None;
+                    }
+                }
+            }
+            if let Some(connected) = client
+                .as_ref()
+                .filter(|_| announced.elapsed() >= ANNOUNCE_EVERY)
+            {
+                let _ = ownership::announce(connected, &self.schema, &self.identity, false).await;
+                announced = Instant::now();
+            }
+            tokio::select! {
+                () = tokio::time::sleep(OWNER_POLL) => {}
+                () = self.look_again.notified() => {}
+            }
+        }
+    }
+
+    /// Takes in the owner as PostgreSQL records it: not this node (a row left by its own earlier
+    /// ownership), and not one a forward just failed to reach under the same epoch.
+    fn see_owner(&self, row: Option<OwnerRow>) {
+        let row = row.filter(|row| row.node_id != self.identity.node_id);
+        let row = {
+            let mut refused = self.refused.lock();
+            match (&row, &*refused) {
+                (Some(row), Some((node_id, epoch)))
+                    if row.node_id == *node_id && row.epoch == *epoch =>
+                {
+                    None
+                }
+                _ => {
+                    *refused = None;
+                    row
+                }
+            }
+        };
+        let mut role = self.role.write();
+        if let Role::Standby { owner } = &mut *role {
+            let unchanged = owner.as_ref().map(|(known, _)| known) == row.as_ref();
+            if !unchanged {
+                if let Some(row) = &row {
+                    tracing::info!(owner = %row.node_id, epoch = row.epoch, "the log's owner");
+                }
+                *owner = row.map(|row| {
+                    let peer = Peer {
+                        node_id: row.node_id.as_str().into(),
+                        address: row.advertise.as_str().into(),
+                    };
+                    (row, peer)
+                });
+            }
+        }
+    }
+
+    /// Whether `owned`'s epoch is confirmed recently enough to answer; checks it on the spot if
+    /// not.
+    async fn confirm(&self, owned: &Owned) -> Result<(), SqsError> {
+        let window = self.config.confirm_window();
+        if self.confirmed.within(window) {
+            return Ok(());
+        }
+        let sent = Instant::now();
+        let check = ownership::check_epoch(&owned.lock_client, &self.schema, owned.epoch);
+        match tokio::time::timeout(window, check).await {
+            Ok(Ok(true)) => {
+                self.confirmed.mark(sent);
+                Ok(())
+            }
+            _ => {
+                self.look_again.notify_one();
+                Err(SqsError::service_unavailable(
+                    "this node could not confirm that it still owns the log; the request may or \
+                     may not have taken effect",
+                ))
+            }
+        }
+    }
+}
+
+impl Api for ClusterNode {
+    async fn execute(&self, action: Action, caller: &Caller) -> Result<Outcome, SqsError> {
+        let owned = match &*self.role.read() {
+            Role::Owner(owned) => owned.clone(),
+            Role::Standby { .. } => {
+                return Err(SqsError::service_unavailable(
+                    "this node does not own the log right now; try again",
+                ))
+            }
+        };
+        let _in_flight = owned.enter();
+        self.confirm(&owned).await?;
+        let result = owned.service.execute(action, caller).await;
+        // An answer that left only after the epoch was confirmed again: a node paused past its
+        // node timeout answers nothing from its stale engine.
+        self.confirm(&owned).await?;
+        result
+    }
+
+    fn shut_down(&self) {
+        self.shutdown.send_replace(true);
+        if self.owned_service().is_none() {
+            self.handed_off.send_replace(true);
+        }
+        self.look_again.notify_one();
+    }
+
+    fn readiness(&self) -> Result<(), String> {
+        match &*self.role.read() {
+            Role::Owner(owned) => owned.service.readiness(),
+            Role::Standby { owner: Some(_) } => Ok(()),
+            Role::Standby { owner: None } => Err("no owner of the log is known".into()),
+        }
+    }
+
+    fn route(&self) -> Route {
+        match &*self.role.read() {
+            Role::Owner(_) => Route::Here,
+            Role::Standby {
+                owner: Some((_, peer)),
+            } => Route::Peer(peer.clone()),
+            Role::Standby { owner: None } => Route::Unknown,
+        }
+    }
+
+    fn peer_refused(&self, peer: &Peer) {
+        let mut role = self.role.write();
+        if let Role::Standby { owner } = &mut *role {
+            if let Some((row, _)) = owner
+                .as_ref()
+                .filter(|(row, _)| *row.node_id == *peer.node_id)
+            {
+                *self.refused.lock() = Some((row.node_id.clone(), row.epoch));
+                *owner = None;
+            }
+        }
+        drop(role);
+        self.look_again.notify_one();
+    }
+
+    fn forward_stats(&self) -> Option<&ForwardStats> {
+        Some(&self.forward_stats)
+    }
+}

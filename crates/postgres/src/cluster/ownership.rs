@@ -1,0 +1,253 @@
+//! Ownership of the bucket: the session that proves a node alive, the check that it still owns,
+//! and the statements a standby reads the owner with.
+//!
+//! **Liveness** is a session advisory lock, [`LockSession`]: the owner holds
+//! `pg_advisory_lock(ownership key)` on a session of its own, and PostgreSQL releases it the
+//! moment that session ends, whether the node died (its socket closed) or stopped answering
+//! (the session's `idle_session_timeout`, set to the node timeout, ends a session that has sent
+//! nothing for that long: a paused process). The owner keeps the session busy with a check of
+//! the bucket's epoch every heartbeat, so a healthy owner's session never idles that long.
+//!
+//! **Safety** is the epoch, never liveness: a node that lost its session may not know it yet,
+//! but the node that got the lock next raised the epoch before reading anything, and every flush
+//! of the old owner is fenced by that epoch (see `docs/design/postgres.md`). What liveness adds
+//! is that reads are answered only while the node's epoch was confirmed recently
+//! ([`Confirmed`]).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+use tokio::sync::watch;
+use tokio_postgres::Client;
+
+use crate::schema::{self, Schema};
+use crate::{PostgresError, SINGLE_NODE_BUCKET};
+
+/// The bucket's owner, as a standby reads it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct OwnerRow {
+    pub node_id: String,
+    pub advertise: String,
+    pub epoch: i64,
+}
+
+/// The owner of the bucket as recorded by its last claim, if any node ever claimed it.
+pub(crate) async fn read_owner(
+    client: &Client,
+    schema: &Schema,
+) -> Result<Option<OwnerRow>, PostgresError> {
+    let row = client
+        .query_opt(
+            &schema.sql(
+                "SELECT owner, owner_advertise, epoch FROM {schema}.bucket
+                 WHERE bucket = $1 AND owner IS NOT NULL AND owner_advertise IS NOT NULL",
+            ),
+            &[&SINGLE_NODE_BUCKET],
+        )
+        .await?;
+    Ok(row.map(|row| OwnerRow {
+        node_id: row.get(0),
+        advertise: row.get(1),
+        epoch: row.get(2),
+    }))
+}
+
+/// Records this node in the node table (or refreshes its row): for operators only.
+pub(crate) async fn announce(
+    client: &Client,
+    schema: &Schema,
+    node: &crate::NodeIdentity,
+    starting: bool,
+) -> Result<(), PostgresError> {
+    let sql = if starting {
+        "INSERT INTO {schema}.node AS n (node_id, advertise, started_at, seen_at)
+         VALUES ($1, $2, clock_timestamp(), clock_timestamp())
+         ON CONFLICT (node_id) DO UPDATE SET advertise = $2, started_at = clock_timestamp(),
+             seen_at = clock_timestamp()"
+    } else {
+        "UPDATE {schema}.node SET seen_at = clock_timestamp(), advertise = $2 WHERE node_id = $1"
+    };
+    client
+        .execute(&schema.sql(sql), &[&node.node_id, &node.advertise])
+        .await?;
+    Ok(())
+}
+
+/// The offset of PostgreSQL's clock from this host's, in milliseconds, rounded so that this
+/// host's clock plus the offset is never ahead of PostgreSQL's: the reading is compared with the
+/// host's time *after* the answer arrived, so the round trip makes the offset smaller, never
+/// larger. A lease deadline is then never reached early on this node's clock (see
+/// `docs/design/cluster.md`, "One clock").
+pub(crate) async fn clock_offset_ms(client: &Client) -> Result<i64, PostgresError> {
+    let row = client
+        .query_one(
+            "SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint",
+            &[],
+        )
+        .await?;
+    let after_ms = leaseq_server::clock::now_ms() as i64;
+    let postgres_ms: i64 = row.get(0);
+    Ok(postgres_ms - after_ms)
+}
+
+/// When this node last saw the bucket's epoch be its own.
+#[derive(Debug, Default)]
+pub(crate) struct Confirmed {
+    at: Mutex<Option<Instant>>,
+}
+
+impl Confirmed {
+    pub(crate) fn mark(&self, at: Instant) {
+        let mut last = self.at.lock();
+        if last.is_none_or(|last| last < at) {
+            *last = Some(at);
+        }
+    }
+
+    /// Whether the epoch was confirmed within `window` of now.
+    pub(crate) fn within(&self, window: Duration) -> bool {
+        self.at.lock().is_some_and(|at| at.elapsed() <= window)
+    }
+
+    pub(crate) fn clear(&self) {
+        *self.at.lock() = None;
+    }
+}
+
+/// The session that holds the ownership lock, once [`LockSession::acquire`] returned.
+pub(crate) struct LockSession {
+    pub client: Arc<Client>,
+    /// `false` once the session is known to be gone (a heartbeat failed).
+    alive: watch::Receiver<bool>,
+    heartbeat: tokio::task::JoinHandle<()>,
+}
+
+impl LockSession {
+    /// Connects a session that ends itself after `node_timeout` without a statement, then waits
+    /// (however long) until it holds the ownership lock of the bucket. Heartbeats start at once,
+    /// so the session stays alive while the node recovers; each confirms `confirmed` when the
+    /// epoch it reads is `epoch`'s current value (0 until the node has claimed the bucket).
+    pub(crate) async fn acquire(
+        connection: &str,
+        schema: &Schema,
+        node_timeout: Duration,
+        heartbeat: Duration,
+        epoch: watch::Receiver<i64>,
+        confirmed: Arc<Confirmed>,
+    ) -> Result<LockSession, PostgresError> {
+        let client = schema::connect(connection).await?;
+        // No statement timeout: the lock may take hours to come. The idle timeout counts only
+        // between statements, so it is set before the wait, and from the moment the lock is
+        // granted a node that stops sending heartbeats loses it.
+        client
+            .batch_execute(&format!(
+                "SET statement_timeout = 0; SET idle_session_timeout = {}",
+                node_timeout.as_millis().max(1)
+            ))
+            .await?;
+        client
+            .execute(
+                "SELECT pg_advisory_lock($1)",
+                &[&schema.ownership_key(SINGLE_NODE_BUCKET)],
+            )
+            .await?;
+        let client = Arc::new(client);
+        let (alive_tx, alive) = watch::channel(true);
+        let heartbeat = tokio::spawn(beat(
+            client.clone(),
+            schema.clone(),
+            heartbeat,
+            epoch,
+            confirmed,
+            alive_tx,
+        ));
+        Ok(LockSession {
+            client,
+            alive,
+            heartbeat,
+        })
+    }
+
+    /// Whether the session is still believed alive.
+    pub(crate) fn alive(&self) -> bool {
+        *self.alive.borrow()
+    }
+
+    /// Changes when the session is found gone.
+    pub(crate) fn alive_watch(&self) -> watch::Receiver<bool> {
+        self.alive.clone()
+    }
+}
+
+impl Drop for LockSession {
+    fn drop(&mut self) {
+        // The heartbeat holds a clone of the client; once it stops, the last clone goes and the
+        // connection closes, which releases the lock.
+        self.heartbeat.abort();
+    }
+}
+
+/// Reads the bucket's epoch every `every`, keeping the session busy; marks `confirmed` when it
+/// is ours; says the session is gone (and stops) when a read fails or takes longer than a
+/// heartbeat should.
+async fn beat(
+    client: Arc<Client>,
+    schema: Schema,
+    every: Duration,
+    epoch: watch::Receiver<i64>,
+    confirmed: Arc<Confirmed>,
+    alive: watch::Sender<bool>,
+) {
+    let sql = schema.sql("SELECT epoch FROM {schema}.bucket WHERE bucket = $1");
+    let mut ticks = tokio::time::interval(every);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        ticks.tick().await;
+        let sent = Instant::now();
+        let read = client.query_opt(&sql, &[&SINGLE_NODE_BUCKET]);
+        match tokio::time::timeout(every.max(Duration::from_millis(500)) * 4, read).await {
+            Ok(Ok(row)) => {
+                let current: Option<i64> = row.map(|row| row.get(0));
+                let ours = *epoch.borrow();
+                if ours != 0 && current == Some(ours) {
+                    // The epoch was ours when the statement was sent, at the latest.
+                    confirmed.mark(sent);
+                } else if ours != 0 {
+                    tracing::warn!(
+                        ours,
+                        ?current,
+                        "the bucket's epoch is no longer this node's"
+                    );
+                    let _ = alive.send(false);
+                    return;
+                }
+            }
+            Ok(Err(error)) => {
+                tracing::warn!(error = %crate::describe(&error), "the ownership session ended");
+                let _ = alive.send(false);
+                return;
+            }
+            Err(_) => {
+                tracing::warn!("the ownership session stopped answering");
+                let _ = alive.send(false);
+                return;
+            }
+        }
+    }
+}
+
+/// One check of the epoch, now, on the ownership session: `true` when it is still `epoch`.
+pub(crate) async fn check_epoch(
+    client: &Client,
+    schema: &Schema,
+    epoch: i64,
+) -> Result<bool, PostgresError> {
+    let row = client
+        .query_opt(
+            &schema.sql("SELECT epoch FROM {schema}.bucket WHERE bucket = $1"),
+            &[&SINGLE_NODE_BUCKET],
+        )
+        .await?;
+    Ok(row.map(|row| row.get::<_, i64>(0)) == Some(epoch))
+}
