@@ -21,7 +21,7 @@
 //! exactly `maxReceiveCount`, exact counts. Each round has queues of its own, so a long run
 //! is checked round by round on histories of bounded size.
 //!
-//! `LEASEQ_CLUSTER_CYCLES=N` runs N fault cycles (default 4: one of each kind; the nightly
+//! `LEASEQ_CLUSTER_CYCLES=N` runs N fault cycles (default 8: two of each kind; the nightly
 //! run takes 100 or more); `LEASEQ_CLUSTER_SEED=x` replays the fault order, the pauses and
 //! the clients' choices (the interleaving is the machine's). The nodes' logs and the schema
 //! name are in `target/tmp/cluster-PID-SEED/`, kept when the test fails.
@@ -50,8 +50,8 @@ use leaseq_testkit::sim;
 use common::PostgresSchema;
 use workload::{Nodes, Queues, Recording};
 
-/// Fault cycles of the normal suite: one of each kind. `LEASEQ_CLUSTER_CYCLES` overrides.
-const CYCLES_DEFAULT: u64 = 4;
+/// Fault cycles of the normal suite: two of each kind. `LEASEQ_CLUSTER_CYCLES` overrides.
+const CYCLES_DEFAULT: u64 = 8;
 /// Cycles checked in one history: a round's history stays small enough to check in seconds.
 const ROUND_CYCLES_MAX: u64 = 10;
 /// The nodes that run throughout; a fourth joins and leaves in the join cycles.
@@ -515,7 +515,7 @@ impl Cluster {
                 panic!(
                     "no takeover from {before} within {TAKEOVER_TIMEOUT:?}; views: {:?}\n{}",
                     self.views().await,
-                    self.log_tails()
+                    self.diagnostics().await
                 );
             }
             tokio::time::sleep(PROBE_INTERVAL).await;
@@ -535,7 +535,7 @@ impl Cluster {
                 panic!(
                     "the nodes did not agree on one owner within {STABLE_TIMEOUT:?}; views: \
                      {views:?}\n{}",
-                    self.log_tails()
+                    self.diagnostics().await
                 );
             }
             tokio::time::sleep(PROBE_INTERVAL).await;
@@ -555,16 +555,28 @@ impl Cluster {
         views
     }
 
-    fn log_tails(&self) -> String {
-        let tails: Vec<String> = self
-            .nodes
-            .iter()
-            .filter(|node| node.server.is_some())
-            .map(Node::log_tail)
-            .collect();
+    /// What a failure's message shows of the nodes: each one's cluster lines of `/metrics`
+    /// (forwards refused, broken, unrouted; takeovers, step-downs) and the end of its logs.
+    async fn diagnostics(&self) -> String {
+        let mut text = String::new();
+        for node in self.nodes.iter().filter(|node| node.server.is_some()) {
+            let metrics = match get(node.addr, "/metrics").await {
+                Ok(page) => page
+                    .text()
+                    .lines()
+                    .filter(|line| line.starts_with("leaseq_cluster_"))
+                    .collect::<Vec<_>>()
+                    .join("\n"),
+                Err(error) => error,
+            };
+            text.push_str(&format!(
+                "--- {}: {metrics}\n{}\n",
+                node.id,
+                node.log_tail()
+            ));
+        }
         format!(
-            "{}\n(all logs in {}; the log in schema {})",
-            tails.join("\n"),
+            "{text}(all logs in {}; the log in schema {})",
             self.scratch.path().display(),
             self.postgres.schema
         )

@@ -153,8 +153,8 @@ fn url(queue: &str) -> String {
 }
 
 /// Where an operation went: the node it was sent to, and the node that says it executed it
-/// (the [`NODE_HEADER`] of its answer; none without an answer, or from a node that does not
-/// send one).
+/// (the [`NODE_HEADER`] of its answer, a success or an error; none without an answer, or from
+/// a node that does not send one).
 #[derive(Clone, Debug)]
 pub struct Route {
     /// The address the client sent the request to.
@@ -189,7 +189,8 @@ impl Recording {
             .cloned()
     }
 
-    /// How many answered operations each node executed (by the ids the answers named).
+    /// How many operations each node answered, successes and errors (by the ids the answers
+    /// named).
     pub fn executed_by_node(&self) -> BTreeMap<String, usize> {
         let routes = self
             .routes
@@ -205,8 +206,8 @@ impl Recording {
         counts
     }
 
-    /// How many answered operations were executed by another node than the one they were
-    /// sent to, given which node id listens on each address (forwarded by a standby).
+    /// How many operations were answered by another node than the one they were sent to
+    /// (forwarded by a standby), given which node id listens on each address.
     pub fn forwarded(&self, node_at: &HashMap<SocketAddr, String>) -> usize {
         let routes = self
             .routes
@@ -260,7 +261,7 @@ async fn call_until_answered(nodes: &Nodes, action: &str, request: &Value) -> Va
             "{action}: no node answered within {SETTLE_TIMEOUT:?}; the last error: {last_error}"
         );
         match call_once(address, nodes.answer_within, action, request).await {
-            Ok((value, _)) => return value,
+            Ok(value) => return value,
             Err(CallError::Status { status, code, .. }) if status < 500 => {
                 panic!("{action}: {status} {code}: {request}")
             }
@@ -271,15 +272,17 @@ async fn call_until_answered(nodes: &Nodes, action: &str, request: &Value) -> Va
     unreachable!("the nodes cycle forever")
 }
 
-/// One call on a connection of its own: the answer, and the node that executed it.
+/// One call on a connection of its own.
 async fn call_once(
     address: SocketAddr,
     answer_within: Duration,
     action: &str,
     request: &Value,
-) -> Result<(Value, Option<String>), CallError> {
+) -> Result<Value, CallError> {
     let mut connection = connect(address).await?;
-    call(&mut connection, answer_within, action, request).await
+    call(&mut connection, answer_within, action, request)
+        .await
+        .0
 }
 
 async fn connect(address: SocketAddr) -> Result<Connection, CallError> {
@@ -288,27 +291,25 @@ async fn connect(address: SocketAddr) -> Result<Connection, CallError> {
         .unwrap_or(Err(CallError::NoAnswer(CONNECT_TIMEOUT)))
 }
 
-/// Sends `action` on `connection`, waiting at most `answer_within`: its JSON answer (or error)
-/// and the node the answer says executed it.
+/// Sends `action` on `connection`, waiting at most `answer_within`: its JSON answer (or error),
+/// and the node the answer (a success or an error) says executed it.
 async fn call(
     connection: &mut Connection,
     answer_within: Duration,
     action: &str,
     request: &Value,
-) -> Result<(Value, Option<String>), CallError> {
+) -> (Result<Value, CallError>, Option<String>) {
     let target = target(action);
+    let headers = json_headers(&target);
     let body = request.to_string();
-    let response = connection
-        .send_within(
-            answer_within,
-            "POST",
-            "/",
-            &json_headers(&target),
-            body.as_bytes(),
-        )
-        .await?;
-    let node = response.header(NODE_HEADER).map(str::to_string);
-    json_answer(action, &response).map(|value| (value, node))
+    let sent = connection.send_within(answer_within, "POST", "/", &headers, body.as_bytes());
+    match sent.await {
+        Ok(response) => {
+            let node = response.header(NODE_HEADER).map(str::to_string);
+            (json_answer(action, &response), node)
+        }
+        Err(error) => (Err(error), None),
+    }
 }
 
 /// Records the outcome of one call: 4xx is refused with no effect, anything else unknown.
@@ -421,11 +422,8 @@ impl Client {
         };
         let history = &self.recording.history;
         let id = history.invoke(self.process, op);
-        let answer = call(connection, self.nodes.answer_within, action, request).await;
-        let executed_by = match &answer {
-            Ok((_, node)) => node.clone(),
-            Err(_) => None,
-        };
+        let (answer, executed_by) =
+            call(connection, self.nodes.answer_within, action, request).await;
         self.recording.route(
             id,
             Route {
@@ -433,7 +431,6 @@ impl Client {
                 executed_by,
             },
         );
-        let answer = answer.map(|(value, _)| value);
         record(history, id, &answer, reply);
         match &answer {
             Ok(_) => {}
@@ -671,8 +668,8 @@ async fn list_once(
         "GetQueueAttributes",
         &request,
     )
-    .await
-    .map_err(|error| format!("the counts: {error}"))?;
+    .await;
+    let attributes = attributes.map_err(|error| format!("the counts: {error}"))?;
     let count = |name: &str| -> u64 {
         attributes["Attributes"][name]
             .as_str()
@@ -697,8 +694,8 @@ async fn list_once(
             "LeaseqPeekMessages",
             &request,
         )
-        .await
-        .map_err(|error| format!("a page: {error}"))?;
+        .await;
+        let page = page.map_err(|error| format!("a page: {error}"))?;
         if page_node != node {
             return Err(format!(
                 "a page from {page_node:?}, the counts from {node:?}"
