@@ -23,8 +23,9 @@
 //!
 //! `LEASEQ_CLUSTER_CYCLES=N` runs N fault cycles (default 8: two of each kind; the nightly
 //! run takes 100 or more); `LEASEQ_CLUSTER_SEED=x` replays the fault order, the pauses and
-//! the clients' choices (the interleaving is the machine's). The nodes' logs and the schema
-//! name are in `target/tmp/cluster-PID-SEED/`, kept when the test fails.
+//! the clients' choices (the interleaving is the machine's). The nodes' logs are in
+//! `target/tmp/cluster-PID-SEED/`, kept when the test fails; the PostgreSQL schema of the run
+//! is dropped either way.
 
 mod common;
 #[path = "../../server/tests/history_check/workload.rs"]
@@ -126,7 +127,7 @@ async fn a_cluster_under_kills_pauses_restarts_and_joins_leaves_a_history_that_c
         cluster.await_stable().await;
         workload::observe(&cluster.clients, &queues, &recording).await;
         let config = queues.config();
-        let summary = workload::check_or_panic(&recording, &config, clients_seed, &tallies);
+        let summary = workload::check_or_panic(&recording, &config, seed, &tallies);
         // The checks have teeth on this very history: a message taken out of its listing is
         // noticed as a lost send.
         workload::assert_a_lost_send_is_noticed(&recording, &config);
@@ -582,7 +583,8 @@ impl Cluster {
         )
     }
 
-    /// Stops every node gracefully: each must exit cleanly.
+    /// Stops every node gracefully: each must exit cleanly, and no start of any node may have
+    /// panicked (a panic in a request's task does not end the process, so only its log shows it).
     async fn stop_all(&mut self) {
         for node in self.nodes.iter_mut().filter(|node| node.up) {
             let server = node
@@ -598,6 +600,18 @@ impl Cluster {
                 node.id,
                 node.log_tail()
             );
+        }
+        for node in self.nodes.iter().filter(|node| node.server.is_some()) {
+            let logs = node
+                .server
+                .as_ref()
+                .map(ChildServer::logs)
+                .unwrap_or_default();
+            let panics: Vec<&str> = logs
+                .lines()
+                .filter(|line| line.contains("panicked"))
+                .collect();
+            assert!(panics.is_empty(), "{} panicked: {panics:#?}", node.id);
         }
     }
 }
