@@ -87,6 +87,12 @@ pub struct ServeArgs {
     /// [default: `--listen`, unless it is a wildcard address such as 0.0.0.0].
     #[arg(long, env = "LEASEQ_ADVERTISE")]
     advertise: Option<String>,
+    /// With `--cluster`, a plain-HTTP listener where the other nodes forward requests to this
+    /// one (the SQS API, as on `--listen`; signatures are verified as there). Needed when
+    /// `--listen` speaks TLS (`--tls-cert`), since nodes forward over plain HTTP: keep it on a
+    /// private network; `--advertise` then defaults to it.
+    #[arg(long, env = "LEASEQ_CLUSTER_LISTEN")]
+    cluster_listen: Option<SocketAddr>,
     /// With `--cluster`, how long the owner may stop answering PostgreSQL (a pause, a
     /// partition) before a standby takes the log over [default: 5000]. Shorter fails over
     /// sooner; too short makes a briefly starved owner lose the log (safe, but a takeover).
@@ -192,6 +198,7 @@ struct FileConfig {
     cluster: Option<bool>,
     node_id: Option<String>,
     advertise: Option<String>,
+    cluster_listen: Option<SocketAddr>,
     node_timeout_ms: Option<u64>,
     in_memory: Option<bool>,
     salvage: Option<bool>,
@@ -478,15 +485,19 @@ fn settings(args: ServeArgs) -> anyhow::Result<Settings> {
         Some(0) => bail!("max_connections must be at least 1"),
         Some(n) => usize::try_from(n).context("max_connections is too large")?,
     };
-    let cluster = cluster::settings(
-        args.cluster.or(file.cluster).unwrap_or(false),
-        postgres.is_some(),
-        tls.is_some(),
+    let cluster = cluster::settings(cluster::Flags {
+        cluster: args.cluster.or(file.cluster).unwrap_or(false),
+        postgres: postgres.is_some(),
+        tls: tls.is_some(),
         listen,
-        args.node_id.or(file.node_id),
-        args.advertise.or(file.advertise),
-        args.node_timeout_ms.or(file.node_timeout_ms),
-    )?;
+        node_id: args.node_id.or(file.node_id),
+        advertise: args.advertise.or(file.advertise),
+        cluster_listen: args.cluster_listen.or(file.cluster_listen),
+        node_timeout_ms: args.node_timeout_ms.or(file.node_timeout_ms),
+    })?;
+    if let Some(cluster_listen) = cluster.as_ref().and_then(|c| c.cluster_listen) {
+        check_exposure(auth, allow_anonymous, cluster_listen, &credentials)?;
+    }
     let mut queues = file.queues;
     queues.extend(args.queues.into_iter().map(|name| QueueSpec {
         name,

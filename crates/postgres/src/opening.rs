@@ -77,6 +77,18 @@ impl PgLogOpening {
             let mut other = schema::connect(&connection).await?;
             schema::migrate(&mut other, &name).await?;
             let key = schema::receipt_key(&other, &name).await?;
+            if owner.is_none() {
+                // A single node would take the log over from a running cluster (fencing its
+                // owner), and the cluster would take it back: refuse, naming the owner.
+                if let Some(node) =
+                    schema::live_cluster_owner(&other, &name, SINGLE_NODE_BUCKET).await?
+                {
+                    return Err(PostgresError::Config(format!(
+                        "cluster node {node:?} owns the log in this schema: start this node with \
+                         --cluster true to join the cluster, or use another --postgres-schema"
+                    )));
+                }
+            }
             let flush = schema::connect(&connection).await?;
             let epoch = schema::claim(&other, &name, SINGLE_NODE_BUCKET, owner.as_ref()).await?;
             Ok::<_, PostgresError>((flush, other, key, epoch))

@@ -184,6 +184,16 @@ fn fnv1a(bytes: impl Iterator<Item = u8>) -> i64 {
 /// Connects with `config` (a libpq-style string) and spawns the connection onto the current
 /// runtime. The connect attempt is bounded, so a PostgreSQL that is down fails the start promptly.
 pub(crate) async fn connect(config: &str) -> Result<Client, PostgresError> {
+    connect_watched(config)
+        .await
+        .map(|(client, _closed)| client)
+}
+
+/// [`connect`], and a receiver that completes the moment the connection ends (PostgreSQL ended
+/// the session, the socket broke): sooner than the next statement on it would fail.
+pub(crate) async fn connect_watched(
+    config: &str,
+) -> Result<(Client, tokio::sync::oneshot::Receiver<()>), PostgresError> {
     let mut parsed: tokio_postgres::Config = config.parse().map_err(|error| {
         PostgresError::Config(format!(
             "the connection string: {}",
@@ -205,17 +215,19 @@ pub(crate) async fn connect(config: &str) -> Result<Client, PostgresError> {
         .await
         .map_err(|_| PostgresError::Connect("timed out".into()))?
         .map_err(|error| PostgresError::Connect(crate::describe(&error)))?;
+    let (closed_tx, closed) = tokio::sync::oneshot::channel();
     tokio::spawn(async move {
         if let Err(error) = connection.await {
-            tracing::warn!(%error, "a PostgreSQL connection of the log ended");
+            tracing::warn!(error = %crate::describe(&error), "a PostgreSQL connection of the log ended");
         }
+        let _ = closed_tx.send(());
     });
     // A server that stops answering fails the statement rather than holding a flush forever.
     let timeout_ms = crate::STATEMENT_TIMEOUT.as_millis();
     client
         .batch_execute(&format!("SET statement_timeout = {timeout_ms}"))
         .await?;
-    Ok(client)
+    Ok((client, closed))
 }
 
 /// Creates or migrates the schema to [`SCHEMA_VERSION`]; refuses a newer one. Returns the
@@ -291,6 +303,29 @@ pub(crate) async fn receipt_key(
     let key: &[u8] = row.get(0);
     key.try_into()
         .map_err(|_| PostgresError::Config("the stored receipt key is not 16 bytes".into()))
+}
+
+/// The condition, in SQL over `pg_locks` as `l`, that `l` is the granted ownership lock whose
+/// key is `$1` in this database (an advisory lock's 64-bit key is split into `classid`, the high
+/// half, and `objid`).
+pub(crate) const OWNERSHIP_LOCK_HELD: &str = "l.locktype = 'advisory' AND l.granted
+    AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+    AND ((l.classid::bigint << 32) | l.objid::bigint) = $1";
+
+/// The cluster node that owns `bucket` and holds its ownership lock right now, if one does.
+pub(crate) async fn live_cluster_owner(
+    client: &Client,
+    schema: &Schema,
+    bucket: i32,
+) -> Result<Option<String>, PostgresError> {
+    let sql = schema.sql(&format!(
+        "SELECT b.owner FROM {{schema}}.bucket b WHERE b.bucket = $2 AND b.owner IS NOT NULL
+         AND EXISTS (SELECT 1 FROM pg_locks l WHERE {OWNERSHIP_LOCK_HELD})"
+    ));
+    let row = client
+        .query_opt(&sql, &[&schema.ownership_key(bucket), &bucket])
+        .await?;
+    Ok(row.map(|row| row.get(0)))
 }
 
 /// Takes over `bucket`: raises its epoch (creating it at 1), records the new owner (`None` on a

@@ -170,7 +170,15 @@ fn base_url<B>(shared: &Shared<B>, headers: &HeaderMap) -> Arc<str> {
         .and_then(|h| h.to_str().ok())
         .filter(|h| !h.is_empty())
         .unwrap_or("localhost");
-    let scheme = shared.scheme;
+    // A request a peer forwarded (a cluster's standby) says which scheme its client used.
+    let scheme = match headers
+        .get(forward::FORWARDED_PROTO)
+        .map(HeaderValue::as_bytes)
+    {
+        Some(b"https") => "https://",
+        Some(b"http") => "http://",
+        _ => shared.scheme,
+    };
     // Clients keep asking for the same host, so each thread keeps the last URL it built and
     // hands it out again while the scheme and host match: a comparison and a reference count
     // instead of an allocation, two copies and a free per request.
@@ -375,6 +383,7 @@ where
                 uri: &uri,
                 headers: &headers,
                 body: &body,
+                scheme: shared.scheme,
             };
             let forwarded = shared.forwarder.forward(
                 &*shared.service,

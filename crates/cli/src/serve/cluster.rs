@@ -31,43 +31,69 @@ use super::{create_queue, shutdown_signal, Settings};
 pub(super) struct ClusterSettings {
     pub(super) node_id: String,
     pub(super) advertise: String,
+    /// A plain-HTTP listener for the other nodes' forwards, besides `listen`.
+    pub(super) cluster_listen: Option<SocketAddr>,
     pub(super) node_timeout: Duration,
 }
 
+/// The cluster flags as given, before they are checked.
+pub(super) struct Flags {
+    pub(super) cluster: bool,
+    pub(super) postgres: bool,
+    pub(super) tls: bool,
+    pub(super) listen: SocketAddr,
+    pub(super) node_id: Option<String>,
+    pub(super) advertise: Option<String>,
+    pub(super) cluster_listen: Option<SocketAddr>,
+    pub(super) node_timeout_ms: Option<u64>,
+}
+
 /// The cluster settings, checked: a cluster keeps its log in PostgreSQL, and the other nodes
-/// must be able to reach this one.
-pub(super) fn settings(
-    cluster: bool,
-    postgres: bool,
-    tls: bool,
-    listen: SocketAddr,
-    node_id: Option<String>,
-    advertise: Option<String>,
-    node_timeout_ms: Option<u64>,
-) -> anyhow::Result<Option<ClusterSettings>> {
+/// must be able to reach this one over plain HTTP.
+pub(super) fn settings(flags: Flags) -> anyhow::Result<Option<ClusterSettings>> {
+    let Flags {
+        cluster,
+        postgres,
+        tls,
+        listen,
+        node_id,
+        advertise,
+        cluster_listen,
+        node_timeout_ms,
+    } = flags;
     if !cluster {
-        if node_id.is_some() || advertise.is_some() || node_timeout_ms.is_some() {
-            bail!("node_id, advertise and node_timeout_ms are settings of a cluster node: add --cluster true");
+        if node_id.is_some()
+            || advertise.is_some()
+            || cluster_listen.is_some()
+            || node_timeout_ms.is_some()
+        {
+            bail!(
+                "node_id, advertise, cluster_listen and node_timeout_ms are settings of a cluster \
+                 node: add --cluster true"
+            );
         }
         return Ok(None);
     }
     if !postgres {
         bail!("a cluster keeps its log in PostgreSQL: --cluster needs --postgres");
     }
-    if tls {
+    if tls && cluster_listen.is_none() {
         bail!(
-            "a cluster node forwards requests to the owner over plain HTTP, which a TLS listener \
-             does not speak: run cluster nodes without tls_cert and tls_key (behind a TLS load \
-             balancer), for now"
+            "cluster nodes forward requests to each other over plain HTTP, which a TLS listener \
+             does not speak: with tls_cert and tls_key, also set cluster_listen \
+             (--cluster-listen host:port, a plain-HTTP listener on a private network) for the \
+             other nodes"
         );
     }
+    // Where peers forward to: the plain listener for them, or the SQS listener itself.
+    let peer_listen = cluster_listen.unwrap_or(listen);
     let advertise = match advertise {
         Some(advertise) => advertise,
-        None if listen.ip().is_unspecified() => bail!(
-            "--listen {listen} is a wildcard address, which other nodes cannot reach: set \
+        None if peer_listen.ip().is_unspecified() => bail!(
+            "{peer_listen} is a wildcard address, which other nodes cannot reach: set \
              --advertise host:port"
         ),
-        None => listen.to_string(),
+        None => peer_listen.to_string(),
     };
     if advertise.is_empty() || advertise.contains('/') || !advertise.contains(':') {
         bail!("--advertise must be host:port, not {advertise:?}");
@@ -89,6 +115,7 @@ pub(super) fn settings(
     Ok(Some(ClusterSettings {
         node_id,
         advertise,
+        cluster_listen,
         node_timeout,
     }))
 }
@@ -119,14 +146,20 @@ pub(super) async fn serve(mut settings: Settings, service: ServiceConfig) -> any
         checkpoint_log_bytes_min: settings.checkpoint_bytes,
         node_timeout: cluster.node_timeout,
         metrics: metrics.clone(),
+        clock: None,
     };
     let node = Arc::new(ClusterNode::new(config)?);
     let listener = tokio::net::TcpListener::bind(settings.listen)
         .await
         .with_context(|| format!("listening on {}", settings.listen))?;
+    let scheme = if settings.tls.is_some() {
+        "https"
+    } else {
+        "http"
+    };
     tracing::info!(
-        "leaseq cluster node {} listening on http://{} (advertised as {}; log in PostgreSQL, \
-         schema {}; node timeout {} ms)",
+        "leaseq cluster node {} listening on {scheme}://{} (advertised to the other nodes as {}; \
+         log in PostgreSQL, schema {}; node timeout {} ms)",
         cluster.node_id,
         listener.local_addr()?,
         cluster.advertise,
@@ -167,27 +200,65 @@ pub(super) async fn serve(mut settings: Settings, service: ServiceConfig) -> any
         None => routes(node.clone()),
         Some(_) => Router::new(),
     };
+    let http = HttpConfig {
+        external_url: settings.external_url.clone(),
+        region: settings.region.clone(),
+        account_id: settings.account_id.clone(),
+        request_body_max_bytes: 4 * 1024 * 1024,
+        dashboard_page: settings.admin_listen.is_none(),
+        auth: super::authenticator(&settings),
+        node_id: Some(cluster.node_id.clone()),
+    };
+    let connections = Connections {
+        tls: settings.tls.clone(),
+        header_read_timeout: settings.header_read_timeout,
+        max_connections: settings.max_connections,
+        stats: Arc::default(),
+    };
+    // The other nodes' forwards arrive here when `--listen` speaks TLS: the same API over
+    // plain HTTP, stopped once the main listener has drained.
+    let (peers_stop, peers_stopped) = tokio::sync::oneshot::channel::<()>();
+    let peers = match cluster.cluster_listen {
+        None => None,
+        Some(address) => {
+            let listener = tokio::net::TcpListener::bind(address)
+                .await
+                .with_context(|| format!("listening on {address} (cluster_listen)"))?;
+            tracing::info!(
+                "the other nodes' forwards on http://{}",
+                listener.local_addr()?
+            );
+            Some(tokio::spawn(leaseq_server::http::serve(
+                listener,
+                node.clone(),
+                HttpConfig {
+                    dashboard_page: false,
+                    ..http.clone()
+                },
+                metrics.clone(),
+                Router::new(),
+                Connections {
+                    tls: None,
+                    ..connections.clone()
+                },
+                async move {
+                    let _ = peers_stopped.await;
+                },
+            )))
+        }
+    };
+    let reloads = match settings.tls.clone() {
+        Some(tls) => Some(tokio::spawn(super::reload_on_hangup(tls)?)),
+        None => None,
+    };
     let stopping = node.clone();
     leaseq_server::http::serve(
         listener,
         node.clone(),
-        HttpConfig {
-            external_url: settings.external_url.clone(),
-            region: settings.region.clone(),
-            account_id: settings.account_id.clone(),
-            request_body_max_bytes: 4 * 1024 * 1024,
-            dashboard_page: settings.admin_listen.is_none(),
-            auth: super::authenticator(&settings),
-            node_id: Some(cluster.node_id.clone()),
-        },
+        http,
         metrics,
         main_routes,
-        Connections {
-            tls: None,
-            header_read_timeout: settings.header_read_timeout,
-            max_connections: settings.max_connections,
-            stats: Arc::default(),
-        },
+        connections,
         async move {
             shutdown_signal().await;
             tracing::info!("shutting down: handing the log off, then answering requests in flight");
@@ -196,9 +267,16 @@ pub(super) async fn serve(mut settings: Settings, service: ServiceConfig) -> any
         },
     )
     .await;
+    let _ = peers_stop.send(());
+    if let Some(peers) = peers {
+        let _ = peers.await;
+    }
     control.abort();
     if let Some(admin) = admin {
         admin.abort();
+    }
+    if let Some(reloads) = reloads {
+        reloads.abort();
     }
     tracing::info!("stopped");
     Ok(())

@@ -26,7 +26,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use leaseq_server::clock::OffsetClock;
+use leaseq_server::clock::{OffsetClock, SharedClock};
 use leaseq_server::service::{ForwardStats, Peer, Route};
 use leaseq_server::{Api, Caller, Metrics, Service, ServiceConfig};
 use leaseq_sqs::error::SqsError;
@@ -54,7 +54,7 @@ const RETRY_MIN: Duration = Duration::from_millis(50);
 const RETRY_MAX: Duration = Duration::from_secs(2);
 
 /// What a cluster node needs to know.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct ClusterConfig {
     /// Where the log is; its `node` is this node.
     pub log: PgConfig,
@@ -66,6 +66,9 @@ pub struct ClusterConfig {
     pub node_timeout: Duration,
     /// Where every service of this node observes requests (`None`: metrics off).
     pub metrics: Option<Arc<Metrics>>,
+    /// The clock engines run on: `None` (`leaseq serve`) is PostgreSQL's time, measured at
+    /// each takeover; a test passes its own to jump time (every node the same one).
+    pub clock: Option<SharedClock>,
 }
 
 impl ClusterConfig {
@@ -95,8 +98,10 @@ enum Role {
 struct Owned {
     service: Arc<Service>,
     epoch: i64,
-    /// The lock's session, for checks of the epoch on the request path.
-    lock_client: Arc<Client>,
+    /// The lock's session, for checks of the epoch on the request path. Weak: the
+    /// [`LockSession`] alone keeps it open, so dropping that releases the lock at once, however
+    /// long a request still holds this `Owned`.
+    lock_client: std::sync::Weak<Client>,
     /// Requests executing on `service` now; a hand-off waits for them.
     in_flight: AtomicU64,
     /// Notified when `in_flight` drops to zero.
@@ -278,7 +283,7 @@ impl ClusterNode {
         if !self.join().await {
             return;
         }
-        let mut watcher = tokio::spawn(self.clone().watch_owner());
+        let mut watcher = Watcher(tokio::spawn(self.clone().watch_owner()));
         let mut retry = RETRY_MIN;
         while !*self.shutdown.borrow() {
             let Some(lock) = self.wait_for_lock().await else {
@@ -287,10 +292,10 @@ impl ClusterNode {
             match self.take_over(lock).await {
                 Ok(owned) => {
                     retry = RETRY_MIN;
-                    watcher.abort();
+                    watcher.0.abort();
                     on_owner(owned.0.service.clone());
                     self.serve_as_owner(owned).await;
-                    watcher = tokio::spawn(self.clone().watch_owner());
+                    watcher = Watcher(tokio::spawn(self.clone().watch_owner()));
                 }
                 Err(error) => {
                     tracing::error!(%error, "taking the log over failed; trying again");
@@ -301,7 +306,7 @@ impl ClusterNode {
         }
         // Standing by after a hand-off: requests still arriving while the HTTP layer drains are
         // forwarded to the new owner.
-        let _ = watcher.await;
+        let _ = (&mut watcher.0).await;
     }
 
     /// Creates or migrates the schema (the lock's heartbeat and the standbys read its tables)
@@ -364,6 +369,16 @@ impl ClusterNode {
     }
 }
 
+/// The standby's watch task, aborted with the control loop that started it (a dropped
+/// `JoinHandle` would leave it running).
+struct Watcher(tokio::task::JoinHandle<()>);
+
+impl Drop for Watcher {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
 /// Completes once `shutdown` says stop (the watch's guard is not held across an await).
 async fn stopped(shutdown: &mut watch::Receiver<bool>) {
     let _ = shutdown.wait_for(|stop| *stop).await;
@@ -387,8 +402,14 @@ impl ClusterNode {
         lock: LockSession,
     ) -> Result<(Arc<Owned>, LockSession), PostgresError> {
         let started = Instant::now();
-        self.clock
-            .set_offset(ownership::clock_offset_ms(&lock.client).await?);
+        let clock: SharedClock = match &self.config.clock {
+            Some(clock) => clock.clone(),
+            None => {
+                self.clock
+                    .set_offset(ownership::clock_offset_ms(&lock.client).await?);
+                self.clock.clone()
+            }
+        };
         let config = self.config.clone();
         let opened = tokio::task::spawn_blocking(move || {
             crate::open_service_with_epoch(
@@ -409,14 +430,14 @@ impl ClusterNode {
             ));
         }
         self.confirmed.mark(sent);
-        let mut service = service.with_clock(self.clock.clone());
+        let mut service = service.with_clock(clock);
         if let Some(metrics) = &self.config.metrics {
             service = service.with_metrics(metrics.clone());
         }
         let owned = Arc::new(Owned {
             service: Arc::new(service),
             epoch,
-            lock_client: lock.client.clone(),
+            lock_client: Arc::downgrade(&lock.client),
             in_flight: AtomicU64::new(0),
             idle: Notify::new(),
         });
@@ -442,7 +463,7 @@ impl ClusterNode {
         loop {
             if announced.elapsed() >= ANNOUNCE_EVERY {
                 let (client, schema, node) = (
-                    owned.lock_client.clone(),
+                    lock.client.clone(),
                     self.schema.clone(),
                     self.identity.clone(),
                 );
@@ -592,9 +613,15 @@ impl ClusterNode {
             return Ok(());
         }
         let sent = Instant::now();
-        let check = ownership::check_epoch(&owned.lock_client, &self.schema, owned.epoch);
-        match tokio::time::timeout(window, check).await {
-            Ok(Ok(true)) => {
+        let checked = match owned.lock_client.upgrade() {
+            Some(client) => {
+                let check = ownership::check_epoch(&client, &self.schema, owned.epoch);
+                tokio::time::timeout(window, check).await.ok()
+            }
+            None => None,
+        };
+        match checked {
+            Some(Ok(true)) => {
                 self.confirmed.mark(sent);
                 Ok(())
             }

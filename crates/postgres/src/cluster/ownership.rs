@@ -136,7 +136,7 @@ impl LockSession {
         epoch: watch::Receiver<i64>,
         confirmed: Arc<Confirmed>,
     ) -> Result<LockSession, PostgresError> {
-        let client = schema::connect(connection).await?;
+        let (client, closed) = schema::connect_watched(connection).await?;
         // No statement timeout: the lock may take hours to come. The idle timeout counts only
         // between statements, so it is set before the wait, and from the moment the lock is
         // granted a node that stops sending heartbeats loses it.
@@ -155,12 +155,15 @@ impl LockSession {
         let client = Arc::new(client);
         let (alive_tx, alive) = watch::channel(true);
         let heartbeat = tokio::spawn(beat(
-            client.clone(),
-            schema.clone(),
-            heartbeat,
-            epoch,
-            confirmed,
-            alive_tx,
+            Beat {
+                client: client.clone(),
+                schema: schema.clone(),
+                every: heartbeat,
+                epoch,
+                confirmed,
+                alive: alive_tx,
+            },
+            closed,
         ));
         Ok(LockSession {
             client,
@@ -188,51 +191,62 @@ impl Drop for LockSession {
     }
 }
 
-/// Reads the bucket's epoch every `every`, keeping the session busy; marks `confirmed` when it
-/// is ours; says the session is gone (and stops) when a read fails or takes longer than a
-/// heartbeat should.
-async fn beat(
+/// What the heartbeat of a lock's session works with.
+struct Beat {
     client: Arc<Client>,
     schema: Schema,
     every: Duration,
     epoch: watch::Receiver<i64>,
     confirmed: Arc<Confirmed>,
     alive: watch::Sender<bool>,
-) {
-    let sql = schema.sql("SELECT epoch FROM {schema}.bucket WHERE bucket = $1");
-    let mut ticks = tokio::time::interval(every);
+}
+
+impl Beat {
+    /// The session is gone (or the epoch is not ours): no read may lean on an earlier
+    /// confirmation, and the owner steps down.
+    fn lost(&self, why: &str) {
+        self.confirmed.clear();
+        let _ = self.alive.send(false);
+        tracing::warn!(why, "the ownership session is lost");
+    }
+}
+
+/// Reads the bucket's epoch every `every`, keeping the session busy; marks `confirmed` when it
+/// is ours; says the session is lost (and stops) when a read fails or takes longer than a
+/// heartbeat should, when the epoch is another's, or the moment the connection ends (a session
+/// ended by PostgreSQL releases the lock at once, and another node may take over within
+/// milliseconds: an earlier confirmation must not let this node answer reads meanwhile).
+async fn beat(state: Beat, mut closed: tokio::sync::oneshot::Receiver<()>) {
+    let sql = state
+        .schema
+        .sql("SELECT epoch FROM {schema}.bucket WHERE bucket = $1");
+    let mut ticks = tokio::time::interval(state.every);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let read_max = state.every.max(Duration::from_millis(500)) * 4;
     loop {
-        ticks.tick().await;
+        tokio::select! {
+            _ = ticks.tick() => {}
+            _ = &mut closed => return state.lost("the connection ended"),
+        }
         let sent = Instant::now();
-        let read = client.query_opt(&sql, &[&SINGLE_NODE_BUCKET]);
-        match tokio::time::timeout(every.max(Duration::from_millis(500)) * 4, read).await {
+        let read = state.client.query_opt(&sql, &[&SINGLE_NODE_BUCKET]);
+        let row = tokio::select! {
+            row = tokio::time::timeout(read_max, read) => row,
+            _ = &mut closed => return state.lost("the connection ended"),
+        };
+        match row {
             Ok(Ok(row)) => {
                 let current: Option<i64> = row.map(|row| row.get(0));
-                let ours = *epoch.borrow();
+                let ours = *state.epoch.borrow();
                 if ours != 0 && current == Some(ours) {
                     // The epoch was ours when the statement was sent, at the latest.
-                    confirmed.mark(sent);
+                    state.confirmed.mark(sent);
                 } else if ours != 0 {
-                    tracing::warn!(
-                        ours,
-                        ?current,
-                        "the bucket's epoch is no longer this node's"
-                    );
-                    let _ = alive.send(false);
-                    return;
+                    return state.lost("the bucket's epoch is another node's");
                 }
             }
-            Ok(Err(error)) => {
-                tracing::warn!(error = %crate::describe(&error), "the ownership session ended");
-                let _ = alive.send(false);
-                return;
-            }
-            Err(_) => {
-                tracing::warn!("the ownership session stopped answering");
-                let _ = alive.send(false);
-                return;
-            }
+            Ok(Err(error)) => return state.lost(&crate::describe(&error)),
+            Err(_) => return state.lost("a heartbeat got no answer"),
         }
     }
 }

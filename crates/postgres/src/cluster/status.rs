@@ -51,19 +51,16 @@ pub fn read(connection: &str, schema: &str) -> Result<ClusterStatus, PostgresErr
         let key = schema.ownership_key(SINGLE_NODE_BUCKET);
         let buckets = client
             .query(
-                &schema.sql(
+                &schema.sql(&format!(
                     "SELECT b.bucket, b.epoch, b.owner, b.owner_advertise,
                         extract(epoch FROM clock_timestamp() - b.owned_since)::float8,
-                        EXISTS (SELECT 1 FROM pg_locks l
-                                WHERE l.locktype = 'advisory' AND l.granted
-                                  AND l.database = (SELECT oid FROM pg_database
-                                                    WHERE datname = current_database())
-                                  AND ((l.classid::bigint << 32) | l.objid::bigint) = $1),
-                        (SELECT count(*) FROM {schema}.frame f WHERE f.bucket = b.bucket
-                           AND f.last_lsn > coalesce((SELECT max(s.lsn) FROM {schema}.snapshot s
+                        EXISTS (SELECT 1 FROM pg_locks l WHERE {held}),
+                        (SELECT count(*) FROM {{schema}}.frame f WHERE f.bucket = b.bucket
+                           AND f.last_lsn > coalesce((SELECT max(s.lsn) FROM {{schema}}.snapshot s
                                                       WHERE s.bucket = b.bucket), 0))
-                     FROM {schema}.bucket b ORDER BY b.bucket",
-                ),
+                     FROM {{schema}}.bucket b ORDER BY b.bucket",
+                    held = schema::OWNERSHIP_LOCK_HELD
+                )),
                 &[&key],
             )
             .await?

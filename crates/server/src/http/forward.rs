@@ -31,6 +31,10 @@ use crate::service::{Api, ForwardStats, Peer, Route};
 
 /// Marks a request a node forwarded; its value is the forwarding node's id.
 pub const FORWARDED_BY: HeaderName = HeaderName::from_static("x-leaseq-forwarded-by");
+/// The scheme (`http` or `https`) of the listener the client's request came in on, which a
+/// forwarded request may reach over another (a TLS listener's node forwards to its peers' plain
+/// listener): the owner builds queue URLs with it, as the client would from its own request.
+pub const FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-leaseq-forwarded-proto");
 /// Marks an answer of a node that does not serve the request it was forwarded (it did nothing).
 pub const NOT_SERVING: HeaderName = HeaderName::from_static("x-leaseq-not-serving");
 /// Every SQS answer of a cluster node names the node that executed the request.
@@ -94,6 +98,8 @@ pub(crate) struct Incoming<'a> {
     pub uri: &'a Uri,
     pub headers: &'a HeaderMap,
     pub body: &'a Bytes,
+    /// `http://` or `https://`: the listener's that the client reached.
+    pub scheme: &'static str,
 }
 
 impl Forwarder {
@@ -170,10 +176,15 @@ impl Forwarder {
         *forwarded.uri_mut() = uri;
         let headers = forwarded.headers_mut();
         for (name, value) in request.headers {
-            if !is_hop_by_hop(name) {
+            if !is_hop_by_hop(name) && *name != FORWARDED_PROTO {
                 headers.append(name.clone(), value.clone());
             }
         }
+        let proto = match request.scheme {
+            "https://" => "https",
+            _ => "http",
+        };
+        headers.insert(FORWARDED_PROTO, HeaderValue::from_static(proto));
         headers.insert(
             FORWARDED_BY,
             node_id

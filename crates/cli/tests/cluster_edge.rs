@@ -1,0 +1,250 @@
+//! What a cluster node faces at its edge, through the official Rust SDK and two real nodes on
+//! the machine's PostgreSQL (`LEASEQ_TEST_POSTGRES`, a schema per test, dropped afterwards):
+//!
+//! - `auth = "sigv4"`: a standby forwards a signed request unchanged and the owner verifies it,
+//!   so the SDK works through any node, and a wrong signature sent to a standby gets the
+//!   owner's refusal (AWS's code and status, as on one node: the SQS API reference's "Common
+//!   Errors", SignatureDoesNotMatch 403);
+//! - TLS: clients speak HTTPS to any node, the nodes forward to each other's plain
+//!   `--cluster-listen`, and queue URLs keep the client's `https://`.
+
+mod common;
+#[path = "common/pki.rs"]
+mod pki;
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use aws_sdk_sqs::error::ProvideErrorMetadata;
+use leaseq_testkit::http::request;
+use leaseq_testkit::launch::{free_loopback_addr, ChildServer};
+use leaseq_testkit::names::ScratchDir;
+use leaseq_testkit::sdk::sdk_client_signing;
+use serde_json::Value;
+
+const KEY_ID: &str = "AKIACLUSTER1";
+const SECRET: &str = "cluster-secret";
+
+/// A schema of the machine's PostgreSQL for one test, dropped when it ends.
+struct Schema {
+    connection: String,
+    name: String,
+}
+
+impl Schema {
+    fn new(test: &str) -> Schema {
+        let connection = std::env::var("LEASEQ_TEST_POSTGRES")
+            .unwrap_or_else(|_| "host=127.0.0.1 user=postgres dbname=test".into());
+        let name = format!("leaseq_cluster_{test}_{}", std::process::id());
+        leaseq_postgres::drop_schema(&connection, &name).expect("PostgreSQL is reachable");
+        Schema { connection, name }
+    }
+}
+
+impl Drop for Schema {
+    fn drop(&mut self) {
+        let _ = leaseq_postgres::drop_schema(&self.connection, &self.name);
+    }
+}
+
+/// A node's view, from its admin listener's `GET /api/cluster`.
+async fn cluster_view(admin: SocketAddr) -> Value {
+    request(admin, "GET", "/api/cluster", &[], b"").await.json()
+}
+
+/// Waits until the node behind `admin` reports `role` with `owner` as the owner.
+async fn until_role(admin: SocketAddr, role: &str, owner: &str) {
+    let started = Instant::now();
+    loop {
+        let view = cluster_view(admin).await;
+        if view["role"] == role && view["owner"]["node_id"] == owner {
+            return;
+        }
+        assert!(started.elapsed() < Duration::from_secs(30), "{view}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// A cluster node with `args` on top of the cluster's flags, and its admin listener's address.
+async fn node(
+    schema: &Schema,
+    name: &str,
+    args: &[String],
+    scratch: &Path,
+) -> (ChildServer, SocketAddr) {
+    let (listen, admin) = (free_loopback_addr(), free_loopback_addr());
+    let command = common::serve_command()
+        .listening_on(listen)
+        .args(["--listen", &listen.to_string()])
+        .args(["--admin-listen", &admin.to_string()])
+        .args([
+            "--postgres",
+            &schema.connection,
+            "--postgres-schema",
+            &schema.name,
+        ])
+        .args(["--cluster", "true", "--node-id", name])
+        .args(args);
+    (ChildServer::start(command, scratch).await, admin)
+}
+
+/// Starts `a` and waits until it owns the log, then `b` and waits until it stands by for `a`;
+/// `args` gives each its own flags.
+async fn owner_and_standby(
+    schema: &Schema,
+    args: impl Fn() -> Vec<String>,
+    scratch: &Path,
+) -> [(ChildServer, SocketAddr); 2] {
+    let a = node(schema, "a", &args(), scratch).await;
+    until_role(a.1, "owner", "a").await;
+    let b = node(schema, "b", &args(), scratch).await;
+    until_role(b.1, "standby", "a").await;
+    [a, b]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn signed_requests_work_through_a_standby_and_bad_signatures_are_refused() {
+    let schema = Schema::new("sigv4");
+    let scratch = ScratchDir::new(
+        env!("CARGO_TARGET_TMPDIR"),
+        &format!("cluster-sigv4-{}", std::process::id()),
+    );
+    let credentials = format!("{KEY_ID}:{SECRET}");
+    let sigv4 = || {
+        vec![
+            "--auth".into(),
+            "sigv4".into(),
+            "--credentials".into(),
+            credentials.clone(),
+        ]
+    };
+    let [a, (b, b_admin)] = owner_and_standby(&schema, sigv4, scratch.path()).await;
+
+    // The SDK signs for b's host; b forwards the request as it came, a verifies and executes.
+    let sqs = sdk_client_signing(&b.endpoint(), KEY_ID, SECRET);
+    let url = sqs
+        .create_queue()
+        .queue_name("signed")
+        .send()
+        .await
+        .unwrap()
+        .queue_url
+        .unwrap();
+    assert!(url.starts_with(&b.endpoint()), "{url}");
+    sqs.send_message()
+        .queue_url(&url)
+        .message_body("through b")
+        .send()
+        .await
+        .unwrap();
+    let received = sqs.receive_message().queue_url(&url).send().await.unwrap();
+    assert_eq!(received.messages()[0].body(), Some("through b"));
+
+    let forged = sdk_client_signing(&b.endpoint(), KEY_ID, "not-the-secret");
+    let refused = forged
+        .list_queues()
+        .send()
+        .await
+        .expect_err("a wrong secret is refused");
+    let refused = refused.into_service_error();
+    assert_eq!(refused.code(), Some("SignatureDoesNotMatch"), "{refused:?}");
+    assert_eq!(cluster_view(b_admin).await["role"], "standby");
+    drop((a, b));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tls_cluster_serves_https_on_every_node_and_forwards_on_its_peer_listeners() {
+    let schema = Schema::new("tls");
+    let scratch = ScratchDir::new(
+        env!("CARGO_TARGET_TMPDIR"),
+        &format!("cluster-tls-{}", std::process::id()),
+    );
+    let ca = pki::Ca::new("leaseq cluster test CA");
+    let (certificate, key) = ca.server_pair("node").write(scratch.path());
+    let tls = || -> Vec<String> {
+        vec![
+            "--tls-cert".into(),
+            certificate.display().to_string(),
+            "--tls-key".into(),
+            key.display().to_string(),
+            "--cluster-listen".into(),
+            free_loopback_addr().to_string(),
+        ]
+    };
+    let [a, (b, b_admin)] = owner_and_standby(&schema, tls, scratch.path()).await;
+    assert!(b.endpoint().starts_with("https://"), "{}", b.endpoint());
+
+    // HTTPS to the standby; it forwards over the owner's plain peer listener, and the owner
+    // builds the queue URL with the scheme and host the client used.
+    let sqs = pki::sdk_client_trusting(&b.endpoint(), &ca.pem());
+    let url = sqs
+        .create_queue()
+        .queue_name("secured")
+        .send()
+        .await
+        .unwrap()
+        .queue_url
+        .unwrap();
+    assert_eq!(url, format!("{}/000000000000/secured", b.endpoint()));
+    sqs.send_message()
+        .queue_url(&url)
+        .message_body("over TLS")
+        .send()
+        .await
+        .unwrap();
+    let received = sqs.receive_message().queue_url(&url).send().await.unwrap();
+    assert_eq!(received.messages()[0].body(), Some("over TLS"));
+    assert_eq!(cluster_view(b_admin).await["role"], "standby");
+    drop((a, b));
+}
+
+/// Cluster settings that cannot work are refused before the node starts, saying why.
+#[test]
+fn impossible_cluster_settings_are_refused_at_start() {
+    let postgres = ["--postgres", "host=127.0.0.1 user=postgres dbname=test"];
+    let without_postgres = common::refused_serve(["--cluster", "true"]);
+    assert!(
+        without_postgres.contains("--cluster needs --postgres"),
+        "{without_postgres}"
+    );
+    let stray = common::refused_serve(["--node-id", "a"]);
+    assert!(stray.contains("add --cluster true"), "{stray}");
+    let wildcard = common::refused_serve(
+        [
+            &postgres[..],
+            &[
+                "--cluster",
+                "true",
+                "--listen",
+                "0.0.0.0:9324",
+                "--allow-anonymous",
+                "true",
+            ],
+        ]
+        .concat(),
+    );
+    assert!(wildcard.contains("set --advertise"), "{wildcard}");
+    let scratch = ScratchDir::new(
+        env!("CARGO_TARGET_TMPDIR"),
+        &format!("cluster-refused-{}", std::process::id()),
+    );
+    let ca = pki::Ca::new("leaseq cluster test CA");
+    let (certificate, key) = ca.server_pair("node").write(scratch.path());
+    let (certificate, key) = (certificate.display().to_string(), key.display().to_string());
+    let tls_alone = common::refused_serve(
+        [
+            &postgres[..],
+            &[
+                "--cluster",
+                "true",
+                "--tls-cert",
+                &certificate,
+                "--tls-key",
+                &key,
+            ],
+        ]
+        .concat(),
+    );
+    assert!(tls_alone.contains("also set cluster_listen"), "{tls_alone}");
+}
