@@ -172,14 +172,19 @@ def forwarding(leaseq, nodes, seconds, rounds):
 
 
 def cost_by_nodes(leaseq, schema, log_dir, seconds, timeout_ms):
+    """W2 with 1, 2, 3, 2, 1 nodes (standbys join, then leave): the owner stays the first node,
+    so only the number of standbys changes, in both directions (PostgreSQL's own drift over the
+    run, its checkpoints' full-page writes, shows as a difference between the two halves)."""
     print(f"\n2. W2 at concurrency 64 against the owner, {seconds} s, by cluster size")
     print(f"   {'nodes':>5} {'msg/s':>9} {'PG µs/msg':>10} {'WAL B/msg':>10} "
           f"{'commits/msg':>12} {'owner µs/msg':>13}")
     nodes = []
     try:
-        for size in (1, 2, 3):
+        for size in (1, 2, 3, 2, 1):
             while len(nodes) < size:
                 nodes.append(Node(leaseq, schema, f"n{len(nodes) + 1}", log_dir, timeout_ms))
+            while len(nodes) > size:
+                nodes.pop().stop(signal.SIGTERM)
             owner = wait_until("an owner", lambda: ready(nodes))
             report = bench(leaseq, owner.endpoint, "--workload", "w2", "-c", "64",
                            "--duration", str(seconds), "--postgres-stats", POSTGRES,
@@ -199,7 +204,7 @@ def cost_by_nodes(leaseq, schema, log_dir, seconds, timeout_ms):
 def takeover(leaseq, nodes, backlog, how):
     owner = wait_until("an owner", lambda: ready(nodes))
     standby = next(node for node in nodes if node is not owner)
-    queue = f"takeover-{how}-{int(time.time())}"
+    queue = f"takeover-{how.replace(' ', '').replace('-', '')}-{int(time.time())}"
     bench(leaseq, owner.endpoint, "--workload", "w2", "-c", "16", "--messages", str(backlog),
           "--queue", queue, "--keep", "--duration", "600")
     expected = visible(owner.endpoint, queue)

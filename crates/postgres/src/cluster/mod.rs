@@ -462,14 +462,22 @@ impl ClusterNode {
         let mut announced = Instant::now();
         loop {
             if announced.elapsed() >= ANNOUNCE_EVERY {
+                // The row for operators, and the clock's offset measured again (the hosts'
+                // clocks drift; a step back is ignored by the engine).
                 let (client, schema, node) = (
                     lock.client.clone(),
                     self.schema.clone(),
                     self.identity.clone(),
                 );
-                tokio::spawn(
-                    async move { ownership::announce(&client, &schema, &node, false).await },
-                );
+                let clock = self.config.clock.is_none().then(|| self.clock.clone());
+                tokio::spawn(async move {
+                    let _ = ownership::announce(&client, &schema, &node, false).await;
+                    if let Some(clock) = clock {
+                        if let Ok(offset_ms) = ownership::clock_offset_ms(&client).await {
+                            clock.set_offset(offset_ms);
+                        }
+                    }
+                });
                 announced = Instant::now();
             }
             tokio::select! {
