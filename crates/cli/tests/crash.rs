@@ -89,28 +89,6 @@ impl Backend {
     }
 }
 
-/// A schema of the machine's PostgreSQL for one test, dropped when it ends.
-struct PostgresSchema {
-    connection: String,
-    schema: String,
-}
-
-impl PostgresSchema {
-    fn new(seed: u64) -> PostgresSchema {
-        let connection = std::env::var("LEASEQ_TEST_POSTGRES")
-            .unwrap_or_else(|_| "host=127.0.0.1 user=postgres dbname=test".into());
-        let schema = format!("leaseq_crash_{}_{seed}", std::process::id());
-        leaseq_postgres::drop_schema(&connection, &schema).expect("PostgreSQL is reachable");
-        PostgresSchema { connection, schema }
-    }
-}
-
-impl Drop for PostgresSchema {
-    fn drop(&mut self) {
-        let _ = leaseq_postgres::drop_schema(&self.connection, &self.schema);
-    }
-}
-
 async fn crash_cycles(backend: Backend) {
     let seed = sim::seed_or_clock("LEASEQ_CRASH_SEED");
     let cycles = sim::env_number("LEASEQ_CRASH_CYCLES").unwrap_or(CYCLES_DEFAULT);
@@ -124,7 +102,8 @@ async fn crash_cycles(backend: Backend) {
     let data_dir = scratch.join("data");
     let started = Instant::now();
 
-    let postgres = (backend == Backend::Postgres).then(|| PostgresSchema::new(seed));
+    let schema = format!("leaseq_crash_{}_{seed}", std::process::id());
+    let postgres = (backend == Backend::Postgres).then(|| common::PostgresSchema::new(&schema));
     let command = match &postgres {
         None => common::durable_serve(&data_dir),
         Some(postgres) => common::durable_serve(&data_dir).args([

@@ -50,10 +50,10 @@ async fn concurrent_clients_on_postgres_through_cuts_leave_a_history_that_checks
         }
         cut
     });
-    let (history, tallies) = workload::run(server.addr(), seconds, seed).await;
+    let (recording, tallies) = workload::run(server.addr(), seconds, seed).await;
     let cut = cutter.await.unwrap();
     server.stop().await;
-    let summary = workload::check_or_panic(&history, &workload::config(), seed, &tallies);
+    let summary = workload::check_or_panic(&recording, &workload::config(), seed, &tallies);
     drop_schema(&config.connection, &config.schema).unwrap();
 
     assert!(cut >= 4, "each cut ended the node's sessions: {cut}");

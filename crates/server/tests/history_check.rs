@@ -21,10 +21,10 @@ async fn concurrent_clients_leave_a_history_that_checks() {
     let seed = sim::seed_or_clock("LEASEQ_HISTORY_SEED");
     println!("LEASEQ_HISTORY_SEED={seed} LEASEQ_HISTORY_SECONDS={seconds}");
     let server = InProcessServer::start().await;
-    let (history, tallies) = workload::run(server.addr(), seconds, seed).await;
+    let (recording, tallies) = workload::run(server.addr(), seconds, seed).await;
     server.stop().await;
     let config = workload::config();
-    let summary = workload::check_or_panic(&history, &config, seed, &tallies);
+    let summary = workload::check_or_panic(&recording, &config, seed, &tallies);
 
     // The run exercised what the checks look at.
     assert_eq!(
@@ -54,31 +54,8 @@ async fn concurrent_clients_leave_a_history_that_checks() {
 
     // And the checks have teeth on this very history: a listed message taken out of its
     // listing is a lost send; a redelivery reported as a first delivery is a count gone back.
-    let events = history.events();
-    let mut lost = events.clone();
-    let (observe_at, tag) = lost
-        .iter()
-        .enumerate()
-        .rev()
-        .find_map(|(at, event)| match &event.outcome {
-            Outcome::Ok(Reply::Observed(observation)) if !observation.messages.is_empty() => {
-                Some((at, observation.messages[0].tag.clone()))
-            }
-            _ => None,
-        })
-        .expect("a queue with messages left");
-    if let Outcome::Ok(Reply::Observed(observation)) = &mut lost[observe_at].outcome {
-        observation.messages.retain(|message| message.tag != tag);
-    }
-    let kinds = kinds_of(check_events(&lost, &config));
-    assert!(
-        kinds.contains(&ViolationKind::LostSend)
-            || kinds.contains(&ViolationKind::StaleReceiptActed),
-        "{kinds:?}"
-    );
-    assert!(kinds.contains(&ViolationKind::CountMismatch), "{kinds:?}");
-
-    let mut recounted = events;
+    workload::assert_a_lost_send_is_noticed(&recording, &config);
+    let mut recounted = recording.history.events();
     let redelivery = recounted
         .iter_mut()
         .find_map(|event| match &mut event.outcome {

@@ -79,6 +79,35 @@ pub fn durable_serve(data_dir: &Path) -> ServeCommand {
         .env("LEASEQ_CHECKPOINT_BYTES", (256u64 << 10).to_string())
 }
 
+/// A schema of the machine's PostgreSQL (`LEASEQ_TEST_POSTGRES`, default
+/// `host=127.0.0.1 user=postgres dbname=test`) for one test, dropped when it ends (stop the
+/// servers that use it first: they hold locks on its tables).
+pub struct PostgresSchema {
+    /// The connection string.
+    pub connection: String,
+    /// The schema's name.
+    pub schema: String,
+}
+
+impl PostgresSchema {
+    /// Schema `schema`, emptied of what an earlier run left in it.
+    pub fn new(schema: &str) -> PostgresSchema {
+        let connection = std::env::var("LEASEQ_TEST_POSTGRES")
+            .unwrap_or_else(|_| "host=127.0.0.1 user=postgres dbname=test".into());
+        leaseq_postgres::drop_schema(&connection, schema).expect("PostgreSQL is reachable");
+        PostgresSchema {
+            connection,
+            schema: schema.to_string(),
+        }
+    }
+}
+
+impl Drop for PostgresSchema {
+    fn drop(&mut self) {
+        let _ = leaseq_postgres::drop_schema(&self.connection, &self.schema);
+    }
+}
+
 /// A running `leaseq serve` child process with its data and logs in a scratch directory of
 /// its own; killed on drop, and the directory removed unless the test failed.
 pub struct Server {
