@@ -329,7 +329,9 @@ pub(crate) async fn live_cluster_owner(
 }
 
 /// Takes over `bucket`: raises its epoch (creating it at 1), records the new owner (`None` on a
-/// single node) and returns the new epoch. The UPDATE waits for every flush of the previous
+/// single node) and returns the new epoch. A cluster node's claim leaves `owned_since` empty
+/// until it serves (`cluster::ownership::serving`): standbys forward only to a serving owner,
+/// not to one still replaying the log. The UPDATE waits for every flush of the previous
 /// owner that holds its `FOR SHARE` lock, and every later flush of that owner finds the new
 /// epoch and writes nothing (see `docs/design/postgres.md`).
 pub(crate) async fn claim(
@@ -346,9 +348,10 @@ pub(crate) async fn claim(
         .query_one(
             &schema.sql(
                 "INSERT INTO {schema}.bucket AS b (bucket, epoch, owner, owner_advertise, owned_since)
-                 VALUES ($1, 1, $2, $3, clock_timestamp())
+                 VALUES ($1, 1, $2, $3, CASE WHEN $2::text IS NULL THEN clock_timestamp() END)
                  ON CONFLICT (bucket) DO UPDATE SET epoch = b.epoch + 1, owner = $2,
-                     owner_advertise = $3, owned_since = clock_timestamp()
+                     owner_advertise = $3,
+                     owned_since = CASE WHEN $2::text IS NULL THEN clock_timestamp() END
                  RETURNING epoch",
             ),
             &[&bucket, &node_id, &advertise],

@@ -47,6 +47,8 @@ pub const NODE_TIMEOUT_DEFAULT: Duration = Duration::from_secs(5);
 pub const NODE_TIMEOUT_MIN: Duration = Duration::from_millis(400);
 /// How often a standby reads the bucket's owner when nothing tells it to look sooner.
 const OWNER_POLL: Duration = Duration::from_millis(250);
+/// How long a standby avoids an owner that refused a forward, under the epoch it refused in.
+const REFUSAL_HOLD: Duration = Duration::from_secs(1);
 /// How often a node refreshes its row in the node table (for `leaseq cluster status`).
 const ANNOUNCE_EVERY: Duration = Duration::from_secs(5);
 /// Waits after a failed connect or takeover, doubling up to the maximum.
@@ -146,9 +148,10 @@ pub struct ClusterNode {
     identity: NodeIdentity,
     schema: Schema,
     role: RwLock<Role>,
-    /// The owner a forward failed to reach, with the epoch it owned: not routed to again until
-    /// the epoch changes (it is dead or leaving; a standby takes over).
-    refused: Mutex<Option<(String, i64)>>,
+    /// The owner a forward failed to reach, with the epoch it owned and when: not routed to
+    /// again under that epoch for [`REFUSAL_HOLD`] (it is dead or leaving, and a standby takes
+    /// over; if it is not, the refusal expires and the owner is tried again).
+    refused: Mutex<Option<(String, i64, Instant)>>,
     /// Wakes the control loop to look again: a forward was refused, or a request's check of
     /// the epoch failed.
     look_again: Notify,
@@ -423,7 +426,9 @@ impl ClusterNode {
         let (service, epoch) = opened?;
         self.epoch.send_replace(epoch);
         let sent = Instant::now();
-        if !lock.alive() || !ownership::check_epoch(&lock.client, &self.schema, epoch).await? {
+        // The claim recorded this node as the owner but not yet as serving, so that standbys
+        // do not forward to it while it replays; now it serves (if the epoch is still ours).
+        if !lock.alive() || !ownership::serving(&lock.client, &self.schema, epoch).await? {
             self.epoch.send_replace(0);
             return Err(PostgresError::Config(
                 "lost the ownership lock or the epoch while recovering".into(),
@@ -584,8 +589,10 @@ impl ClusterNode {
         let row = {
             let mut refused = self.refused.lock();
             match (&row, &*refused) {
-                (Some(row), Some((node_id, epoch)))
-                    if row.node_id == *node_id && row.epoch == *epoch =>
+                (Some(row), Some((node_id, epoch, at)))
+                    if row.node_id == *node_id
+                        && row.epoch == *epoch
+                        && at.elapsed() < REFUSAL_HOLD =>
                 {
                     None
                 }
@@ -696,7 +703,7 @@ impl Api for ClusterNode {
                 .as_ref()
                 .filter(|(row, _)| *row.node_id == *peer.node_id)
             {
-                *self.refused.lock() = Some((row.node_id.clone(), row.epoch));
+                *self.refused.lock() = Some((row.node_id.clone(), row.epoch, Instant::now()));
                 *owner = None;
             }
         }

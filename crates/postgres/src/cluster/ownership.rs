@@ -41,7 +41,8 @@ pub(crate) async fn read_owner(
         .query_opt(
             &schema.sql(
                 "SELECT owner, owner_advertise, epoch FROM {schema}.bucket
-                 WHERE bucket = $1 AND owner IS NOT NULL AND owner_advertise IS NOT NULL",
+                 WHERE bucket = $1 AND owner IS NOT NULL AND owner_advertise IS NOT NULL
+                   AND owned_since IS NOT NULL",
             ),
             &[&SINGLE_NODE_BUCKET],
         )
@@ -51,6 +52,25 @@ pub(crate) async fn read_owner(
         advertise: row.get(1),
         epoch: row.get(2),
     }))
+}
+
+/// Marks `epoch`'s owner of the bucket as serving (`owned_since`), so that standbys forward to
+/// it from now on; `false` if the epoch is no longer `epoch` (another node took over).
+pub(crate) async fn serving(
+    client: &Client,
+    schema: &Schema,
+    epoch: i64,
+) -> Result<bool, PostgresError> {
+    let updated = client
+        .execute(
+            &schema.sql(
+                "UPDATE {schema}.bucket SET owned_since = clock_timestamp()
+                 WHERE bucket = $1 AND epoch = $2",
+            ),
+            &[&SINGLE_NODE_BUCKET, &epoch],
+        )
+        .await?;
+    Ok(updated == 1)
 }
 
 /// Records this node in the node table (or refreshes its row): for operators only.
