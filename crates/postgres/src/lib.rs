@@ -118,13 +118,7 @@ pub enum PostgresError {
 /// server's message ("database \"x\" does not exist", "sorry, too many clients already") or the
 /// socket's is in its source.
 pub(crate) fn describe(error: &tokio_postgres::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = std::error::Error::source(error);
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
+    let mut text = leaseq_server::http::forward::describe(error);
     if let Some(db) = error.as_db_error() {
         text.push_str(&format!(" (SQLSTATE {})", db.code().code()));
     }

@@ -172,13 +172,7 @@ async fn until_synchronous(primary: &Cluster) {
         "host=127.0.0.1 port={} user=postgres dbname=postgres",
         primary.port()
     );
-    let (client, driver) = connection
-        .parse::<tokio_postgres::Config>()
-        .unwrap()
-        .connect(tokio_postgres::NoTls)
-        .await
-        .unwrap();
-    tokio::spawn(driver);
+    let client = common::client_of(&connection).await;
     let started = Instant::now();
     loop {
         let row = client

@@ -112,7 +112,13 @@ pub async fn terminate_sessions(application_name: &str) -> i64 {
 /// A session of the test's own on the machine's PostgreSQL, named `application_name`, its
 /// connection driven by a task of the current runtime.
 pub async fn side_client(application_name: &str) -> tokio_postgres::Client {
-    let (client, driver) = connection(application_name)
+    client_of(&connection(application_name)).await
+}
+
+/// A session on the PostgreSQL `connection` names, its connection driven by a task of the
+/// current runtime.
+pub async fn client_of(connection: &str) -> tokio_postgres::Client {
+    let (client, driver) = connection
         .parse::<tokio_postgres::Config>()
         .unwrap()
         .connect(tokio_postgres::NoTls)

@@ -252,10 +252,11 @@ impl RetainHopByHopFree for HeaderMap {
     }
 }
 
-/// The client's error with its causes (hyper's own `Display` says little).
-fn describe(error: &hyper_util::client::legacy::Error) -> String {
+/// An error with its causes, `: `-separated: the `Display` of many clients' errors (hyper's,
+/// tokio-postgres's) says only what kind of error it was, and the cause is in its sources.
+pub fn describe(error: &dyn std::error::Error) -> String {
     let mut text = error.to_string();
-    let mut source = std::error::Error::source(error);
+    let mut source = error.source();
     while let Some(cause) = source {
         text.push_str(": ");
         text.push_str(&cause.to_string());
