@@ -16,7 +16,7 @@ Every node runs `leaseq serve --postgres ... --cluster true` on this machine's P
 dropped at the end; the load generator is `leaseq bench`. The generator, the nodes and
 PostgreSQL share the machine's cores: the ratios are the result, not the absolute numbers.
 
-    scripts/bench-cluster.py [--seconds 5] [--rounds 3] [--backlog 100000]
+    scripts/bench-cluster.py [--seconds 5] [--rounds 3] [--backlog 100000] [--sections 1,2,3]
 """
 
 import argparse
@@ -226,6 +226,8 @@ def main():
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--backlog", type=int, default=100_000)
     parser.add_argument("--node-timeout-ms", type=int, default=5000)
+    parser.add_argument("--sections", default="1,2,3",
+                        help="which measurements to run: 1 forwarding, 2 cost by size, 3 takeover")
     args = parser.parse_args()
     leaseq = binary()
     log_dir = os.path.join(ROOT, "target", "bench-cluster")
@@ -233,14 +235,18 @@ def main():
     schema = f"leaseq_bench_cluster_{os.getpid()}"
     drop_schema(schema)
     print(f"leaseq cluster benchmark: {leaseq}, nodes' logs in {log_dir}, schema {schema}")
+    sections = set(args.sections.split(","))
     try:
-        cost_by_nodes(leaseq, schema + "_n", log_dir, args.seconds, args.node_timeout_ms)
+        if "2" in sections:
+            cost_by_nodes(leaseq, schema + "_n", log_dir, args.seconds, args.node_timeout_ms)
         nodes = [Node(leaseq, schema, name, log_dir, args.node_timeout_ms) for name in ("a", "b")]
         try:
-            forwarding(leaseq, nodes, args.seconds, args.rounds)
-            print(f"\n3. takeover of a {args.backlog}-message backlog")
-            for how in ("kill -9", "SIGTERM"):
-                takeover(leaseq, nodes, args.backlog, how)
+            if "1" in sections:
+                forwarding(leaseq, nodes, args.seconds, args.rounds)
+            if "3" in sections:
+                print(f"\n3. takeover of a {args.backlog}-message backlog")
+                for how in ("kill -9", "SIGTERM"):
+                    takeover(leaseq, nodes, args.backlog, how)
         finally:
             for node in nodes:
                 node.stop(signal.SIGKILL)
