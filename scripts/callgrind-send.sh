@@ -1,14 +1,23 @@
 #!/usr/bin/env bash
-# Instructions per durable JSON SendMessage (user space, callgrind), A/B: instruction counts are
-# stable on a busy machine where wall-clock figures are not (BENCHMARKS.md).
+# Instructions per durable JSON SendMessage, or per message consumed (user space, callgrind),
+# A/B: instruction counts are stable on a busy machine where wall-clock figures are not
+# (BENCHMARKS.md).
 #
 # For each binary: a server under callgrind (`--fsync always`, one thread answering requests)
 # gets a warm-up, then N1 and, in a second run, N2 single-message sends from `leaseq bench` at
 # concurrency 1; (instructions(N2) - instructions(N1)) / (N2 - N1) is the cost of one send with
-# start-up, warm-up and shutdown cancelled out.
+# start-up, warm-up and shutdown cancelled out. Instructions are counted only while the measured
+# phase runs (`callgrind_control -i on/off`), so that what follows it (deleting the queue, the
+# checkpoint at shutdown: both grow with the messages left) does not count either.
+#
+# WORKLOAD=consume measures consuming instead (W3's shape: ReceiveMessage of 10, then
+# DeleteMessageBatch of what it got, one consumer): both runs first fill the same N2 messages in
+# batches of 10, then consume N1, or N2, of them; the difference divided by N2 - N1 is the cost
+# of consuming one message.
 #
 # Usage: scripts/callgrind-send.sh BINARY... (default: build and use target/release/leaseq)
 #   N1, N2   messages of the two runs (default 1000 and 3000)
+#   WORKLOAD send (default) or consume
 #   KEEP     a directory to copy each run's callgrind output into (BINARYNAME.N.out), for
 #            per-function costs: `callgrind_annotate --inclusive=yes` of the two runs, the
 #            difference divided by N2 - N1 (the total alone varies with how often the runtime's
@@ -22,7 +31,12 @@ if [[ $# -eq 0 ]]; then
     cargo build -q --release -p leaseq
     set -- "$repo_root/target/release/leaseq"
 fi
-n1="${N1:-1000}" n2="${N2:-3000}"
+n1="${N1:-1000}" n2="${N2:-3000}" workload="${WORKLOAD:-send}"
+case "$workload" in
+send) what="durable SendMessage" ;;
+consume) what="message consumed (receive 10 + delete batch, durable)" ;;
+*) echo "WORKLOAD is send or consume, not $workload" >&2; exit 2 ;;
+esac
 scratch="$(mktemp -d -p "$repo_root/target" callgrind.XXXXXX)"
 trap '[[ -n "$server_pid" ]] && kill "$server_pid" 2>/dev/null; rm -rf "$scratch"' EXIT
 
@@ -32,23 +46,36 @@ instructions() { # binary messages -> total Ir of the server's run
     data="$(mktemp -d -p "$scratch")" out="$data/callgrind.out"
     # A server under valgrind starts slowly.
     READY_TIMEOUT_S=60 start_server "$port" /dev/null \
-        valgrind --tool=callgrind --callgrind-out-file="$out" "$1" serve --data-dir "$data/d" \
+        valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file="$out" "$1" serve --data-dir "$data/d" \
         --listen "127.0.0.1:$port" --log warn --threads 1
     "$1" bench --endpoint "http://127.0.0.1:$port" --workload w1 -c 1 --messages 200 \
         --queue warm --keep >/dev/null 2>&1
-    "$1" bench --endpoint "http://127.0.0.1:$port" --workload w1 -c 1 --messages "$2" \
-        --queue measured --duration 600 >/dev/null 2>&1
+    local endpoint="http://127.0.0.1:$port"
+    if [[ "$workload" == send ]]; then
+        callgrind_control -i on "$server_pid" >/dev/null 2>&1
+        "$1" bench --endpoint "$endpoint" --workload w1 -c 1 --messages "$2" \
+            --queue measured --keep --duration 600 >/dev/null 2>&1
+    else
+        "$1" bench --endpoint "$endpoint" --workload w2 -c 1 --messages "$n2" \
+            --queue measured --keep --duration 600 >/dev/null 2>&1
+        callgrind_control -i on "$server_pid" >/dev/null 2>&1
+        "$1" bench --endpoint "$endpoint" --workload w3 -c 1 --backlog 0 --messages "$2" \
+            --queue measured --keep --duration 600 >/dev/null 2>&1
+    fi
+    callgrind_control -i off "$server_pid" >/dev/null 2>&1
     # SIGINT: valgrind writes the profile as the server stops.
     stop_server INT
     if [[ -n "${KEEP:-}" ]]; then
         mkdir -p "$KEEP"
         cp "$out" "$KEEP/$(basename "$1").$2.out"
     fi
-    awk '/^summary:/ { print $2 }' "$out"
+    # With instrumentation switched on and off, callgrind writes the count in `totals:` (and a
+    # `summary:` of 0).
+    awk '/^(summary|totals):/ && $2 > n { n = $2 } END { print n }' "$out"
 }
 
 for bin in "$@"; do
     a=$(instructions "$bin" "$n1")
     b=$(instructions "$bin" "$n2")
-    printf '%-40s %8d instructions per durable SendMessage\n' "$bin" $(((b - a) / (n2 - n1)))
+    printf '%-40s %8d instructions per %s\n' "$bin" $(((b - a) / (n2 - n1))) "$what"
 done

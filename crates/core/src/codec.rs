@@ -56,7 +56,10 @@ fn counter_fields(c: &QueueCounters) -> [u64; COUNTER_FIELDS] {
 ///
 /// Version 7 added `RestoreDeletedQueue` (snapshots of the names of queues deleted within the
 /// reuse delay); no older record changed.
-pub const FORMAT_VERSION: u8 = 7;
+///
+/// Version 8 added the body's MD5 (16 bytes) after the body of every payload, so that a receive
+/// reads it instead of computing it; older payloads decode with it computed from the body.
+pub const FORMAT_VERSION: u8 = 8;
 
 /// The oldest version this build still decodes.
 const FORMAT_VERSION_MIN: u8 = 1;
@@ -911,6 +914,7 @@ impl Writer<'_> {
     }
     fn payload(&mut self, p: &Payload) {
         self.str(&p.body);
+        self.0.extend_from_slice(p.body_md5());
         self.u32(p.attributes.len() as u32);
         for (name, attribute) in &p.attributes {
             self.str(name);
@@ -1299,6 +1303,11 @@ impl<'a> Reader<'a, '_> {
     }
     fn payload(&mut self) -> Result<Payload, DecodeError> {
         let body = self.string()?;
+        let body_md5 = if self.version >= 8 {
+            self.array()?
+        } else {
+            crate::message::body_md5(&body)
+        };
         let count = self.count(13)?;
         let mut attributes = BTreeMap::new();
         for _ in 0..count {
@@ -1314,15 +1323,18 @@ impl<'a> Reader<'a, '_> {
             };
             attributes.insert(name, MessageAttribute { data_type, value });
         }
-        Ok(Payload {
+        let trace_header = self.opt_string("trace header flag")?;
+        let sender_id = {
+            let text = self.str()?;
+            shared_str(&mut self.shared.sender_id, text)
+        };
+        Ok(Payload::with_body_md5(
             body,
             attributes,
-            trace_header: self.opt_string("trace header flag")?,
-            sender_id: {
-                let text = self.str()?;
-                shared_str(&mut self.shared.sender_id, text)
-            },
-        })
+            trace_header,
+            sender_id,
+            body_md5,
+        ))
     }
 }
 
@@ -1375,12 +1387,12 @@ mod tests {
                 seq: 7,
                 message_id: MessageId([9; 16]),
                 visible_at_ms: 1004,
-                payload: Arc::new(Payload {
-                    body: "héllo <&>\r".into(),
+                payload: Arc::new(Payload::new(
+                    "héllo <&>\r".into(),
                     attributes,
-                    trace_header: Some("Root=1".into()),
-                    sender_id: Arc::from("AKID"),
-                }),
+                    Some("Root=1".into()),
+                    Arc::from("AKID"),
+                )),
                 fifo: None,
             },
             Record::Lease {
@@ -1456,12 +1468,12 @@ mod tests {
                 seq: 98,
                 message: Message {
                     id: MessageId([3; 16]),
-                    payload: PayloadRef::Inline(Arc::new(Payload {
-                        body: "b".into(),
-                        attributes: BTreeMap::new(),
-                        trace_header: None,
-                        sender_id: Arc::from(""),
-                    })),
+                    payload: PayloadRef::Inline(Arc::new(Payload::new(
+                        "b".into(),
+                        BTreeMap::new(),
+                        None,
+                        Arc::from(""),
+                    ))),
                     sent_at_ms: 1,
                     visible_at_ms: 30_001,
                     leased_at_ms: 1,
@@ -1524,12 +1536,12 @@ mod tests {
                 now_ms: 13,
                 queue_id: 4,
                 seq: 97,
-                payload: Arc::new(Payload {
-                    body: "moved".into(),
-                    attributes: BTreeMap::new(),
-                    trace_header: Some("Root=1".into()),
-                    sender_id: Arc::from("me"),
-                }),
+                payload: Arc::new(Payload::new(
+                    "moved".into(),
+                    BTreeMap::new(),
+                    Some("Root=1".into()),
+                    Arc::from("me"),
+                )),
             },
         ];
         records.extend(fifo_samples());
@@ -1631,12 +1643,12 @@ mod tests {
             group_id: Arc::from("g"),
             deduplication_id: Arc::from("d-1"),
         }));
-        let payload = Arc::new(Payload {
-            body: "b".into(),
-            attributes: BTreeMap::new(),
-            trace_header: None,
-            sender_id: Arc::from(""),
-        });
+        let payload = Arc::new(Payload::new(
+            "b".into(),
+            BTreeMap::new(),
+            None,
+            Arc::from(""),
+        ));
         vec![
             Record::CreateQueue {
                 now_ms: 1,
@@ -1728,12 +1740,12 @@ mod tests {
     }
 
     fn fair_samples() -> Vec<Record> {
-        let payload = Arc::new(Payload {
-            body: "b".into(),
-            attributes: BTreeMap::new(),
-            trace_header: None,
-            sender_id: Arc::from(""),
-        });
+        let payload = Arc::new(Payload::new(
+            "b".into(),
+            BTreeMap::new(),
+            None,
+            Arc::from(""),
+        ));
         let group = Some(Box::new(FifoMessage {
             group_id: Arc::from("tenant-1"),
             deduplication_id: Arc::default(),
@@ -1921,6 +1933,10 @@ mod tests {
         let tag_at = 1 + 1 + 8 + 8 + 8 + 16;
         assert_eq!(bytes[tag_at], 0, "inline payload tag");
         bytes.remove(tag_at);
+        // Nor the body's MD5 (version 8), right after the body.
+        let body_len = u32::from_le_bytes(bytes[tag_at..tag_at + 4].try_into().unwrap()) as usize;
+        let md5_at = tag_at + 4 + body_len;
+        bytes.drain(md5_at..md5_at + 16);
         // The attempts (first number, no dead-letter time, a count of 0), then a redrive
         // generation (version 3): the message's last 9 + 4 bytes.
         bytes.truncate(bytes.len() - 9 - 4);
@@ -1934,6 +1950,50 @@ mod tests {
             encode(record, &mut bytes);
             bytes[0] = 1;
             assert!(decode(&bytes).is_err(), "{record:?} as version 1");
+        }
+    }
+
+    /// Where the body's MD5 is in an encoded record: right after the body (its length, then its
+    /// bytes), which must occur once.
+    fn body_md5_at(bytes: &[u8], body: &str) -> usize {
+        let mut encoded = (body.len() as u32).to_le_bytes().to_vec();
+        encoded.extend_from_slice(body.as_bytes());
+        let mut at = bytes
+            .windows(encoded.len())
+            .enumerate()
+            .filter(|(_, window)| *window == encoded.as_slice())
+            .map(|(at, _)| at);
+        let body_at = at.next().expect("the body is in the record");
+        assert!(at.next().is_none(), "the body occurs once");
+        body_at + encoded.len()
+    }
+
+    /// Version 8 keeps the body's MD5 after the body; a payload of an older record decodes with
+    /// it computed from the body, and the two agree.
+    #[test]
+    fn payloads_keep_their_body_md5_and_older_ones_compute_it() {
+        let carrying: Vec<Record> = samples()
+            .into_iter()
+            .filter(|r| r.carried_payload().is_some())
+            .collect();
+        assert!(carrying.len() >= 2, "Send and Relocate samples");
+        for record in carrying {
+            let (_, _, payload) = record.carried_payload().unwrap();
+            assert_eq!(*payload.body_md5(), crate::message::body_md5(&payload.body));
+            let mut bytes = Vec::new();
+            encode(&record, &mut bytes);
+            let md5_at = body_md5_at(&bytes, &payload.body);
+            assert_eq!(&bytes[md5_at..md5_at + 16], payload.body_md5());
+            // A wrong digest is what the record says: it is not recomputed.
+            let mut wrong = bytes.clone();
+            wrong[md5_at] ^= 0xff;
+            let decoded = decode(&wrong).unwrap();
+            let (_, _, decoded) = decoded.carried_payload().unwrap();
+            assert_ne!(decoded.body_md5(), payload.body_md5());
+            // Version 7, without the digest: computed.
+            bytes.drain(md5_at..md5_at + 16);
+            bytes[0] = 7;
+            assert_eq!(decode(&bytes), Ok(record.clone()));
         }
     }
 
@@ -2071,7 +2131,20 @@ mod tests {
                 "{record:?}: {:?}",
                 decode(&bytes)
             );
-            // Records of versions before grouped tags existed still decode.
+            // Records of versions before grouped tags existed still decode (without the body's
+            // MD5 of version 8).
+            let body = match &record {
+                Record::Send { payload, .. } => payload.body.clone(),
+                Record::RestoreMessage { message, .. } => message
+                    .payload
+                    .inline()
+                    .expect("inline sample")
+                    .body
+                    .clone(),
+                _ => unreachable!("matched above"),
+            };
+            let md5_at = body_md5_at(&bytes, &body);
+            bytes.drain(md5_at..md5_at + 16);
             bytes[0] = 5;
             assert!(decode(&bytes).is_ok(), "{record:?}: {:?}", decode(&bytes));
         }

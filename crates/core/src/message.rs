@@ -160,6 +160,58 @@ pub struct Payload {
     pub trace_header: Option<String>,
     /// Who sent it (`SenderId`).
     pub sender_id: Arc<str>,
+    /// The MD5 digest of the body (what SQS returns as `MD5OfMessageBody` and `MD5OfBody`),
+    /// computed once, by [`Payload::new`], and kept in the message's record (format version 8),
+    /// so that no receive computes it again. Private, so that it always is the body's.
+    body_md5: [u8; 16],
+}
+
+impl Payload {
+    /// A payload, with its body's MD5.
+    pub fn new(
+        body: String,
+        attributes: BTreeMap<String, MessageAttribute>,
+        trace_header: Option<String>,
+        sender_id: Arc<str>,
+    ) -> Payload {
+        let body_md5 = body_md5(&body);
+        Payload {
+            body,
+            attributes,
+            trace_header,
+            sender_id,
+            body_md5,
+        }
+    }
+
+    /// A payload with the MD5 its record carried (only the codec: a record's MD5 was computed
+    /// from the same body when it was written, and the log's checksums keep the two together).
+    pub(crate) fn with_body_md5(
+        body: String,
+        attributes: BTreeMap<String, MessageAttribute>,
+        trace_header: Option<String>,
+        sender_id: Arc<str>,
+        body_md5: [u8; 16],
+    ) -> Payload {
+        Payload {
+            body,
+            attributes,
+            trace_header,
+            sender_id,
+            body_md5,
+        }
+    }
+
+    /// The MD5 digest of the body.
+    pub fn body_md5(&self) -> &[u8; 16] {
+        &self.body_md5
+    }
+}
+
+/// The MD5 digest of a body's UTF-8 bytes.
+pub(crate) fn body_md5(body: &str) -> [u8; 16] {
+    use md5::Digest;
+    md5::Md5::digest(body.as_bytes()).into()
 }
 
 /// A send request, before validation.
@@ -241,12 +293,12 @@ pub fn validate_send(input: SendInput, size_max_bytes: u32, limits: &Limits) -> 
             max_bytes: size_max_bytes,
         });
     }
-    Ok(Payload {
-        body: input.body,
-        attributes: input.attributes,
-        trace_header: input.trace_header,
-        sender_id: input.sender_id,
-    })
+    Ok(Payload::new(
+        input.body,
+        input.attributes,
+        input.trace_header,
+        input.sender_id,
+    ))
 }
 
 /// SQS accepts only XML 1.0 characters: #x9 | #xA | #xD | #x20–#xD7FF | #xE000–#xFFFD |

@@ -82,12 +82,12 @@ fn delivery(index: usize) -> Delivery {
         message_id: MessageId([index as u8; 16]),
         // About the length of a leaseq receipt handle.
         receipt: "AQEB".repeat(30),
-        payload: Arc::new(Payload {
-            body: body(index),
-            attributes: BTreeMap::new(),
-            trace_header: None,
-            sender_id: Arc::from("AIDAEXAMPLE"),
-        }),
+        payload: Arc::new(Payload::new(
+            body(index),
+            BTreeMap::new(),
+            None,
+            Arc::from("AIDAEXAMPLE"),
+        )),
         receive_count: 1,
         sent_at_ms: 1_700_000_000_123,
         first_received_at_ms: 1_700_000_001_000,
@@ -154,12 +154,12 @@ fn sent(message: SendInput, index: usize) -> Sent {
     Sent {
         message_id: MessageId([index as u8; 16]),
         seq: index as u64,
-        payload: Arc::new(Payload {
-            body: message.body,
-            attributes: message.attributes,
-            trace_header: message.trace_header,
-            sender_id: Arc::from(""),
-        }),
+        payload: Arc::new(Payload::new(
+            message.body,
+            message.attributes,
+            message.trace_header,
+            Arc::from(""),
+        )),
         sequence_number: None,
         duplicate: false,
     }

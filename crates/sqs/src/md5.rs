@@ -9,7 +9,7 @@
 use std::collections::BTreeMap;
 
 use ::md5::{Digest, Md5};
-use leaseq_core::{AttributeValue, MessageAttribute};
+use leaseq_core::{AttributeValue, MessageAttribute, Payload};
 
 const TRANSPORT_STRING: u8 = 1;
 const TRANSPORT_BINARY: u8 = 2;
@@ -39,13 +39,23 @@ pub fn md5_of_body(body: &str) -> String {
 /// [`md5_of_body`] as its 32 ASCII hex digits, in place: for the encoder, which copies them
 /// into the response and has no use for a `String` of its own.
 pub fn md5_hex_of_body(body: &str) -> [u8; 32] {
-    let digest = Md5::digest(body.as_bytes());
+    hex_digits(&Md5::digest(body.as_bytes()).into())
+}
+
+/// A digest's 32 lowercase hex digits, in place.
+pub fn hex_digits(digest: &[u8; 16]) -> [u8; 32] {
     let mut out = [0; 32];
-    for (pair, &byte) in out.chunks_exact_mut(2).zip(digest.iter()) {
+    for (pair, &byte) in out.chunks_exact_mut(2).zip(digest) {
         pair[0] = crate::HEX_DIGITS[usize::from(byte >> 4)];
         pair[1] = crate::HEX_DIGITS[usize::from(byte & 0x0f)];
     }
     out
+}
+
+/// `MD5OfMessageBody` / `MD5OfBody` of a payload: the digest it keeps (computed once, when the
+/// message was sent), as text. Equal to [`md5_of_body`] of its body.
+pub fn md5_of_payload_body(payload: &Payload) -> String {
+    String::from_utf8(hex_digits(payload.body_md5()).to_vec()).expect("hex digits are ASCII")
 }
 
 /// `MD5OfMessageAttributes` over the given attributes (in name order, as a `BTreeMap` iterates),

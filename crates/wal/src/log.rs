@@ -628,14 +628,16 @@ impl Wal {
             self.segment_file(&mut state, position.segment)?
         };
         let mut frame = vec![0u8; frame_len_bytes];
-        let name = segment_file_name(position.segment);
+        // The file's name only for an error: formatting it costs more than reading a cached
+        // record.
+        let name = || segment_file_name(position.segment);
         let read = match source {
             Source::Disk => file
                 .read_exact_at(&mut frame, position.offset)
                 .map(|()| true),
             Source::Memory => file.read_exact_at_cached(&mut frame, position.offset),
         };
-        if !read.map_err(|source| WalError::io("read", &name, source))? {
+        if !read.map_err(|source| WalError::io("read", &name(), source))? {
             return Ok(None);
         }
         match format::decode_frame(&frame, 0) {
@@ -648,7 +650,7 @@ impl Wal {
             }
             Err(error) => {
                 return Err(WalError::Corrupt {
-                    file: name,
+                    file: name(),
                     offset: position.offset,
                     reason: error.to_string(),
                 })

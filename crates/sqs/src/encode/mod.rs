@@ -5,9 +5,10 @@
 //! lists and maps are flattened (`<Message>` repeated, `<Attribute><Name/><Value/></Attribute>`)
 //! under their member names, and the result sits in `<ActionResult>` inside `<ActionResponse>`.
 //! Text in the tree borrows from the outcome where it can (bodies, receipts, ids), so a message
-//! body is copied once, into the response. One outcome skips the tree: a `SendMessage`'s JSON
-//! result, the commonest response, is written straight into its buffer (`write_sent_json`, held
-//! to the tree's bytes by a test).
+//! body is copied once, into the response. The commonest JSON results skip the tree: a
+//! `SendMessage`'s, a `ReceiveMessage`'s and a delete or visibility batch's are written straight
+//! into their buffers (`write_sent_json`, `write_received_json`, `write_batch_json`, each held to
+//! the tree's bytes by a test).
 
 use std::borrow::Cow;
 
@@ -17,7 +18,7 @@ use leaseq_core::{AttributeValue, Delivery, MessageAttribute, MoveStatus, Sent};
 
 use crate::action::Shape;
 use crate::error::SqsError;
-use crate::md5::{md5_of_body, md5_of_message_attributes, md5_of_system_attributes};
+use crate::md5::{md5_of_message_attributes, md5_of_payload_body, md5_of_system_attributes};
 use crate::outcome::{Context, Outcome, VisibilityAdvice};
 
 /// The namespace of SQS's Query responses.
@@ -405,7 +406,7 @@ fn peeked<'a>(entry: &'a crate::outcome::PeekedEntry, ctx: &Context) -> Node<'a>
     let state = state_name(message.state);
     let mut members = vec![
         ("MessageId", text(message.id.to_string())),
-        ("MD5OfBody", text(md5_of_body(&payload.body))),
+        ("MD5OfBody", text(md5_of_payload_body(payload))),
         ("Body", text(&payload.body)),
         (
             "Attributes",
@@ -455,7 +456,7 @@ fn sent_members(sent: &Sent) -> Vec<(&'static str, Node<'_>)> {
     let payload = &sent.payload;
     let mut members = vec![
         ("MessageId", text(sent.message_id.to_string())),
-        ("MD5OfMessageBody", text(md5_of_body(&payload.body))),
+        ("MD5OfMessageBody", text(md5_of_payload_body(payload))),
     ];
     if let Some(md5) = md5_of_message_attributes(&payload.attributes) {
         members.push(("MD5OfMessageAttributes", text(md5)));
@@ -487,7 +488,7 @@ fn write_sent_json(sent: &Sent, out: &mut Vec<u8>) {
         out.push(b',');
     }
     out.extend_from_slice(b"\"MD5OfMessageBody\":\"");
-    out.extend_from_slice(&crate::md5::md5_hex_of_body(&payload.body));
+    out.extend_from_slice(&crate::md5::hex_digits(payload.body_md5()));
     out.push(b'"');
     if let Some(md5) = md5_of_system_attributes(payload.trace_header.as_deref()) {
         out.extend_from_slice(b",\"MD5OfMessageSystemAttributes\":");
@@ -650,7 +651,7 @@ fn message<'a>(
     let mut members = vec![
         ("MessageId", text(delivery.message_id.to_string())),
         ("ReceiptHandle", text(&delivery.receipt)),
-        ("MD5OfBody", text(md5_of_body(&payload.body))),
+        ("MD5OfBody", text(md5_of_payload_body(payload))),
         ("Body", text(&payload.body)),
     ];
     if matches!(&system, Node::Map { entries, .. } if !entries.is_empty()) {
@@ -664,6 +665,176 @@ fn message<'a>(
         ));
     }
     Node::Struct(members)
+}
+
+/// A receive's JSON result, written directly: what `write_json` writes of the `Messages` list
+/// that `result` builds from `message` (the members of each message in byte order of their
+/// names: `Attributes`, `Body`, `MD5OfBody`, `MD5OfMessageAttributes`, `MessageAttributes`,
+/// `MessageId`, `ReceiptHandle`; the entries of both maps in byte order of their names), without
+/// the tree, its sorts, and a `String` per member and per number. The test
+/// `received_json_is_the_trees` holds it to the tree's bytes.
+fn write_received_json(
+    deliveries: &[Delivery],
+    attribute_names: &[String],
+    message_attribute_names: &[String],
+    ctx: &Context,
+    out: &mut Vec<u8>,
+) {
+    if deliveries.is_empty() {
+        out.extend_from_slice(b"{}");
+        return;
+    }
+    out.extend_from_slice(b"{\"Messages\":[");
+    for (at, delivery) in deliveries.iter().enumerate() {
+        if at > 0 {
+            out.push(b',');
+        }
+        write_message_json(delivery, attribute_names, message_attribute_names, ctx, out);
+    }
+    out.extend_from_slice(b"]}");
+}
+
+/// One message of a receive's JSON result (see [`write_received_json`]).
+fn write_message_json(
+    delivery: &Delivery,
+    attribute_names: &[String],
+    message_attribute_names: &[String],
+    ctx: &Context,
+    out: &mut Vec<u8>,
+) {
+    let payload = &delivery.payload;
+    out.push(b'{');
+    if !attribute_names.is_empty() {
+        let all = attribute_names.iter().any(|name| name == "All");
+        let mut system: Vec<(&str, SystemValue)> = SYSTEM_ATTRIBUTES
+            .iter()
+            .filter(|&&name| all || attribute_names.iter().any(|wanted| wanted == name))
+            .filter_map(|&name| system_value(name, delivery, ctx).map(|value| (name, value)))
+            .collect();
+        if !system.is_empty() {
+            system.sort_unstable_by(|a, b| a.0.cmp(b.0));
+            out.extend_from_slice(b"\"Attributes\":{");
+            for (at, (name, value)) in system.iter().enumerate() {
+                if at > 0 {
+                    out.push(b',');
+                }
+                json_string(name, out);
+                out.push(b':');
+                match value {
+                    SystemValue::Text(text) => json_string(text, out),
+                    SystemValue::Number(number) => {
+                        out.push(b'"');
+                        out.extend_from_slice(itoa::Buffer::new().format(*number).as_bytes());
+                        out.push(b'"');
+                    }
+                }
+            }
+            out.extend_from_slice(b"},");
+        }
+    }
+    out.extend_from_slice(b"\"Body\":");
+    json_string(&payload.body, out);
+    out.extend_from_slice(b",\"MD5OfBody\":\"");
+    out.extend_from_slice(&crate::md5::hex_digits(payload.body_md5()));
+    out.push(b'"');
+    let returned = || {
+        payload
+            .attributes
+            .iter()
+            .filter(|(name, _)| message_attribute_wanted(name, message_attribute_names))
+    };
+    if !message_attribute_names.is_empty() {
+        if let Some(md5) = md5_of_message_attributes(returned()) {
+            out.extend_from_slice(b",\"MD5OfMessageAttributes\":");
+            json_string(&md5, out);
+            // A `BTreeMap`'s names come in byte order already.
+            out.extend_from_slice(b",\"MessageAttributes\":{");
+            for (at, (name, attribute)) in returned().enumerate() {
+                if at > 0 {
+                    out.push(b',');
+                }
+                json_string(name, out);
+                out.push(b':');
+                match &attribute.value {
+                    AttributeValue::Binary(bytes) => {
+                        out.extend_from_slice(b"{\"BinaryValue\":");
+                        json_string(&STANDARD.encode(bytes), out);
+                        out.extend_from_slice(b",\"DataType\":");
+                        json_string(&attribute.data_type, out);
+                    }
+                    AttributeValue::Text(value) => {
+                        out.extend_from_slice(b"{\"DataType\":");
+                        json_string(&attribute.data_type, out);
+                        out.extend_from_slice(b",\"StringValue\":");
+                        json_string(value, out);
+                    }
+                }
+                out.push(b'}');
+            }
+            out.push(b'}');
+        }
+    }
+    out.extend_from_slice(b",\"MessageId\":\"");
+    out.extend_from_slice(&hyphenated(&delivery.message_id.0));
+    out.extend_from_slice(b"\",\"ReceiptHandle\":");
+    json_string(&delivery.receipt, out);
+    out.push(b'}');
+}
+
+/// A `DeleteMessageBatch` or `ChangeMessageVisibilityBatch` JSON result, written directly: what
+/// `write_json` writes of `batch_members` (`Failed`, then `Successful`; a failed entry's members
+/// `Code`, `Id`, `Message`, `SenderFault`), without the tree, its sorts and a `Vec` per entry.
+/// The test `batch_json_is_the_trees` holds it to the tree's bytes.
+fn write_batch_json(entries: &[(String, Result<(), SqsError>)], out: &mut Vec<u8>) {
+    out.extend_from_slice(b"{\"Failed\":[");
+    let mut first = true;
+    for (id, result) in entries {
+        let Err(error) = result else { continue };
+        if !first {
+            out.push(b',');
+        }
+        first = false;
+        out.extend_from_slice(b"{\"Code\":");
+        json_string(error.code.query_code(), out);
+        out.extend_from_slice(b",\"Id\":");
+        json_string(id, out);
+        out.extend_from_slice(b",\"Message\":");
+        json_string(&error.message, out);
+        out.extend_from_slice(if error.is_sender_fault() {
+            b",\"SenderFault\":true}"
+        } else {
+            b",\"SenderFault\":false}"
+        });
+    }
+    out.extend_from_slice(b"],\"Successful\":[");
+    let mut first = true;
+    for (id, _) in entries.iter().filter(|(_, result)| result.is_ok()) {
+        if !first {
+            out.push(b',');
+        }
+        first = false;
+        out.extend_from_slice(b"{\"Id\":");
+        json_string(id, out);
+        out.push(b'}');
+    }
+    out.extend_from_slice(b"]}");
+}
+
+/// A system attribute's value as the direct writer needs it: numbers stay numbers until they
+/// are written.
+enum SystemValue<'a> {
+    Text(Cow<'a, str>),
+    Number(u64),
+}
+
+/// [`system_attribute`], with the numbers unformatted.
+fn system_value<'a>(name: &str, delivery: &'a Delivery, ctx: &Context) -> Option<SystemValue<'a>> {
+    Some(match name {
+        "SentTimestamp" => SystemValue::Number(delivery.sent_at_ms),
+        "ApproximateReceiveCount" => SystemValue::Number(u64::from(delivery.receive_count)),
+        "ApproximateFirstReceiveTimestamp" => SystemValue::Number(delivery.first_received_at_ms),
+        _ => SystemValue::Text(system_attribute(name, delivery, ctx)?),
+    })
 }
 
 // ----- JSON ---------------------------------------------------------------------------------
@@ -932,6 +1103,31 @@ pub fn encode(
             };
             let mut body = Vec::with_capacity(SENT_JSON_CAPACITY_BYTES);
             write_sent_json(sent, &mut body);
+            json_response(200, body, ctx, None)
+        }
+        // So is a receive's, the commonest response of a consumer (`received_json_is_the_trees`).
+        crate::Protocol::Json if matches!(outcome, Outcome::Received { .. }) => {
+            let Outcome::Received { deliveries, .. } = outcome else {
+                unreachable!("matched above")
+            };
+            let (attribute_names, message_attribute_names) = shape.message_attribute_names();
+            let mut body = Vec::with_capacity(RESPONSE_CAPACITY_BYTES);
+            write_received_json(
+                deliveries,
+                attribute_names,
+                message_attribute_names,
+                ctx,
+                &mut body,
+            );
+            json_response(200, body, ctx, None)
+        }
+        // And the result of a delete batch, the other half of consuming (`batch_json_is_the_trees`).
+        crate::Protocol::Json if matches!(outcome, Outcome::Batch(_)) => {
+            let Outcome::Batch(entries) = outcome else {
+                unreachable!("matched above")
+            };
+            let mut body = Vec::with_capacity(RESPONSE_CAPACITY_BYTES);
+            write_batch_json(entries, &mut body);
             json_response(200, body, ctx, None)
         }
         crate::Protocol::Json => {

@@ -135,9 +135,9 @@ fn string_attribute(value: &str) -> MessageAttribute {
 }
 
 fn payload(body: &str) -> Arc<Payload> {
-    Arc::new(Payload {
-        body: body.into(),
-        attributes: BTreeMap::from([
+    Arc::new(Payload::new(
+        body.into(),
+        BTreeMap::from([
             ("colour".to_string(), string_attribute("red")),
             ("foo.bar".to_string(), string_attribute("x")),
             (
@@ -148,9 +148,9 @@ fn payload(body: &str) -> Arc<Payload> {
                 },
             ),
         ]),
-        trace_header: Some("Root=1-abc".into()),
-        sender_id: Arc::from("AIDAEXAMPLE"),
-    })
+        Some("Root=1-abc".into()),
+        Arc::from("AIDAEXAMPLE"),
+    ))
 }
 
 fn delivery(body: &str) -> Delivery {
@@ -231,12 +231,12 @@ fn send_message_json_and_xml() {
     let plain = Outcome::Sent(Sent {
         message_id: MessageId([1; 16]),
         seq: 1,
-        payload: Arc::new(Payload {
-            body: "x".into(),
-            attributes: BTreeMap::new(),
-            trace_header: None,
-            sender_id: Arc::from(""),
-        }),
+        payload: Arc::new(Payload::new(
+            "x".into(),
+            BTreeMap::new(),
+            None,
+            Arc::from(""),
+        )),
         sequence_number: None,
         duplicate: false,
     });
@@ -931,16 +931,18 @@ fn visibility_advice_in_both_protocols() {
 /// a sequence number, for ids whose every nibble differs.
 #[test]
 fn sent_json_is_the_trees() {
-    let bare = Arc::new(Payload {
-        body: AWKWARD_BODY.into(),
-        attributes: BTreeMap::new(),
-        trace_header: None,
-        sender_id: Arc::from(""),
-    });
-    let traced = Arc::new(Payload {
-        trace_header: Some("Root=1-\"quoted\"".into()),
-        ..(*bare).clone()
-    });
+    let bare = Arc::new(Payload::new(
+        AWKWARD_BODY.into(),
+        BTreeMap::new(),
+        None,
+        Arc::from(""),
+    ));
+    let traced = Arc::new(Payload::new(
+        AWKWARD_BODY.into(),
+        BTreeMap::new(),
+        Some("Root=1-\"quoted\"".into()),
+        Arc::from(""),
+    ));
     let ids = [
         [0; 16],
         [0xff; 16],
@@ -971,6 +973,143 @@ fn sent_json_is_the_trees() {
                 let response = encode(Protocol::Json, "SendMessage", &Outcome::Sent(sent), &ctx());
                 assert_eq!(response.body, tree);
             }
+        }
+    }
+}
+
+/// A receive's JSON result, written directly, is byte for byte what the tree of `result` writes:
+/// for no messages and several; bodies that need escapes; every selection of system attributes
+/// (none, `All`, some, names that are not attributes) and of message attributes (none, `All`,
+/// `.*` patterns, names that match nothing); messages of standard and FIFO queues, with and
+/// without a trace header, a dead-letter source, a sequence number, a deduplication id; ids whose
+/// every nibble differs.
+#[test]
+fn received_json_is_the_trees() {
+    let bare = Arc::new(Payload::new(
+        AWKWARD_BODY.into(),
+        BTreeMap::new(),
+        None,
+        Arc::from("AIDA\"quoted\""),
+    ));
+    let standard = delivery("hello");
+    let fifo = Delivery {
+        message_id: MessageId(core::array::from_fn(|at| (at as u8) * 0x11)),
+        receipt: "r\\2/+=".into(),
+        payload: bare.clone(),
+        receive_count: u32::MAX,
+        sent_at_ms: 0,
+        first_received_at_ms: u64::MAX,
+        dead_letter_source: None,
+        fifo: Some(Box::new(leaseq_core::FifoMessage {
+            group_id: Arc::from("group \"1\""),
+            deduplication_id: Arc::from("dedup"),
+        })),
+        sequence_number: Some("18000000000000000005".into()),
+        ..delivery("")
+    };
+    let grouped = Delivery {
+        fifo: Some(Box::new(leaseq_core::FifoMessage {
+            group_id: Arc::from("tenant-a"),
+            deduplication_id: Arc::from(""),
+        })),
+        payload: payload(AWKWARD_BODY),
+        ..delivery("x")
+    };
+    let batches = [
+        vec![],
+        vec![standard.clone()],
+        vec![fifo.clone(), grouped.clone(), standard.clone()],
+        vec![Delivery {
+            payload: bare,
+            ..standard
+        }],
+    ];
+    let attribute_selections: [&[&str]; 5] = [
+        &[],
+        &["All"],
+        &["SentTimestamp", "ApproximateReceiveCount", "SenderId"],
+        &[
+            "MessageGroupId",
+            "AWSTraceHeader",
+            "DeadLetterQueueSourceArn",
+            "Nope",
+        ],
+        &[
+            "SequenceNumber",
+            "MessageDeduplicationId",
+            "ApproximateFirstReceiveTimestamp",
+        ],
+    ];
+    let message_attribute_selections: [&[&str]; 5] = [
+        &[],
+        &["All"],
+        &["foo.*"],
+        &["raw", "colour", "absent"],
+        &["absent"],
+    ];
+    let ctx = ctx();
+    for deliveries in &batches {
+        for attribute_names in attribute_selections {
+            for message_attribute_names in message_attribute_selections {
+                let outcome = Outcome::Received {
+                    deliveries: deliveries.clone(),
+                    queue_name: Arc::from("jobs"),
+                };
+                let shape = Shape::Received {
+                    attribute_names: strings(attribute_names),
+                    message_attribute_names: strings(message_attribute_names),
+                };
+                let tree = json_document(Node::Struct(
+                    result("ReceiveMessage", &outcome, &shape, &ctx).unwrap_or_default(),
+                ));
+                let response = encode(Protocol::Json, "ReceiveMessage", &(outcome, shape), &ctx);
+                assert_eq!(
+                    String::from_utf8(response.body).unwrap(),
+                    String::from_utf8(tree).unwrap(),
+                    "attributes {attribute_names:?}, message attributes {message_attribute_names:?}"
+                );
+            }
+        }
+    }
+}
+
+/// A delete or visibility batch's JSON result, written directly, is byte for byte what the tree
+/// of `result` writes: all entries good, all failed, mixed; sender and server faults; ids and
+/// messages that need escapes; no entries.
+#[test]
+fn batch_json_is_the_trees() {
+    let receipt_error = SqsError::new(
+        ErrorCode::ReceiptHandleIsInvalid,
+        "The input receipt handle \"x\" is not valid.",
+    );
+    let server_error = SqsError::internal("disk\nfull");
+    let batches: [Vec<(String, Result<(), SqsError>)>; 4] = [
+        vec![],
+        vec![("0".into(), Ok(())), ("a\"b".into(), Ok(()))],
+        vec![
+            ("0".into(), Err(receipt_error.clone())),
+            ("1".into(), Err(server_error.clone())),
+        ],
+        vec![
+            ("x".into(), Ok(())),
+            ("y\\".into(), Err(receipt_error)),
+            ("z".into(), Ok(())),
+            ("w".into(), Err(server_error)),
+        ],
+    ];
+    let ctx = ctx();
+    for entries in batches {
+        for action in ["DeleteMessageBatch", "ChangeMessageVisibilityBatch"] {
+            let outcome = Outcome::Batch(entries.clone());
+            let tree = json_document(Node::Struct(
+                result(action, &outcome, &Shape::Whole, &ctx).unwrap_or_default(),
+            ));
+            let response = encode(Protocol::Json, action, &outcome, &ctx);
+            assert_eq!(
+                String::from_utf8(response.body).unwrap(),
+                String::from_utf8(tree).unwrap(),
+                "{entries:?}"
+            );
         }
     }
 }
