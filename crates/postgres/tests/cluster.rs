@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use leaseq_postgres::{drop_schema, PgConfig};
 use leaseq_server::Api as _;
-use leaseq_testkit::http::{json_headers, request, RawResponse};
+use leaseq_testkit::http::{json_headers, request, Connection, RawResponse};
 use serde_json::json;
 
 use cluster_node::{Node, WAIT_MAX};
@@ -78,14 +78,22 @@ async fn a_standby_forwards_and_a_hand_off_keeps_every_message_and_lease() {
     }
     let receive =
         json!({"QueueUrl": queue_url(&b), "MaxNumberOfMessages": 5, "VisibilityTimeout": 600});
-    let received = b.call("ReceiveMessage", receive).await.json();
-    let receipts: Vec<String> = received["Messages"]
-        .as_array()
-        .unwrap()
+    let mut client = Connection::connect(b.addr).await.unwrap();
+    let received = client.call("ReceiveMessage", &receive).await.unwrap();
+    let messages = received["Messages"].as_array().unwrap();
+    let receipts: Vec<String> = messages
         .iter()
         .map(|m| m["ReceiptHandle"].as_str().unwrap().to_string())
         .collect();
     assert_eq!(receipts.len(), 5);
+    // The owner records the client's address in the attempt, not the standby's.
+    let history = json!({"QueueUrl": queue_url(&b), "MessageId": messages[0]["MessageId"]});
+    let history = b.call("LeaseqGetMessageHistory", history).await.json();
+    assert_eq!(
+        history["Attempts"][0]["ClientAddress"],
+        client.local_addr().to_string(),
+        "{history}"
+    );
 
     // The owner leaves gracefully; the standby takes the log over.
     a.node.shut_down();

@@ -274,6 +274,19 @@ fn namespace(
     })
 }
 
+/// The client's address: the connection's, unless a peer forwarded the request and said whose
+/// it was ([`forward::FORWARDED_FOR`]).
+fn client_address(headers: &HeaderMap, connection: Option<SocketAddr>) -> Option<SocketAddr> {
+    if !headers.contains_key(forward::FORWARDED_BY) {
+        return connection;
+    }
+    headers
+        .get(forward::FORWARDED_FOR)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|text| text.parse().ok())
+        .or(connection)
+}
+
 /// A connection's address for a log line.
 fn address_text(address: Option<SocketAddr>) -> String {
     address.map(|a| a.to_string()).unwrap_or_default()
@@ -384,6 +397,7 @@ where
                 headers: &headers,
                 body: &body,
                 scheme: shared.scheme,
+                address,
             };
             let forwarded = shared.forwarder.forward(
                 &*shared.service,
@@ -450,7 +464,7 @@ where
             Some(verified) => verified.access_key_id.clone(),
             None => sender_id(&headers, &config.account_id),
         },
-        address,
+        address: client_address(&headers, address),
         user_agent: headers.get(axum::http::header::USER_AGENT).cloned(),
     };
     let started = Instant::now();

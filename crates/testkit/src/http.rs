@@ -112,6 +112,8 @@ pub struct Connection {
     sender: SendRequest<Full<Bytes>>,
     /// The `Host` header sent unless a request names its own.
     host: String,
+    /// This end's address, as the server sees the client.
+    local: SocketAddr,
     /// Hyper's connection task: it ends when the server closes the connection.
     driver: JoinHandle<()>,
 }
@@ -122,6 +124,7 @@ impl Connection {
         let broken = |error: std::io::Error| CallError::Connection(error.to_string());
         let stream = TcpStream::connect(addr).await.map_err(broken)?;
         stream.set_nodelay(true).map_err(broken)?;
+        let local = stream.local_addr().map_err(broken)?;
         let (sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
             .await
             .map_err(|error| CallError::Connection(error.to_string()))?;
@@ -131,8 +134,14 @@ impl Connection {
         Ok(Connection {
             sender,
             host: addr.to_string(),
+            local,
             driver,
         })
+    }
+
+    /// This end's address: what the server records as the client's.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local
     }
 
     /// Whether the connection is known to be closed (the server closed it, or it broke): a

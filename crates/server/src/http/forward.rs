@@ -15,6 +15,7 @@
 //! out leaves the outcome unknown, and the client gets `ServiceUnavailable` (which SDKs retry,
 //! as they do any lost answer: SQS's delivery is at least once).
 
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
@@ -35,6 +36,11 @@ pub const FORWARDED_BY: HeaderName = HeaderName::from_static("x-leaseq-forwarded
 /// forwarded request may reach over another (a TLS listener's node forwards to its peers' plain
 /// listener): the owner builds queue URLs with it, as the client would from its own request.
 pub const FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-leaseq-forwarded-proto");
+/// The address of the client's connection to the node that forwarded the request, which the
+/// owner records in attempt histories instead of the forwarding node's own. Like
+/// [`FORWARDED_PROTO`] it is believed of any request marked [`FORWARDED_BY`]: it changes nothing
+/// but what a history says of its client.
+pub const FORWARDED_FOR: HeaderName = HeaderName::from_static("x-leaseq-forwarded-for");
 /// Marks an answer of a node that does not serve the request it was forwarded (it did nothing).
 pub const NOT_SERVING: HeaderName = HeaderName::from_static("x-leaseq-not-serving");
 /// Every SQS answer of a cluster node names the node that executed the request.
@@ -100,6 +106,8 @@ pub(crate) struct Incoming<'a> {
     pub body: &'a Bytes,
     /// `http://` or `https://`: the listener's that the client reached.
     pub scheme: &'static str,
+    /// The client's connection's address, if known.
+    pub address: Option<SocketAddr>,
 }
 
 impl Forwarder {
@@ -176,7 +184,7 @@ impl Forwarder {
         *forwarded.uri_mut() = uri;
         let headers = forwarded.headers_mut();
         for (name, value) in request.headers {
-            if !is_hop_by_hop(name) && *name != FORWARDED_PROTO {
+            if !is_hop_by_hop(name) && *name != FORWARDED_PROTO && *name != FORWARDED_FOR {
                 headers.append(name.clone(), value.clone());
             }
         }
@@ -185,6 +193,11 @@ impl Forwarder {
             _ => "http",
         };
         headers.insert(FORWARDED_PROTO, HeaderValue::from_static(proto));
+        if let Some(address) = request.address {
+            let address = HeaderValue::try_from(address.to_string())
+                .expect("a socket address is a valid header value");
+            headers.insert(FORWARDED_FOR, address);
+        }
         headers.insert(
             FORWARDED_BY,
             node_id
