@@ -67,7 +67,8 @@ pub const RETRY_MAX: Duration = Duration::from_secs(2);
 
 /// How recently the epoch must have been confirmed for a request to be answered without a
 /// check of its own: at most a second, and half a node timeout, so that no other node can have
-/// taken the lock over since (it would have had to wait a whole node timeout).
+/// taken the lock over since (it would have had to wait a whole node timeout; unless
+/// PostgreSQL ended the session unseen: `docs/design/cluster.md`, "Known holes").
 pub fn confirm_window(node_timeout: Duration) -> Duration {
     (node_timeout / 2).min(Duration::from_secs(1))
 }
@@ -123,7 +124,8 @@ pub struct ClockReading {
 /// The offset of PostgreSQL's clock from the host's, taken so that the host's clock plus the
 /// offset is never ahead of PostgreSQL's: the reading is compared with the host's time *after*
 /// the answer arrived, so the round trip makes the offset smaller, never larger. A lease
-/// deadline written by an earlier owner is then never reached early (`docs/design/cluster.md`).
+/// deadline written by an earlier owner is then never reached early; the leases this owner
+/// grants are short by as long as the answer took (`docs/design/cluster.md`, "Known holes").
 pub fn clock_offset_ms(reading: ClockReading) -> i64 {
     reading.postgres_ms - reading.host_received_ms
 }
