@@ -50,14 +50,91 @@ pub const NODE_TIMEOUT_DEFAULT: Duration = Duration::from_secs(5);
 /// but heartbeats need a few of them in each timeout).
 pub const NODE_TIMEOUT_MIN: Duration = Duration::from_millis(400);
 /// How often a standby reads the bucket's owner when nothing tells it to look sooner.
-const OWNER_POLL: Duration = Duration::from_millis(250);
+pub const OWNER_POLL: Duration = Duration::from_millis(250);
 /// How long a standby avoids an owner that refused a forward, under the epoch it refused in.
-const REFUSAL_HOLD: Duration = Duration::from_secs(1);
-/// How often a node refreshes its row in the node table (for `leaseq cluster status`).
-const ANNOUNCE_EVERY: Duration = Duration::from_secs(5);
+pub const REFUSAL_HOLD: Duration = Duration::from_secs(1);
+/// How often a node refreshes its row in the node table (for `leaseq cluster status`), and an
+/// owner measures its clock's offset from PostgreSQL's again.
+pub const ANNOUNCE_EVERY: Duration = Duration::from_secs(5);
 /// Waits after a failed connect or takeover, doubling up to the maximum.
-const RETRY_MIN: Duration = Duration::from_millis(50);
-const RETRY_MAX: Duration = Duration::from_secs(2);
+pub const RETRY_MIN: Duration = Duration::from_millis(50);
+/// The longest wait after a failed connect or takeover.
+pub const RETRY_MAX: Duration = Duration::from_secs(2);
+
+// The protocol's decisions as pure functions of durations, which the control loop, the lock's
+// heartbeat and the request path call, and which the seeded model of the protocol
+// (`tests/ownership_simulation.rs`) calls too: a change here is a change the model checks.
+
+/// How recently the epoch must have been confirmed for a request to be answered without a
+/// check of its own: at most a second, and half a node timeout, so that no other node can have
+/// taken the lock over since (it would have had to wait a whole node timeout; unless
+/// PostgreSQL ended the session unseen: `docs/design/cluster.md`, "Known holes").
+pub fn confirm_window(node_timeout: Duration) -> Duration {
+    (node_timeout / 2).min(Duration::from_secs(1))
+}
+
+/// How often the owner's lock session reads the epoch: four times to a node timeout, and at
+/// least twice to a confirmation window.
+pub fn heartbeat_interval(node_timeout: Duration) -> Duration {
+    (node_timeout / 4).min(confirm_window(node_timeout) / 2)
+}
+
+/// How long a heartbeat's read may go unanswered before the session counts as lost.
+pub fn heartbeat_answer_max(heartbeat: Duration) -> Duration {
+    heartbeat.max(Duration::from_millis(500)) * 4
+}
+
+/// Whether a confirmation `since` ago (`None`: none since the node last lost one) lets a
+/// request be answered without a check of its own.
+pub fn confirmed_within(since: Option<Duration>, window: Duration) -> bool {
+    since.is_some_and(|since| since <= window)
+}
+
+/// Why an owner must step down now, if it must: checked after every heartbeat interval (and
+/// whenever the lock session is found gone).
+pub fn step_down_reason(
+    lock_alive: bool,
+    log_failed: bool,
+    confirmed_since: Option<Duration>,
+    node_timeout: Duration,
+) -> Option<&'static str> {
+    if !lock_alive {
+        Some("the ownership session ended")
+    } else if log_failed {
+        Some("the log failed")
+    } else if !confirmed_within(confirmed_since, node_timeout) {
+        Some("the epoch was not confirmed within the node timeout")
+    } else {
+        None
+    }
+}
+
+/// One reading of PostgreSQL's clock: the host's time (ms) when the statement was sent and
+/// when its answer arrived, and PostgreSQL's `clock_timestamp()` in between.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ClockReading {
+    /// The host's clock when the statement was sent.
+    pub host_sent_ms: i64,
+    /// PostgreSQL's `clock_timestamp()`, in milliseconds since the Unix epoch.
+    pub postgres_ms: i64,
+    /// The host's clock when the answer arrived.
+    pub host_received_ms: i64,
+}
+
+/// The offset of PostgreSQL's clock from the host's, taken so that the host's clock plus the
+/// offset is never ahead of PostgreSQL's: the reading is compared with the host's time *after*
+/// the answer arrived, so the round trip makes the offset smaller, never larger. A lease
+/// deadline written by an earlier owner is then never reached early; the leases this owner
+/// grants are short by as long as the answer took (`docs/design/cluster.md`, "Known holes").
+pub fn clock_offset_ms(reading: ClockReading) -> i64 {
+    reading.postgres_ms - reading.host_received_ms
+}
+
+/// Whether a standby still avoids an owner whose forward it saw refused `since` ago (under the
+/// epoch the owner still has).
+pub fn refusal_holds(since: Duration) -> bool {
+    since < REFUSAL_HOLD
+}
 
 /// What a cluster node needs to know.
 #[derive(Clone)]
@@ -78,17 +155,14 @@ pub struct ClusterConfig {
 }
 
 impl ClusterConfig {
-    /// Heartbeats on the lock's session: four to a node timeout, and at least two to a
-    /// confirmation window.
+    /// Heartbeats on the lock's session ([`heartbeat_interval`]).
     fn heartbeat(&self) -> Duration {
-        (self.node_timeout / 4).min(self.confirm_window() / 2)
+        heartbeat_interval(self.node_timeout)
     }
 
-    /// How recently the epoch must have been confirmed for a request to be answered without a
-    /// check of its own: at most a second, and half a node timeout, so that no other node can
-    /// have taken the lock over since (it would have had to wait a whole node timeout).
+    /// The confirmation window ([`confirm_window`]).
     fn confirm_window(&self) -> Duration {
-        (self.node_timeout / 2).min(Duration::from_secs(1))
+        confirm_window(self.node_timeout)
     }
 }
 
@@ -394,7 +468,7 @@ impl ClusterNode {
                 (Some(row), Some((node_id, epoch, at)))
                     if row.node_id == *node_id
                         && row.epoch == *epoch
-                        && at.elapsed() < REFUSAL_HOLD =>
+                        && refusal_holds(at.elapsed()) =>
                 {
                     None
                 }

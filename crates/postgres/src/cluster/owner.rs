@@ -167,15 +167,12 @@ impl ClusterNode {
                     return;
                 }
             }
-            let reason = if !lock.alive() {
-                Some("the ownership session ended")
-            } else if owned.service.host().stopped_reason().is_some() {
-                Some("the log failed")
-            } else if !self.confirmed.within(self.config.node_timeout) {
-                Some("the epoch was not confirmed within the node timeout")
-            } else {
-                None
-            };
+            let reason = super::step_down_reason(
+                lock.alive(),
+                owned.service.host().stopped_reason().is_some(),
+                self.confirmed.since(),
+                self.config.node_timeout,
+            );
             if let Some(reason) = reason {
                 self.step_down(&owned, lock, reason);
                 return;

@@ -100,15 +100,19 @@ pub(crate) async fn announce(
 /// larger. A lease deadline is then never reached early on this node's clock (see
 /// `docs/design/cluster.md`, "One clock").
 pub(crate) async fn clock_offset_ms(client: &Client) -> Result<i64, PostgresError> {
+    let host_sent_ms = leaseq_server::clock::now_ms() as i64;
     let row = client
         .query_one(
             "SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint",
             &[],
         )
         .await?;
-    let after_ms = leaseq_server::clock::now_ms() as i64;
-    let postgres_ms: i64 = row.get(0);
-    Ok(postgres_ms - after_ms)
+    let host_received_ms = leaseq_server::clock::now_ms() as i64;
+    Ok(super::clock_offset_ms(super::ClockReading {
+        host_sent_ms,
+        postgres_ms: row.get(0),
+        host_received_ms,
+    }))
 }
 
 /// When this node last saw the bucket's epoch be its own.
@@ -127,7 +131,12 @@ impl Confirmed {
 
     /// Whether the epoch was confirmed within `window` of now.
     pub(crate) fn within(&self, window: Duration) -> bool {
-        self.at.lock().is_some_and(|at| at.elapsed() <= window)
+        super::confirmed_within(self.since(), window)
+    }
+
+    /// How long ago the epoch was last confirmed (`None`: not since the node last lost it).
+    pub(crate) fn since(&self) -> Option<Duration> {
+        self.at.lock().map(|at| at.elapsed())
     }
 
     pub(crate) fn clear(&self) {
@@ -242,7 +251,7 @@ async fn beat(state: Beat, mut closed: tokio::sync::oneshot::Receiver<()>) {
         .sql("SELECT epoch FROM {schema}.bucket WHERE bucket = $1");
     let mut ticks = tokio::time::interval(state.every);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let read_max = state.every.max(Duration::from_millis(500)) * 4;
+    let read_max = super::heartbeat_answer_max(state.every);
     loop {
         tokio::select! {
             _ = ticks.tick() => {}
