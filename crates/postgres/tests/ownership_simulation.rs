@@ -42,14 +42,15 @@
 //! table, connections that need a round trip to open, and message loss other than by a crash
 //! or a restart. PostgreSQL's clock is the global clock.
 //!
-//! `cargo test` runs 200 seeds. `LEASEQ_OWNERSHIP_SEEDS=N` runs seeds `0..N`,
+//! `cargo test` runs 300 seeds. `LEASEQ_OWNERSHIP_SEEDS=N` runs seeds `0..N`,
 //! `LEASEQ_OWNERSHIP_SEED=S` replays one (a failure prints its seed, the violation and the
 //! run's last 150 events; `LEASEQ_OWNERSHIP_TRACE=1` prints every event of the run),
 //! `LEASEQ_OWNERSHIP_STEPS=N` sets the client operations per seed and
-//! `LEASEQ_OWNERSHIP_STATS=1` prints what happened, counted. `LEASEQ_OWNERSHIP_KNOWN_HOLES=1`
-//! adds the faults that find the holes `docs/design/cluster.md` lists (left out by default, so
-//! that the suite stays green until they are fixed), and `LEASEQ_OWNERSHIP_SERVE_AFTER_WINDOW=1`
-//! models the fix proposed there for the first.
+//! `LEASEQ_OWNERSHIP_STATS=1` prints what happened, counted. `LEASEQ_OWNERSHIP_NO_SERVING_DELAY=1`
+//! leaves out a new owner's wait before it serves (`serving_delay`), which the default run's
+//! PostgreSQL restarts under a paused owner then find (the stale read it closed). The other hole
+//! the model found, leases short by a slow reading of PostgreSQL's clock, is found again when
+//! `CLOCK_READING_ROUND_TRIP_MAX_MS` is raised (a slow reading is then not taken again).
 
 #[path = "ownership_simulation/clients.rs"]
 mod clients;
@@ -81,7 +82,7 @@ use world::{us, Event, Settings, World, EPOCH_US, MS};
 
 /// Client operations per seed in `cargo test`.
 const OPERATIONS_DEFAULT: usize = 150;
-const SEEDS_DEFAULT: u64 = 200;
+const SEEDS_DEFAULT: u64 = 300;
 
 #[test]
 fn ownership_protocol_keeps_its_invariants() {
@@ -141,8 +142,7 @@ fn setup(seed: u64, operations: usize) -> World {
         drift_ppm_max: 100,
         operations,
         fault_every: us(node_timeout) * rng.random_range(1..4),
-        known_holes: std::env::var_os("LEASEQ_OWNERSHIP_KNOWN_HOLES").is_some(),
-        serve_after_window: std::env::var_os("LEASEQ_OWNERSHIP_SERVE_AFTER_WINDOW").is_some(),
+        serving_delay: std::env::var_os("LEASEQ_OWNERSHIP_NO_SERVING_DELAY").is_none(),
     };
     let mut engine = Engine::new(EngineConfig::default(), ReceiptKey::new(RECEIPT_KEY));
     let mut journal = Vec::new();

@@ -67,10 +67,22 @@ pub const RETRY_MAX: Duration = Duration::from_secs(2);
 
 /// How recently the epoch must have been confirmed for a request to be answered without a
 /// check of its own: at most a second, and half a node timeout, so that no other node can have
-/// taken the lock over since (it would have had to wait a whole node timeout; unless
-/// PostgreSQL ended the session unseen: `docs/design/cluster.md`, "Known holes").
+/// taken the lock over through the idle timeout since (it would have had to wait a whole node
+/// timeout). A session that PostgreSQL ended at once (a restart) is covered by
+/// [`serving_delay`].
 pub fn confirm_window(node_timeout: Duration) -> Duration {
     (node_timeout / 2).min(Duration::from_secs(1))
+}
+
+/// How long after it was granted the lock a new owner waits before it marks itself serving (and
+/// answers anything): a confirmation window. PostgreSQL may have ended the old owner's lock
+/// session at once (a restart, `pg_terminate_backend`, a failover) while the old owner was
+/// paused or cut off, unaware; it still answers reads on a confirmation taken before its session
+/// ended, so before this grant, for at most a window. Waiting the window out means no answer of
+/// the old owner's can come after one of the new owner's. The wait overlaps recovery, and costs a
+/// takeover at most a second.
+pub fn serving_delay(node_timeout: Duration) -> Duration {
+    confirm_window(node_timeout)
 }
 
 /// How often the owner's lock session reads the epoch: four times to a node timeout, and at
@@ -125,9 +137,43 @@ pub struct ClockReading {
 /// offset is never ahead of PostgreSQL's: the reading is compared with the host's time *after*
 /// the answer arrived, so the round trip makes the offset smaller, never larger. A lease
 /// deadline written by an earlier owner is then never reached early; the leases this owner
-/// grants are short by as long as the answer took (`docs/design/cluster.md`, "Known holes").
+/// grants are short by as long as the answer took, which `choose_clock_reading` bounds.
 pub fn clock_offset_ms(reading: ClockReading) -> i64 {
     reading.postgres_ms - reading.host_received_ms
+}
+
+/// The longest round trip of a reading of PostgreSQL's clock that a node takes as it is: the
+/// clock it sets is behind PostgreSQL's by up to the round trip, and the leases it grants are
+/// short by as much on PostgreSQL's clock once a later owner ends them. A slower answer (a pause,
+/// a stalled link) is read again.
+pub const CLOCK_READING_ROUND_TRIP_MAX_MS: i64 = 2;
+/// Readings taken at most, one after the other, looking for one within
+/// [`CLOCK_READING_ROUND_TRIP_MAX_MS`]; after that the shortest is kept (a link slower than that
+/// bound all the time: the leases' shortfall is then its round trip).
+pub const CLOCK_READINGS_MAX: usize = 10;
+
+impl ClockReading {
+    /// How long the answer took, by the host's clock.
+    pub fn round_trip_ms(&self) -> i64 {
+        self.host_received_ms - self.host_sent_ms
+    }
+}
+
+/// Given the `taken`-th reading of a measurement (counting from 1) and the best one before it
+/// (kept in `best`, which this updates), the reading to set the clock by, or `None` to read
+/// again.
+pub fn choose_clock_reading(
+    best: &mut Option<ClockReading>,
+    reading: ClockReading,
+    taken: usize,
+) -> Option<ClockReading> {
+    if best.is_none_or(|best| reading.round_trip_ms() < best.round_trip_ms()) {
+        *best = Some(reading);
+    }
+    if reading.round_trip_ms() <= CLOCK_READING_ROUND_TRIP_MAX_MS {
+        return Some(reading);
+    }
+    (taken >= CLOCK_READINGS_MAX).then(|| best.expect("set above"))
 }
 
 /// Whether a standby still avoids an owner whose forward it saw refused `since` ago (under the

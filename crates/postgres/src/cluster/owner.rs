@@ -98,6 +98,9 @@ impl ClusterNode {
         .map_err(|error| PostgresError::Config(format!("the takeover's task failed: {error}")))?;
         let (service, epoch) = opened?;
         self.epoch.send_replace(epoch);
+        // No answer before the old owner's last possible one (see `serving_delay`).
+        tokio::time::sleep_until(lock.granted + super::serving_delay(self.config.node_timeout))
+            .await;
         let sent = Instant::now();
         // The claim recorded this node as the owner but not yet as serving, so that standbys
         // do not forward to it while it replays; now it serves (if the epoch is still ours).

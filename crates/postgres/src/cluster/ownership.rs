@@ -98,21 +98,35 @@ pub(crate) async fn announce(
 /// host's clock plus the offset is never ahead of PostgreSQL's: the reading is compared with the
 /// host's time *after* the answer arrived, so the round trip makes the offset smaller, never
 /// larger. A lease deadline is then never reached early on this node's clock (see
-/// `docs/design/cluster.md`, "One clock").
+/// `docs/design/cluster.md`, "One clock"). A reading whose answer took long is taken again
+/// (`choose_clock_reading`), so that the clock is not behind by a pause.
 pub(crate) async fn clock_offset_ms(client: &Client) -> Result<i64, PostgresError> {
-    let host_sent_ms = leaseq_server::clock::now_ms() as i64;
-    let row = client
-        .query_one(
-            "SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint",
-            &[],
-        )
-        .await?;
-    let host_received_ms = leaseq_server::clock::now_ms() as i64;
-    Ok(super::clock_offset_ms(super::ClockReading {
-        host_sent_ms,
-        postgres_ms: row.get(0),
-        host_received_ms,
-    }))
+    let mut best = None;
+    for taken in 1..=super::CLOCK_READINGS_MAX {
+        let host_sent_ms = leaseq_server::clock::now_ms() as i64;
+        let row = client
+            .query_one(
+                "SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint",
+                &[],
+            )
+            .await?;
+        let reading = super::ClockReading {
+            host_sent_ms,
+            postgres_ms: row.get(0),
+            host_received_ms: leaseq_server::clock::now_ms() as i64,
+        };
+        if let Some(chosen) = super::choose_clock_reading(&mut best, reading, taken) {
+            if chosen.round_trip_ms() > super::CLOCK_READING_ROUND_TRIP_MAX_MS {
+                tracing::warn!(
+                    round_trip_ms = chosen.round_trip_ms(),
+                    "every reading of PostgreSQL's clock took long: leases this node grants may \
+                     end up to that much early once another node takes over"
+                );
+            }
+            return Ok(super::clock_offset_ms(chosen));
+        }
+    }
+    unreachable!("the last reading is always chosen")
 }
 
 /// When this node last saw the bucket's epoch be its own.
@@ -147,6 +161,8 @@ impl Confirmed {
 /// The session that holds the ownership lock, once [`LockSession::acquire`] returned.
 pub(crate) struct LockSession {
     pub client: Arc<Client>,
+    /// When the lock was granted (just after, on this host).
+    pub granted: tokio::time::Instant,
     /// `false` once the session is known to be gone (a heartbeat failed).
     alive: watch::Receiver<bool>,
     heartbeat: tokio::task::JoinHandle<()>,
@@ -181,6 +197,7 @@ impl LockSession {
                 &[&schema.ownership_key(SINGLE_NODE_BUCKET)],
             )
             .await?;
+        let granted = tokio::time::Instant::now();
         let client = Arc::new(client);
         let (alive_tx, alive) = watch::channel(true);
         let heartbeat = tokio::spawn(beat(
@@ -196,6 +213,7 @@ impl LockSession {
         ));
         Ok(LockSession {
             client,
+            granted,
             alive,
             heartbeat,
         })

@@ -123,17 +123,20 @@ pub struct Node {
     /// A pause (its length) to begin before the next request step of one kind (0: the first
     /// confirmation, 1: the engine, 2: the wait for the flush, 3: the second confirmation).
     pub pause_at_step: Option<(u64, u8)>,
-    /// A pause (its length) to begin as the node next reads PostgreSQL's clock (runs after
-    /// the known holes only).
+    /// A pause (its length) to begin as the node next reads PostgreSQL's clock.
     pub pause_at_clock_reading: Option<u64>,
     pub clock_base_us: i64,
     pub drift_ppm: i64,
     pub lock: Lock,
-    /// A reading of PostgreSQL's clock is on its way (a pause now makes it late: see
-    /// `Settings::known_holes`).
+    /// A reading of PostgreSQL's clock is on its way (a pause now makes it late, and it is read
+    /// again: `protocol::choose_clock_reading`).
     pub reading_clock: bool,
     /// When the lock was granted, on this node's clock.
     pub granted_local: u64,
+    /// The measurement of PostgreSQL's clock under way: readings taken, the best so far
+    /// (`protocol::choose_clock_reading`).
+    pub clock_taken: usize,
+    pub clock_best: Option<protocol::ClockReading>,
     pub beat: u64,
     /// Whether the last heartbeat was answered, and when it was sent (global).
     pub beat_answered: bool,
@@ -177,6 +180,8 @@ impl Node {
             lock: Lock::None,
             reading_clock: false,
             granted_local: 0,
+            clock_taken: 0,
+            clock_best: None,
             beat: 0,
             beat_answered: false,
             beat_sent: 0,
@@ -294,19 +299,13 @@ impl World {
                 self.after(crash, Event::Crash { node: id });
             }
         }
-        // A cut link holds a clock reading only in runs after the known holes (see `Settings`).
-        let held = self.settings.known_holes || !matches!(kind, StatementKind::ReadClock { .. });
         let statement = Statement {
             node: id,
             incarnation: self.nodes[id].incarnation,
             generation: self.pg.generation,
             kind,
         };
-        if held {
-            self.send_link(id, channel, Event::AtPostgres(statement));
-        } else {
-            self.send(channel, Event::AtPostgres(statement));
-        }
+        self.send_link(id, channel, Event::AtPostgres(statement));
     }
 
     /// A node starts (or starts again after a crash): it stands by.
@@ -388,6 +387,17 @@ impl World {
         node.takeover = Takeover::Clock;
         // Heartbeats start at once, so the session stays alive while the node recovers.
         self.heartbeat(id, session);
+        self.read_clock(id, session, true);
+    }
+
+    /// Reads PostgreSQL's clock on the lock's session: the first reading of a measurement, or
+    /// another one after an answer that took too long.
+    fn read_clock(&mut self, id: usize, session: u64, first: bool) {
+        if first {
+            let node = self.node(id);
+            node.clock_taken = 0;
+            node.clock_best = None;
+        }
         let sent_wall_ms = self.nodes[id].wall_ms(self.now);
         self.statement(
             id,
@@ -466,6 +476,29 @@ impl World {
                     postgres_ms,
                     host_received_ms: self.nodes[id].wall_ms(self.now),
                 });
+                // As `ownership::clock_offset_ms`: a reading that took long is taken again.
+                let reading = match reading {
+                    Some(reading) => {
+                        let node = self.node(id);
+                        node.clock_taken += 1;
+                        let taken = node.clock_taken;
+                        match protocol::choose_clock_reading(&mut node.clock_best, reading, taken) {
+                            Some(chosen) => Some(chosen),
+                            None => {
+                                if let Lock::Held {
+                                    session,
+                                    alive: true,
+                                } = self.nodes[id].lock
+                                {
+                                    self.count("clock read again");
+                                    self.read_clock(id, session, false);
+                                }
+                                return;
+                            }
+                        }
+                    }
+                    None => None,
+                };
                 if self.nodes[id].takeover != Takeover::Clock {
                     // An owner's measurement every ANNOUNCE_EVERY (a failed one is ignored).
                     if let (Some(reading), true) = (reading, self.nodes[id].owned.is_some()) {
@@ -528,9 +561,9 @@ impl World {
         if !alive {
             return self.takeover_failed(id, "lost the lock while recovering");
         }
-        if self.settings.serve_after_window {
-            let window = us(protocol::confirm_window(self.settings.node_timeout));
-            let ready = self.nodes[id].granted_local + window;
+        if self.settings.serving_delay {
+            let delay = us(protocol::serving_delay(self.settings.node_timeout));
+            let ready = self.nodes[id].granted_local + delay;
             let local_now = self.local_now(id);
             if local_now < ready {
                 let wait = Duration::from_micros(ready - local_now);
@@ -721,14 +754,7 @@ impl World {
                 };
                 let session = owned.session;
                 if matches!(self.nodes[id].lock, Lock::Held { alive: true, .. }) {
-                    let sent_wall_ms = self.nodes[id].wall_ms(self.now);
-                    self.statement(
-                        id,
-                        StatementKind::ReadClock {
-                            session,
-                            sent_wall_ms,
-                        },
-                    );
+                    self.read_clock(id, session, true);
                 }
                 self.timer(id, protocol::ANNOUNCE_EVERY, Timer::Remeasure { epoch });
             }

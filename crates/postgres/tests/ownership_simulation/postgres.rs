@@ -401,17 +401,12 @@ impl World {
         if let Some(answer) = answer {
             let generation = self.pg.generation;
             let channel = (node_channel(node, incarnation, 0).0, 3);
-            let held = self.settings.known_holes || !matches!(answer, Answer::Clock { .. });
             let event = Event::AtNode {
                 node,
                 incarnation,
                 input: NodeInput::Answer { generation, answer },
             };
-            if held {
-                self.send_link(node, channel, event);
-            } else {
-                self.send(channel, event);
-            }
+            self.send_link(node, channel, event);
         }
     }
 
