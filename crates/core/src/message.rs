@@ -175,13 +175,7 @@ impl Payload {
         sender_id: Arc<str>,
     ) -> Payload {
         let body_md5 = body_md5(&body);
-        Payload {
-            body,
-            attributes,
-            trace_header,
-            sender_id,
-            body_md5,
-        }
+        Payload::with_body_md5(body, attributes, trace_header, sender_id, body_md5)
     }
 
     /// A payload with the MD5 its record carried (only the codec: a record's MD5 was computed
