@@ -570,11 +570,35 @@ const SYSTEM_ATTRIBUTES: [&str; 9] = [
 ];
 
 fn system_attribute<'a>(name: &str, delivery: &'a Delivery, ctx: &Context) -> Option<Cow<'a, str>> {
+    Some(match system_value(name, delivery, ctx)? {
+        SystemValue::Text(text) => text,
+        SystemValue::Number(number) => number.to_string().into(),
+    })
+}
+
+/// A system attribute's value, numbers unformatted (the direct writer writes them without a
+/// `String`).
+enum SystemValue<'a> {
+    Text(Cow<'a, str>),
+    Number(u64),
+}
+
+/// A message's system attribute `name`, if it has one.
+fn system_value<'a>(name: &str, delivery: &'a Delivery, ctx: &Context) -> Option<SystemValue<'a>> {
+    match name {
+        "SentTimestamp" => Some(SystemValue::Number(delivery.sent_at_ms)),
+        "ApproximateReceiveCount" => Some(SystemValue::Number(delivery.receive_count.into())),
+        "ApproximateFirstReceiveTimestamp" => {
+            Some(SystemValue::Number(delivery.first_received_at_ms))
+        }
+        _ => Some(SystemValue::Text(system_text(name, delivery, ctx)?)),
+    }
+}
+
+/// The system attributes whose values are text.
+fn system_text<'a>(name: &str, delivery: &'a Delivery, ctx: &Context) -> Option<Cow<'a, str>> {
     Some(match name {
         "SenderId" => Cow::Borrowed(&*delivery.payload.sender_id),
-        "SentTimestamp" => delivery.sent_at_ms.to_string().into(),
-        "ApproximateReceiveCount" => delivery.receive_count.to_string().into(),
-        "ApproximateFirstReceiveTimestamp" => delivery.first_received_at_ms.to_string().into(),
         "AWSTraceHeader" => delivery.payload.trace_header.as_deref()?.into(),
         "DeadLetterQueueSourceArn" => {
             crate::queue_arn(ctx, delivery.dead_letter_source.as_deref()?).into()
@@ -818,23 +842,6 @@ fn write_batch_json(entries: &[(String, Result<(), SqsError>)], out: &mut Vec<u8
         out.push(b'}');
     }
     out.extend_from_slice(b"]}");
-}
-
-/// A system attribute's value as the direct writer needs it: numbers stay numbers until they
-/// are written.
-enum SystemValue<'a> {
-    Text(Cow<'a, str>),
-    Number(u64),
-}
-
-/// [`system_attribute`], with the numbers unformatted.
-fn system_value<'a>(name: &str, delivery: &'a Delivery, ctx: &Context) -> Option<SystemValue<'a>> {
-    Some(match name {
-        "SentTimestamp" => SystemValue::Number(delivery.sent_at_ms),
-        "ApproximateReceiveCount" => SystemValue::Number(u64::from(delivery.receive_count)),
-        "ApproximateFirstReceiveTimestamp" => SystemValue::Number(delivery.first_received_at_ms),
-        _ => SystemValue::Text(system_attribute(name, delivery, ctx)?),
-    })
 }
 
 // ----- JSON ---------------------------------------------------------------------------------
@@ -1094,48 +1101,40 @@ pub fn encode(
     shape: &Shape,
     ctx: &Context,
 ) -> Response {
-    match protocol {
-        // The result of a send, the commonest request of all, is written straight into the
-        // buffer; the test `sent_json_is_the_trees` holds it to the tree's output.
-        crate::Protocol::Json if matches!(outcome, Outcome::Sent(_)) => {
-            let Outcome::Sent(sent) = outcome else {
-                unreachable!("matched above")
-            };
-            let mut body = Vec::with_capacity(SENT_JSON_CAPACITY_BYTES);
-            write_sent_json(sent, &mut body);
-            json_response(200, body, ctx, None)
+    // The commonest JSON results (a send's, a receive's, a delete batch's) are written straight
+    // into the buffer; the tests `*_json_is_the_trees` hold each to the tree's output.
+    let direct = |capacity_bytes: usize, write: &dyn Fn(&mut Vec<u8>)| {
+        let mut body = Vec::with_capacity(capacity_bytes);
+        write(&mut body);
+        json_response(200, body, ctx, None)
+    };
+    match (protocol, outcome) {
+        (crate::Protocol::Json, Outcome::Sent(sent)) => {
+            direct(SENT_JSON_CAPACITY_BYTES, &|out| write_sent_json(sent, out))
         }
-        // So is a receive's, the commonest response of a consumer (`received_json_is_the_trees`).
-        crate::Protocol::Json if matches!(outcome, Outcome::Received { .. }) => {
-            let Outcome::Received { deliveries, .. } = outcome else {
-                unreachable!("matched above")
-            };
+        (crate::Protocol::Json, Outcome::Received { deliveries, .. }) => {
             let (attribute_names, message_attribute_names) = shape.message_attribute_names();
-            let mut body = Vec::with_capacity(RESPONSE_CAPACITY_BYTES);
-            write_received_json(
-                deliveries,
-                attribute_names,
-                message_attribute_names,
-                ctx,
-                &mut body,
-            );
-            json_response(200, body, ctx, None)
+            direct(RESPONSE_CAPACITY_BYTES, &|out| {
+                write_received_json(
+                    deliveries,
+                    attribute_names,
+                    message_attribute_names,
+                    ctx,
+                    out,
+                )
+            })
         }
-        // And the result of a delete batch, the other half of consuming (`batch_json_is_the_trees`).
-        crate::Protocol::Json if matches!(outcome, Outcome::Batch(_)) => {
-            let Outcome::Batch(entries) = outcome else {
-                unreachable!("matched above")
-            };
-            let mut body = Vec::with_capacity(RESPONSE_CAPACITY_BYTES);
-            write_batch_json(entries, &mut body);
-            json_response(200, body, ctx, None)
+        (crate::Protocol::Json, Outcome::Batch(entries)) => {
+            direct(RESPONSE_CAPACITY_BYTES, &|out| {
+                write_batch_json(entries, out)
+            })
         }
-        crate::Protocol::Json => {
+        (crate::Protocol::Json, _) => {
             let members = result(action, outcome, shape, ctx);
             let body = json_document(Node::Struct(members.unwrap_or_default()));
             json_response(200, body, ctx, None)
         }
-        crate::Protocol::Query => {
+        (crate::Protocol::Query, _) => {
             let members = result(action, outcome, shape, ctx);
             let result = members.map(Node::Struct);
             let mut out = String::with_capacity(RESPONSE_CAPACITY_BYTES);
