@@ -63,6 +63,7 @@ pub struct PgLogOpening {
     other_client: Arc<Client>,
     sizes: Sizes,
     flushes_in_flight: usize,
+    gather_max: std::time::Duration,
 }
 
 impl PgLogOpening {
@@ -109,6 +110,7 @@ impl PgLogOpening {
             other_client: Arc::new(other_client),
             sizes: config.sizes,
             flushes_in_flight: config.flushes_in_flight,
+            gather_max: config.gather_max,
         })
     }
 
@@ -372,6 +374,7 @@ impl PgLogOpening {
             next_offset: 0,
             pending: Default::default(),
             segments,
+            appends: 0,
         };
         let resumed = Resumed {
             schema: self.schema,
@@ -382,6 +385,7 @@ impl PgLogOpening {
             other_client: self.other_client,
             sizes: self.sizes,
             flushes_in_flight: self.flushes_in_flight,
+            gather_max: self.gather_max,
             tail,
         };
         PgLog::start(self.runtime, resumed)

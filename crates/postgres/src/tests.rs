@@ -503,3 +503,53 @@ fn an_unreachable_postgres_fails_the_open_promptly() {
     }
     assert!(started.elapsed() <= crate::CONNECT_TIMEOUT + Duration::from_secs(1));
 }
+
+/// `clients` tasks that each append one record and wait until it is durable, `rounds` times,
+/// all at once on one log with one flush at a time; the flushes it took.
+fn flushes_for(config: &PgConfig, clients: u64, rounds: usize) -> u64 {
+    let (log, _) = open(config);
+    let log = std::sync::Arc::new(log);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let mut clients: tokio::task::JoinSet<()> = (0..clients)
+            .map(|client| {
+                let log = log.clone();
+                async move {
+                    for _ in 0..rounds {
+                        let appended = log.append(&record(client), &mut |_, _| {}).unwrap();
+                        log.wait_durable(appended.tail_lsn).await.unwrap();
+                    }
+                }
+            })
+            .collect();
+        while let Some(done) = clients.join_next().await {
+            done.unwrap();
+        }
+    });
+    log.stats()
+        .expect("the store keeps stats")
+        .fsync_micros
+        .count
+}
+
+#[test]
+fn a_flush_gathers_the_requests_its_predecessor_released() {
+    // Eight clients in lockstep. Without gathering, the clients one commit releases send again
+    // while the next flush already runs with what came meanwhile, and the clients stay split
+    // into cohorts that take turns: two flushes or more per round (checked: with `gather_max`
+    // zero this takes 70-80 flushes). Gathered, the clients of a round share one flush, give
+    // or take a client late for the window (half the last flush's time).
+    let test = TestSchema::new("gather");
+    let mut config = test.0.clone();
+    config.flushes_in_flight = 1;
+    let rounds = 40;
+    let flushes = flushes_for(&config, 8, rounds);
+    assert!(
+        flushes <= rounds as u64 * 3 / 2,
+        "{flushes} flushes for {rounds} rounds of 8 clients"
+    );
+}
