@@ -146,14 +146,15 @@ pub fn open_service(
     open_service_with_epoch(config, service, checkpoint_log_bytes_min).map(|(service, _)| service)
 }
 
-/// [`open_service`], and the epoch the node took the bucket over with.
+/// [`open_service`], and the epoch the node took the bucket over with and whether the epoch it
+/// replaced was released (`PgLogOpening::previous_released`).
 pub(crate) fn open_service_with_epoch(
     config: &PgConfig,
     service: ServiceConfig,
     checkpoint_log_bytes_min: u64,
-) -> Result<(Service, i64), PostgresError> {
+) -> Result<(Service, (i64, bool)), PostgresError> {
     let opening = PgLogOpening::open(config)?;
-    let epoch = opening.epoch();
+    let epoch = (opening.epoch(), opening.previous_released());
     let key = opening.receipt_key();
     let recovered = recovery::recover(
         opening,

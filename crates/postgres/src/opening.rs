@@ -57,6 +57,8 @@ pub struct PgLogOpening {
     schema: Schema,
     bucket: i32,
     epoch: i64,
+    /// Whether the epoch this opening replaced was released by its owner's hand-off.
+    previous_released: bool,
     key: ReceiptKey,
     connection: String,
     flush_client: Client,
@@ -74,7 +76,7 @@ impl PgLogOpening {
         let runtime = Arc::new(StoreRuntime::new().map_err(PostgresError::Runtime)?);
         let (connection, name) = (config.connection.clone(), schema.clone());
         let owner = config.node.clone();
-        let (flush_client, other_client, key, epoch) = runtime.block(async move {
+        let (flush_client, other_client, key, claimed) = runtime.block(async move {
             let mut other = schema::connect(&connection).await?;
             schema::migrate(&mut other, &name).await?;
             let key = schema::receipt_key(&other, &name).await?;
@@ -91,9 +93,10 @@ impl PgLogOpening {
                 }
             }
             let flush = schema::connect(&connection).await?;
-            let epoch = schema::claim(&other, &name, SINGLE_NODE_BUCKET, owner.as_ref()).await?;
-            Ok::<_, PostgresError>((flush, other, key, epoch))
+            let claimed = schema::claim(&other, &name, SINGLE_NODE_BUCKET, owner.as_ref()).await?;
+            Ok::<_, PostgresError>((flush, other, key, claimed))
         })?;
+        let epoch = claimed.epoch;
         tracing::info!(
             schema = config.schema,
             epoch,
@@ -104,6 +107,7 @@ impl PgLogOpening {
             schema,
             bucket: SINGLE_NODE_BUCKET,
             epoch,
+            previous_released: claimed.previous_released,
             key: ReceiptKey::new(key),
             connection: config.connection.clone(),
             flush_client,
@@ -122,6 +126,12 @@ impl PgLogOpening {
     /// The epoch this node took the bucket over with.
     pub fn epoch(&self) -> i64 {
         self.epoch
+    }
+
+    /// Whether the owner of the epoch this node replaced released the bucket at the end of a
+    /// hand-off (a cluster node then serves without `cluster::serving_delay`'s wait).
+    pub fn previous_released(&self) -> bool {
+        self.previous_released
     }
 
     /// Streams the frames from `from_segment` on with their epochs, in batches, into a channel

@@ -5,8 +5,9 @@
 //! schema_version (version)                          one row per migration applied
 //! receipt_key    (id = 1, key bytea[16])            seals receipts; shared by every node
 //! bucket         (bucket, epoch, owner,             the fence: the owner's epoch; the owning
-//!                 owner_advertise, owned_since)      cluster node and where it listens (NULL on
-//!                                                    a single node)
+//!                 owner_advertise, owned_since,      cluster node and where it listens (NULL on
+//!                 released_epoch)                    a single node); the last epoch whose owner
+//!                                                    released the bucket after a hand-off
 //! node           (node_id, advertise, started_at,   the cluster's nodes, as they last said
 //!                 seen_at)                           (`leaseq cluster status`)
 //! frame          (bucket, segment, start_offset,    one row per flush: the records of a group
@@ -108,6 +109,14 @@ CREATE TABLE {schema}.node (
     started_at timestamptz NOT NULL,
     seen_at timestamptz NOT NULL
 );
+"#,
+    // 4: the release of a hand-off. An owner that handed off, once it can let no answer leave,
+    // writes its epoch here (on its lock session, fenced by that epoch) before it lets the lock
+    // go; a claim that finds the epoch it replaces released serves without waiting out the old
+    // owner's confirmation window (`docs/design/cluster.md`, "The fencing protocol"). Only ever
+    // compared with the epoch a claim replaces, so an earlier release never counts.
+    r#"
+ALTER TABLE {schema}.bucket ADD COLUMN released_epoch bigint;
 "#,
 ];
 
@@ -328,22 +337,37 @@ pub(crate) async fn live_cluster_owner(
     Ok(row.map(|row| row.get(0)))
 }
 
+/// What a claim found and did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Claimed {
+    /// The epoch the claim raised the bucket to.
+    pub epoch: i64,
+    /// Whether the owner of the epoch this claim replaced released the bucket after its
+    /// hand-off (`cluster::ownership::release`): it can answer nothing any more, so the new
+    /// owner need not wait out its confirmation window.
+    pub previous_released: bool,
+}
+
 /// Takes over `bucket`: raises its epoch (creating it at 1), records the new owner (`None` on a
-/// single node) and returns the new epoch. A cluster node's claim leaves `owned_since` empty
-/// until it serves (`cluster::ownership::serving`): standbys forward only to a serving owner,
-/// not to one still replaying the log. The UPDATE waits for every flush of the previous
-/// owner that holds its `FOR SHARE` lock, and every later flush of that owner finds the new
-/// epoch and writes nothing (see `docs/design/postgres.md`).
+/// single node) and returns the new epoch, and whether the epoch it replaced was released. A
+/// cluster node's claim leaves `owned_since` empty until it serves
+/// (`cluster::ownership::serving`): standbys forward only to a serving owner, not to one still
+/// replaying the log. The UPDATE waits for every flush of the previous owner that holds its
+/// `FOR SHARE` lock, and every later flush of that owner finds the new epoch and writes nothing
+/// (see `docs/design/postgres.md`). The release is read in the same statement that raises the
+/// epoch, from the row as it replaces it: a release written later is fenced out (its epoch is
+/// no longer the bucket's), and one written by an earlier epoch does not match.
 pub(crate) async fn claim(
     client: &Client,
     schema: &Schema,
     bucket: i32,
     owner: Option<&crate::NodeIdentity>,
-) -> Result<i64, PostgresError> {
+) -> Result<Claimed, PostgresError> {
     let (node_id, advertise) = match owner {
         Some(owner) => (Some(owner.node_id.as_str()), Some(owner.advertise.as_str())),
         None => (None, None),
     };
+    // `RETURNING` sees the row as updated: the new epoch, and `released_epoch` as it was.
     let row = client
         .query_one(
             &schema.sql(
@@ -352,12 +376,15 @@ pub(crate) async fn claim(
                  ON CONFLICT (bucket) DO UPDATE SET epoch = b.epoch + 1, owner = $2,
                      owner_advertise = $3,
                      owned_since = CASE WHEN $2::text IS NULL THEN clock_timestamp() END
-                 RETURNING epoch",
+                 RETURNING epoch, coalesce(released_epoch = epoch - 1, false)",
             ),
             &[&bucket, &node_id, &advertise],
         )
         .await?;
-    Ok(row.get(0))
+    Ok(Claimed {
+        epoch: row.get(0),
+        previous_released: row.get(1),
+    })
 }
 
 #[cfg(test)]

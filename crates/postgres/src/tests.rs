@@ -1,6 +1,6 @@
 //! Unit tests on the machine's PostgreSQL (`LEASEQ_TEST_POSTGRES`, default
 //! `host=127.0.0.1 user=postgres dbname=test`), each in a schema of its own, dropped afterwards:
-//! the fence, the refusal of a newer schema, and poisoning by a connection cut mid-flush.
+//! the fence, the release a claim finds, the refusal of a newer schema, and poisoning by a connection cut mid-flush.
 
 use std::time::{Duration, Instant};
 
@@ -144,6 +144,31 @@ fn a_flush_under_an_old_epoch_writes_nothing_and_poisons() {
         "the old epoch wrote exactly the frame it wrote before the takeover"
     );
     append_and_wait(&runtime, &new, 4).expect("the new owner writes");
+}
+
+#[test]
+fn a_claim_counts_only_the_release_of_the_epoch_it_replaces() {
+    use crate::cluster::ownership::release;
+    let schema = TestSchema::new("release");
+    let runtime = runtime();
+    let client = side_client(&runtime);
+    let name = Schema::new(&schema.0.schema).unwrap();
+    let claim = || {
+        let opening = PgLogOpening::open(&schema.0).unwrap();
+        (opening.epoch(), opening.previous_released())
+    };
+    let release = |epoch| runtime.block_on(release(&client, &name, epoch)).unwrap();
+    assert_eq!(claim(), (1, false), "a new bucket has no release to find");
+    assert!(!release(0), "a release is fenced by its epoch");
+    assert!(release(1));
+    assert_eq!(claim(), (2, true), "the claim finds the release of epoch 1");
+    assert_eq!(
+        claim(),
+        (3, false),
+        "epoch 2 was not released: epoch 1's release does not count for it"
+    );
+    assert!(!release(2), "a release after the next claim writes nothing");
+    assert_eq!(claim(), (4, false));
 }
 
 #[test]

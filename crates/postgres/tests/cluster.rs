@@ -1,8 +1,9 @@
 //! Cluster nodes in one process, each behind the accept loop `leaseq serve` runs, on the
 //! machine's PostgreSQL (a schema per test, dropped afterwards): a standby forwards to the
-//! owner, a graceful hand-off moves the log with every message and lease, a node that lost its
-//! lock's session steps down and answers nothing more from its engine, a forwarded request is
-//! never forwarded again. The same with real processes, kill -9 and SIGSTOP and the history
+//! owner, a graceful hand-off moves the log with every message and lease (and its release lets
+//! the next owner serve without a serving delay), a node that lost its lock's session steps
+//! down and answers nothing more from its engine, a forwarded request is never forwarded
+//! again. The same with real processes, kill -9 and SIGSTOP and the history
 //! checker: `crates/cli/tests/cluster.rs`.
 
 #[path = "common/cluster_node.rs"]
@@ -103,6 +104,8 @@ async fn a_standby_forwards_and_a_hand_off_keeps_every_message_and_lease() {
     let after = b.until("b owns the log", |s| s.role == "owner").await;
     assert_eq!(after.takeovers, 1);
     assert!(after.epoch.unwrap() >= 2, "{after:?}");
+    // a released the log after it stopped answering: b served without a serving delay.
+    assert_eq!(after.takeovers_after_release, 1, "{after:?}");
     a.until("a forwards to b", |s| {
         s.owner.as_ref().is_some_and(|o| o.node_id == "b")
     })
@@ -143,7 +146,9 @@ async fn an_owner_that_lost_its_session_steps_down_and_answers_nothing_from_its_
     // goes, b takes over and raises the epoch.
     let ended = terminate_sessions(&a.application_name).await;
     assert!(ended >= 2, "a's lock and log sessions: {ended}");
-    b.until("b owns the log", |s| s.role == "owner").await;
+    let b_status = b.until("b owns the log", |s| s.role == "owner").await;
+    // a did not release the log (it did not know it lost it): b waited a confirmation window.
+    assert_eq!(b_status.takeovers_after_release, 0, "{b_status:?}");
     // From now on every answer a gives comes from b (forwarded) or is an error: never from
     // a's own engine, whose epoch is gone.
     for _ in 0..20 {

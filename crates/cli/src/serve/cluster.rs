@@ -304,6 +304,7 @@ async fn cluster_status(State(node): State<Arc<ClusterNode>>) -> Response {
         "epoch": status.epoch,
         "owner": owner,
         "takeovers": status.takeovers,
+        "takeovers_after_release": status.takeovers_after_release,
         "step_downs": status.step_downs,
     }))
     .into_response()

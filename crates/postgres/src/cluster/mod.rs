@@ -22,7 +22,7 @@
 //! otherwise it is checked on the spot, and a failed check answers `ServiceUnavailable`.
 
 mod owner;
-mod ownership;
+pub(crate) mod ownership;
 pub mod status;
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -75,15 +75,28 @@ pub fn confirm_window(node_timeout: Duration) -> Duration {
 }
 
 /// How long after it was granted the lock a new owner waits before it marks itself serving (and
-/// answers anything): a confirmation window. PostgreSQL may have ended the old owner's lock
-/// session at once (a restart, `pg_terminate_backend`, a failover) while the old owner was
-/// paused or cut off, unaware; it still answers reads on a confirmation taken before its session
-/// ended, so before this grant, for at most a window. Waiting the window out means no answer of
-/// the old owner's can come after one of the new owner's. The wait overlaps recovery, and costs a
-/// takeover at most a second.
-pub fn serving_delay(node_timeout: Duration) -> Duration {
-    confirm_window(node_timeout)
+/// answers anything). PostgreSQL may have ended the old owner's lock session at once (a restart,
+/// `pg_terminate_backend`, a failover) while the old owner was paused or cut off, unaware; it
+/// still answers reads on a confirmation taken before its session ended, so before this grant,
+/// for at most a confirmation window. Waiting the window out means no answer of the old owner's
+/// can come after one of the new owner's. The wait overlaps recovery, and costs a takeover at
+/// most a second.
+///
+/// None when the old owner released the bucket at the end of a hand-off (`previous_released`,
+/// read by the claim that replaced its epoch): it writes the release only after it retired its
+/// confirmation, so once the release is written it lets no further answer leave, and the claim
+/// comes after the release.
+pub fn serving_delay(node_timeout: Duration, previous_released: bool) -> Duration {
+    if previous_released {
+        Duration::ZERO
+    } else {
+        confirm_window(node_timeout)
+    }
 }
+
+/// How long a hand-off waits for the requests executing on the old owner to finish before it
+/// retires its confirmation (those still executing then fail their second confirmation).
+pub const HAND_OFF_DRAIN_MAX: Duration = Duration::from_secs(5);
 
 /// How often the owner's lock session reads the epoch: four times to a node timeout, and at
 /// least twice to a confirmation window.
@@ -243,6 +256,8 @@ pub struct ClusterNode {
     shutdown: watch::Sender<bool>,
     forward_stats: ForwardStats,
     takeovers: AtomicU64,
+    /// Takeovers of a log its previous owner had released (served without a serving delay).
+    takeovers_after_release: AtomicU64,
     step_downs: AtomicU64,
 }
 
@@ -257,6 +272,9 @@ pub struct NodeStatus {
     /// The owner this node knows of (itself, when it is the owner).
     pub owner: Option<NodeIdentity>,
     pub takeovers: u64,
+    /// Takeovers of a log whose previous owner released it at the end of a hand-off, which
+    /// served without waiting a confirmation window.
+    pub takeovers_after_release: u64,
     pub step_downs: u64,
 }
 
@@ -286,6 +304,7 @@ impl ClusterNode {
             shutdown: watch::channel(false).0,
             forward_stats: ForwardStats::default(),
             takeovers: AtomicU64::new(0),
+            takeovers_after_release: AtomicU64::new(0),
             step_downs: AtomicU64::new(0),
         })
     }
@@ -322,6 +341,7 @@ impl ClusterNode {
             epoch,
             owner,
             takeovers: self.takeovers.load(Ordering::Relaxed),
+            takeovers_after_release: self.takeovers_after_release.load(Ordering::Relaxed),
             step_downs: self.step_downs.load(Ordering::Relaxed),
         }
     }
@@ -341,6 +361,9 @@ impl ClusterNode {
              # HELP leaseq_cluster_takeovers_total Times this node took the log over.\n\
              # TYPE leaseq_cluster_takeovers_total counter\n\
              leaseq_cluster_takeovers_total {}\n\
+             # HELP leaseq_cluster_takeovers_after_release_total Takeovers of a log its previous owner had released after a hand-off (served without waiting a confirmation window).\n\
+             # TYPE leaseq_cluster_takeovers_after_release_total counter\n\
+             leaseq_cluster_takeovers_after_release_total {}\n\
              # HELP leaseq_cluster_step_downs_total Times this node stopped owning the log.\n\
              # TYPE leaseq_cluster_step_downs_total counter\n\
              leaseq_cluster_step_downs_total {}\n\
@@ -352,6 +375,7 @@ impl ClusterNode {
              leaseq_cluster_forwarded_requests_total{{outcome=\"unrouted\"}} {unrouted}\n",
             status.epoch.unwrap_or(0),
             status.takeovers,
+            status.takeovers_after_release,
             status.step_downs,
         )
     }
@@ -558,10 +582,9 @@ impl ClusterNode {
             None => None,
         };
         match checked {
-            Some(Ok(true)) => {
-                self.confirmed.mark(sent);
-                Ok(())
-            }
+            // Not once the ownership retired its confirmations (a hand-off about to release):
+            // the check may have been sent before.
+            Some(Ok(true)) if self.confirmed.mark(sent) => Ok(()),
             _ => {
                 self.look_again.notify_one();
                 Err(SqsError::service_unavailable(

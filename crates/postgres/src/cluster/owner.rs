@@ -11,7 +11,7 @@ use tokio::sync::Notify;
 use tokio_postgres::Client;
 
 use super::ownership::{self, LockSession};
-use super::{stopped, ClusterNode, Role, ANNOUNCE_EVERY};
+use super::{stopped, ClusterNode, Role, ANNOUNCE_EVERY, HAND_OFF_DRAIN_MAX};
 use crate::PostgresError;
 
 /// What an owner holds.
@@ -60,9 +60,6 @@ impl Drop for InFlight<'_> {
     }
 }
 
-/// How long a hand-off waits for the requests executing on the old owner to finish.
-const HAND_OFF_DRAIN_MAX: Duration = Duration::from_secs(5);
-
 impl ClusterNode {
     /// Waits until a shutdown's hand-off is done: the log checkpointed and the lock released
     /// (at once if this node did not own the log).
@@ -96,11 +93,12 @@ impl ClusterNode {
         })
         .await
         .map_err(|error| PostgresError::Config(format!("the takeover's task failed: {error}")))?;
-        let (service, epoch) = opened?;
+        let (service, (epoch, previous_released)) = opened?;
         self.epoch.send_replace(epoch);
-        // No answer before the old owner's last possible one (see `serving_delay`).
-        tokio::time::sleep_until(lock.granted + super::serving_delay(self.config.node_timeout))
-            .await;
+        // No answer before the old owner's last possible one (see `serving_delay`): a window
+        // after the lock's grant, or at once if the old owner released the bucket.
+        let delay = super::serving_delay(self.config.node_timeout, previous_released);
+        tokio::time::sleep_until(lock.granted + delay).await;
         let sent = Instant::now();
         // The claim recorded this node as the owner but not yet as serving, so that standbys
         // do not forward to it while it replays; now it serves (if the epoch is still ours).
@@ -110,7 +108,7 @@ impl ClusterNode {
                 "lost the ownership lock or the epoch while recovering".into(),
             ));
         }
-        self.confirmed.mark(sent);
+        self.confirmed.open(sent);
         let mut service = service.with_clock(clock);
         if let Some(metrics) = &self.config.metrics {
             service = service.with_metrics(metrics.clone());
@@ -125,9 +123,14 @@ impl ClusterNode {
         *self.role.write() = Role::Owner(owned.clone());
         *self.refused.lock() = None;
         self.takeovers.fetch_add(1, Ordering::Relaxed);
+        if previous_released {
+            self.takeovers_after_release.fetch_add(1, Ordering::Relaxed);
+        }
         tracing::info!(
             node = %self.identity.node_id,
             epoch,
+            previous_released,
+            serving_delay_ms = delay.as_millis() as u64,
             took_ms = started.elapsed().as_millis() as u64,
             clock_offset_ms = self.clock.offset_ms(),
             "took the log over: this node is the owner"
@@ -188,7 +191,7 @@ impl ClusterNode {
     fn step_down(&self, owned: &Owned, lock: LockSession, reason: &str) {
         *self.role.write() = Role::Standby { owner: None };
         self.epoch.send_replace(0);
-        self.confirmed.clear();
+        self.confirmed.retire();
         owned.service.shut_down();
         drop(lock);
         self.step_downs.fetch_add(1, Ordering::Relaxed);
@@ -196,7 +199,10 @@ impl ClusterNode {
     }
 
     /// Leaves gracefully: no new requests (they wait for the next owner), the ones executing
-    /// finish, a checkpoint makes the next owner's replay short, then the lock goes.
+    /// finish, a checkpoint makes the next owner's replay short; then the ownership retires its
+    /// confirmations, so that no answer leaves this node's engine any more, and only then
+    /// records the release (on the lock's session, fenced by the epoch), which lets the next
+    /// owner serve at once; then the lock goes.
     async fn hand_off(&self, owned: &Owned, lock: LockSession) {
         *self.role.write() = Role::Standby { owner: None };
         owned.service.shut_down();
@@ -210,10 +216,26 @@ impl ClusterNode {
             Err(error) => tracing::error!(%error, "the hand-off's checkpoint panicked"),
         }
         self.epoch.send_replace(0);
-        self.confirmed.clear();
+        // Invariant: the release is written only after this. A request still executing (past
+        // the drain's limit, or one that slipped in before the role changed) fails its second
+        // confirmation from here on, even one whose check of the epoch is on its way.
+        self.confirmed.retire();
+        let released = if lock.alive() {
+            let release = ownership::release(&lock.client, &self.schema, owned.epoch);
+            match tokio::time::timeout(self.config.node_timeout, release).await {
+                Ok(Ok(released)) => released,
+                Ok(Err(error)) => {
+                    tracing::warn!(%error, "the hand-off's release failed; the next owner waits a confirmation window");
+                    false
+                }
+                Err(_) => false,
+            }
+        } else {
+            false
+        };
         drop(lock);
         self.step_downs.fetch_add(1, Ordering::Relaxed);
-        tracing::info!(node = %self.identity.node_id, epoch = owned.epoch, "handed the log off");
+        tracing::info!(node = %self.identity.node_id, epoch = owned.epoch, released, "handed the log off");
         self.handed_off.send_replace(true);
     }
 }

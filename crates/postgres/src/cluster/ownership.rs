@@ -73,6 +73,27 @@ pub(crate) async fn serving(
     Ok(updated == 1)
 }
 
+/// The release at the end of a hand-off, on the lock's session and fenced by `epoch`: records
+/// that `epoch`'s owner lets no answer leave any more (it retired its confirmation first), so
+/// that the next claim need not wait out its confirmation window, and clears the serving mark so
+/// that standbys stop forwarding to it. `false` if the epoch is no longer `epoch`.
+pub(crate) async fn release(
+    client: &Client,
+    schema: &Schema,
+    epoch: i64,
+) -> Result<bool, PostgresError> {
+    let updated = client
+        .execute(
+            &schema.sql(
+                "UPDATE {schema}.bucket SET released_epoch = epoch, owned_since = NULL
+                 WHERE bucket = $1 AND epoch = $2",
+            ),
+            &[&SINGLE_NODE_BUCKET, &epoch],
+        )
+        .await?;
+    Ok(updated == 1)
+}
+
 /// Records this node in the node table (or refreshes its row): for operators only.
 pub(crate) async fn announce(
     client: &Client,
@@ -129,18 +150,37 @@ pub(crate) async fn clock_offset_ms(client: &Client) -> Result<i64, PostgresErro
     unreachable!("the last reading is always chosen")
 }
 
-/// When this node last saw the bucket's epoch be its own.
+/// When this node last saw the bucket's epoch be its own, while an ownership takes
+/// confirmations: from [`Confirmed::open`] (a takeover's serving mark) until
+/// [`Confirmed::retire`] (a step-down, or a hand-off before it writes its release). A
+/// confirmation that arrives after the retirement (a heartbeat's or a request's check already
+/// on its way) counts for nothing: the hand-off's release promises that no answer leaves after
+/// it, and a request's second confirmation is the last moment before its answer does.
 #[derive(Debug, Default)]
 pub(crate) struct Confirmed {
-    at: Mutex<Option<Instant>>,
+    state: Mutex<ConfirmedState>,
+}
+
+#[derive(Debug, Default)]
+struct ConfirmedState {
+    /// When the last confirmation's statement was sent.
+    at: Option<Instant>,
+    /// Whether confirmations count (an ownership between its serving mark and its retirement).
+    open: bool,
 }
 
 impl Confirmed {
-    pub(crate) fn mark(&self, at: Instant) {
-        let mut last = self.at.lock();
-        if last.is_none_or(|last| last < at) {
-            *last = Some(at);
+    /// Takes in a confirmation whose statement was sent `at`: `false`, and nothing recorded,
+    /// while no ownership takes confirmations.
+    pub(crate) fn mark(&self, at: Instant) -> bool {
+        let mut state = self.state.lock();
+        if !state.open {
+            return false;
         }
+        if state.at.is_none_or(|last| last < at) {
+            state.at = Some(at);
+        }
+        true
     }
 
     /// Whether the epoch was confirmed within `window` of now.
@@ -150,11 +190,27 @@ impl Confirmed {
 
     /// How long ago the epoch was last confirmed (`None`: not since the node last lost it).
     pub(crate) fn since(&self) -> Option<Duration> {
-        self.at.lock().map(|at| at.elapsed())
+        self.state.lock().at.map(|at| at.elapsed())
     }
 
+    /// Forgets the last confirmation (the lock's session is gone); a later one would count.
     pub(crate) fn clear(&self) {
-        *self.at.lock() = None;
+        self.state.lock().at = None;
+    }
+
+    /// A new ownership confirmed its epoch with a statement sent `at`: confirmations count.
+    pub(crate) fn open(&self, at: Instant) {
+        *self.state.lock() = ConfirmedState {
+            at: Some(at),
+            open: true,
+        };
+    }
+
+    /// The ownership ends: the last confirmation is forgotten and none counts any more, until
+    /// the next [`Confirmed::open`]. Every request that has not passed its second confirmation
+    /// by now fails it.
+    pub(crate) fn retire(&self) {
+        *self.state.lock() = ConfirmedState::default();
     }
 }
 
@@ -286,7 +342,8 @@ async fn beat(state: Beat, mut closed: tokio::sync::oneshot::Receiver<()>) {
                 let current: Option<i64> = row.map(|row| row.get(0));
                 let ours = *state.epoch.borrow();
                 if ours != 0 && current == Some(ours) {
-                    // The epoch was ours when the statement was sent, at the latest.
+                    // The epoch was ours when the statement was sent, at the latest (ignored
+                    // once a hand-off retired the ownership's confirmations).
                     state.confirmed.mark(sent);
                 } else if ours != 0 {
                     return state.lost("the bucket's epoch is another node's");

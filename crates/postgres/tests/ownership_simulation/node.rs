@@ -1,8 +1,9 @@
 //! The model of a cluster node, step for step as `leaseq_postgres::cluster` runs: the lock
 //! session and its heartbeat, the takeover (lock granted, clock measured, claim, recovery,
 //! serving mark), the owner's request path bracketed by confirmations, the flusher's fenced
-//! flushes, step-down, and the standby's watch of the owner and forwarding. Every duration and
-//! decision comes from the cluster module's public functions and constants.
+//! flushes, step-down, the hand-off on shutdown (`hand_off.rs`), and the standby's watch of the
+//! owner and forwarding. Every duration and decision comes from the cluster module's public
+//! functions and constants.
 //!
 //! A node's clock is its own: an offset from PostgreSQL's and a drift within the run's bound.
 //! Its timers and its confirmation window run on it; its engine runs on it plus the offset it
@@ -69,6 +70,8 @@ pub enum NodeInput {
     Step {
         request: u64,
     },
+    /// SIGTERM: an owner hands the log off, then the process exits.
+    Terminate,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -83,6 +86,7 @@ pub enum Timer {
     Route { forward: u64 },
     FlushRetry { epoch: i64 },
     MarkServing { epoch: i64 },
+    HandOff { epoch: i64 },
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -101,8 +105,14 @@ pub enum Takeover {
     Idle,
     Clock,
     Claim,
-    Recover { epoch: i64 },
-    Serving { epoch: i64 },
+    /// The claim raised the epoch to `epoch`; `released`: the epoch it replaced was released.
+    Recover {
+        epoch: i64,
+        released: bool,
+    },
+    Serving {
+        epoch: i64,
+    },
 }
 
 pub struct Forward {
@@ -125,6 +135,10 @@ pub struct Node {
     pub pause_at_step: Option<(u64, u8)>,
     /// A pause (its length) to begin as the node next reads PostgreSQL's clock.
     pub pause_at_clock_reading: Option<u64>,
+    /// A pause (its length) to begin at a step of the next hand-off (0: the drain's start, 1:
+    /// before the confirmations retire, 2: between that and the release), and whether
+    /// PostgreSQL restarts early in it.
+    pub pause_in_hand_off: Option<(u64, u8, bool)>,
     pub clock_base_us: i64,
     pub drift_ppm: i64,
     pub lock: Lock,
@@ -142,6 +156,9 @@ pub struct Node {
     pub beat_answered: bool,
     pub beat_sent: u64,
     pub confirmed_local: Option<u64>,
+    /// Whether confirmations count (`Confirmed`'s `open`: from a takeover's serving mark until
+    /// a step-down or a hand-off retires them).
+    pub confirmations_open: bool,
     pub epoch_watch: i64,
     pub takeover: Takeover,
     pub offset_ms: i64,
@@ -156,6 +173,10 @@ pub struct Node {
     pub requests: BTreeMap<u64, Request>,
     pub forwards: BTreeMap<u64, Forward>,
     pub next_forward: u64,
+    /// The hand-off under way (SIGTERM of an owner).
+    pub hand_off: Option<super::hand_off::HandOff>,
+    /// SIGTERM arrived: the node takes no lock any more, and exits after its hand-off.
+    pub terminating: bool,
 }
 
 impl Node {
@@ -175,6 +196,7 @@ impl Node {
             deferred: Vec::new(),
             pause_at_step: None,
             pause_at_clock_reading: None,
+            pause_in_hand_off: None,
             clock_base_us,
             drift_ppm,
             lock: Lock::None,
@@ -186,6 +208,7 @@ impl Node {
             beat_answered: false,
             beat_sent: 0,
             confirmed_local: None,
+            confirmations_open: false,
             epoch_watch: 0,
             takeover: Takeover::Idle,
             offset_ms: 0,
@@ -198,6 +221,8 @@ impl Node {
             requests: BTreeMap::new(),
             forwards: BTreeMap::new(),
             next_forward: 0,
+            hand_off: None,
+            terminating: false,
         }
     }
 
@@ -246,10 +271,22 @@ impl Node {
             .map(|at| Duration::from_micros(local_now.saturating_sub(at)))
     }
 
-    pub fn mark(&mut self, sent_local: u64) {
+    /// `Confirmed::mark`: takes in a confirmation sent at `sent_local`, unless no ownership
+    /// takes confirmations (`false`).
+    pub fn mark(&mut self, sent_local: u64) -> bool {
+        if !self.confirmations_open {
+            return false;
+        }
         if self.confirmed_local.is_none_or(|at| at < sent_local) {
             self.confirmed_local = Some(sent_local);
         }
+        true
+    }
+
+    /// `Confirmed::retire`: the last confirmation is forgotten and none counts any more.
+    pub fn retire_confirmations(&mut self) {
+        self.confirmed_local = None;
+        self.confirmations_open = false;
     }
 }
 
@@ -280,6 +317,7 @@ impl World {
             StatementKind::ReadEpoch { session, .. }
             | StatementKind::ReadClock { session, .. }
             | StatementKind::Serving { session, .. }
+            | StatementKind::Release { session, .. }
             | StatementKind::Close { session } => session_channel(*session, true),
             StatementKind::Flush { .. } => node_channel(id, self.nodes[id].incarnation, 1),
             _ => node_channel(id, self.nodes[id].incarnation, 2),
@@ -362,6 +400,7 @@ impl World {
                 }
             }
             NodeInput::Step { request } => self.step(id, request),
+            NodeInput::Terminate => self.terminate(id),
         }
     }
 
@@ -518,15 +557,18 @@ impl World {
                 if self.nodes[id].takeover != Takeover::Claim {
                     return;
                 }
-                let Some(epoch) = epoch else {
+                let Some((epoch, released)) = epoch else {
                     return self.takeover_failed(id, "the claim failed");
                 };
-                self.note(|| format!("node {id} claimed epoch {epoch}"));
-                self.node(id).takeover = Takeover::Recover { epoch };
+                self.note(|| {
+                    format!("node {id} claimed epoch {epoch} (released before: {released})")
+                });
+                self.node(id).takeover = Takeover::Recover { epoch, released };
                 self.statement(id, StatementKind::Recover);
             }
             Answer::Recovered(records) => self.recovered(id, records),
             Answer::Serving { sent_local, ok } => self.serving(id, sent_local, ok),
+            Answer::Released(ok) => self.released(id, ok),
             Answer::Flushed {
                 epoch,
                 last_lsn,
@@ -541,7 +583,7 @@ impl World {
     }
 
     pub fn recovered(&mut self, id: usize, records: Option<Vec<Record>>) {
-        let Takeover::Recover { epoch } = self.nodes[id].takeover else {
+        let Takeover::Recover { epoch, released } = self.nodes[id].takeover else {
             return;
         };
         let Some(records) = records else {
@@ -561,8 +603,14 @@ impl World {
         if !alive {
             return self.takeover_failed(id, "lost the lock while recovering");
         }
+        if released {
+            self.count("takeover after a release");
+        }
         if self.settings.serving_delay {
-            let delay = us(protocol::serving_delay(self.settings.node_timeout));
+            let delay = us(protocol::serving_delay(
+                self.settings.node_timeout,
+                released,
+            ));
             let ready = self.nodes[id].granted_local + delay;
             let local_now = self.local_now(id);
             if local_now < ready {
@@ -596,6 +644,8 @@ impl World {
             unreachable!("a takeover holds the lock");
         };
         let node = self.node(id);
+        // `Confirmed::open`.
+        node.confirmations_open = true;
         node.mark(sent_local);
         node.takeover = Takeover::Idle;
         node.refused = None;
@@ -668,7 +718,10 @@ impl World {
                 let ours = node.epoch_watch;
                 match epoch {
                     None => return self.session_lost(id, "a heartbeat failed"),
-                    Some(current) if ours != 0 && current == ours => node.mark(sent_local),
+                    Some(current) if ours != 0 && current == ours => {
+                        // Ignored once a hand-off retired the confirmations.
+                        node.mark(sent_local);
+                    }
                     Some(_) if ours != 0 => {
                         return self.session_lost(id, "the bucket's epoch is another node's")
                     }
@@ -700,8 +753,9 @@ impl World {
                 let Stage::Checking { second } = state.stage else {
                     return;
                 };
-                if epoch == Some(state.epoch) && node.owned.is_some() {
-                    node.mark(sent_local);
+                // As `ClusterNode::confirm`: a check that finds the epoch counts only while the
+                // ownership takes confirmations (not once a step-down or a hand-off retired them).
+                if epoch == Some(state.epoch) && node.mark(sent_local) {
                     self.confirmed(id, request, second);
                 } else {
                     self.unconfirmed(id, request);
@@ -765,7 +819,8 @@ impl World {
                 self.timer(id, protocol::OWNER_POLL, Timer::Poll);
             }
             Timer::Retry => {
-                if self.nodes[id].lock == Lock::None && self.nodes[id].owned.is_none() {
+                let node = &self.nodes[id];
+                if node.lock == Lock::None && node.owned.is_none() && !node.terminating {
                     self.wait_for_lock(id);
                 }
             }
@@ -793,6 +848,7 @@ impl World {
                 }
             }
             Timer::FlushRetry { epoch } => self.flush(id, epoch),
+            Timer::HandOff { epoch } => self.hand_off_step(id, epoch),
         }
     }
 
@@ -829,6 +885,7 @@ impl World {
         node.retired.push(retired);
         node.epoch_watch = 0;
         node.known_owner = None;
+        node.retire_confirmations();
         self.drop_lock(id);
         // Requests executing now run on, and fail their confirmation (the lock session is
         // gone, so is any check of the epoch on it).

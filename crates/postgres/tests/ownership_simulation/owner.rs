@@ -46,12 +46,18 @@ pub struct Request {
     pub decided_at: u64,
     pub tail: u64,
     pub reply: Option<Reply>,
+    /// It read the role before a hand-off changed it and entered only after the drain looked
+    /// (its thread was descheduled in between): the drain does not wait for it.
+    pub late: bool,
 }
 
 // --- The request path and the flusher ------------------------------------------------------
 
 impl World {
     pub fn request(&mut self, id: usize, origin: Origin, action: Action) {
+        if let Some(epoch) = self.late_entrant(id) {
+            return self.start_request(id, origin, action, epoch, true);
+        }
         if self.nodes[id].owned.is_none() {
             return match origin {
                 // A node that does not own the log refuses a forwarded request unacted.
@@ -59,8 +65,11 @@ impl World {
                 Origin::Client { .. } => self.forward(id, origin, action),
             };
         }
-        let owned = self.nodes[id].owned.as_ref().expect("owner");
-        let epoch = owned.epoch;
+        let epoch = self.nodes[id].owned.as_ref().expect("owner").epoch;
+        self.start_request(id, origin, action, epoch, false);
+    }
+
+    fn start_request(&mut self, id: usize, origin: Origin, action: Action, epoch: i64, late: bool) {
         let request = self.next_event_id();
         self.node(id).requests.insert(
             request,
@@ -72,9 +81,28 @@ impl World {
                 decided_at: 0,
                 tail: 0,
                 reply: None,
+                late,
             },
         );
         self.step_soon(id, request);
+    }
+
+    /// Whether a request reaching a node in a hand-off's drain or checkpoint runs as one that
+    /// read the role (`Role::Owner`) just before the hand-off changed it and counted itself in
+    /// only after the drain looked (`ClusterNode::execute` reads the role, then enters; a
+    /// thread descheduled in between): the epoch it runs under, if so. Nothing but the
+    /// retirement of the confirmations stops its answer.
+    fn late_entrant(&mut self, id: usize) -> Option<i64> {
+        let hand_off = self.nodes[id].hand_off.as_ref()?;
+        let racing = matches!(
+            hand_off.stage,
+            super::hand_off::Stage::Drain | super::hand_off::Stage::Checkpoint
+        );
+        let epoch = hand_off.epoch;
+        (racing && self.rng.random_bool(0.2)).then(|| {
+            self.count("request entered late in a hand-off");
+            epoch
+        })
     }
 
     pub fn next_event_id(&mut self) -> u64 {
@@ -131,6 +159,7 @@ impl World {
             let epoch = state.epoch;
             self.note(|| format!("node {id} (epoch {epoch}) acknowledges {what}"));
             self.check_answer(id, state.epoch, state.decided_at, &what);
+            self.check_not_released(id, state.epoch, &what);
         }
         self.reply(id, state.origin, reply);
         self.forget_retired(id);
@@ -140,8 +169,12 @@ impl World {
     pub fn forget_retired(&mut self, id: usize) {
         let node = &mut self.nodes[id];
         let requests = &node.requests;
-        node.retired
-            .retain(|owned| requests.values().any(|state| state.epoch == owned.epoch));
+        // A hand-off holds its ownership until it is done (the real one holds its `Owned`).
+        let handing_off = node.hand_off.as_ref().map(|hand_off| hand_off.epoch);
+        node.retired.retain(|owned| {
+            Some(owned.epoch) == handing_off
+                || requests.values().any(|state| state.epoch == owned.epoch)
+        });
     }
 
     pub fn unconfirmed(&mut self, id: usize, request: u64) {
@@ -178,7 +211,13 @@ impl World {
             return self.confirmed(id, request, second);
         }
         let epoch = node.requests[&request].epoch;
-        if node.owned.as_ref().is_none_or(|owned| owned.epoch != epoch) {
+        // The ownership's lock session is there until a step-down or the end of a hand-off.
+        let session_of = node
+            .owned
+            .as_ref()
+            .map(|owned| owned.epoch)
+            .or(node.hand_off.as_ref().map(|hand_off| hand_off.epoch));
+        if session_of != Some(epoch) {
             return self.unconfirmed(id, request);
         }
         let Lock::Held { session, alive } = node.lock else {

@@ -1,4 +1,5 @@
-//! The model of PostgreSQL as the cluster uses it: the bucket row (epoch, owner, serving mark),
+//! The model of PostgreSQL as the cluster uses it: the bucket row (epoch, owner, serving mark,
+//! the last released epoch),
 //! the append-only frame log behind the fenced INSERT, the ownership lock (a session advisory
 //! lock with a FIFO queue of waiting sessions), lock sessions that `idle_session_timeout` ends,
 //! and restarts that end every session.
@@ -63,6 +64,11 @@ pub struct Postgres {
     pub owner: Option<usize>,
     /// `owned_since` is set: standbys forward to the owner.
     pub serving: bool,
+    /// `released_epoch`: the last epoch whose owner released the bucket after a hand-off.
+    pub released_epoch: Option<i64>,
+    /// The mutation `sticky-release`: a claim counts any earlier release, not only that of the
+    /// epoch it replaces.
+    pub sticky_release: bool,
     pub frames: Vec<Frame>,
     pub sessions: BTreeMap<u64, Session>,
     pub next_session: u64,
@@ -70,6 +76,8 @@ pub struct Postgres {
     pub lock_queue: VecDeque<u64>,
     /// Ground truth for the checks: when each epoch's owner marked itself serving.
     pub served_at: BTreeMap<i64, Us>,
+    /// Ground truth for the checks: when each epoch's owner released the bucket.
+    pub released_at: BTreeMap<i64, Us>,
 }
 
 /// What happened to sessions in a step, for the world to tell the nodes.
@@ -188,12 +196,33 @@ impl Postgres {
         self.up = true;
     }
 
-    /// The claim: raises the epoch and records the owner, not yet serving.
-    pub fn claim(&mut self, node: usize) -> i64 {
+    /// The claim: raises the epoch and records the owner, not yet serving; and whether the
+    /// epoch it replaced was released (read in the same statement, `schema::claim`).
+    pub fn claim(&mut self, node: usize) -> (i64, bool) {
+        let released = if self.sticky_release {
+            self.released_epoch.is_some()
+        } else {
+            self.released_epoch == Some(self.epoch)
+        };
         self.epoch += 1;
         self.owner = Some(node);
         self.serving = false;
-        self.epoch
+        (self.epoch, released)
+    }
+
+    /// The release at the end of a hand-off (`ownership::release`), on the lock session and
+    /// fenced by `epoch`: the serving mark goes, the epoch is recorded as released.
+    pub fn release(&mut self, session: u64, epoch: i64, now: Us) -> OnSession<bool> {
+        if let OnSession::Gone = self.touch(session, now) {
+            return OnSession::Gone;
+        }
+        if self.epoch != epoch {
+            return OnSession::Done(false);
+        }
+        self.released_epoch = Some(epoch);
+        self.serving = false;
+        self.released_at.entry(epoch).or_insert(now);
+        OnSession::Done(true)
     }
 
     /// The serving mark, on the lock session: only while the epoch is still `epoch`.
@@ -279,6 +308,11 @@ pub enum StatementKind {
         epoch: i64,
         sent_local: u64,
     },
+    /// A hand-off's release of `epoch`, on the lock session.
+    Release {
+        session: u64,
+        epoch: i64,
+    },
     Flush {
         frame: Frame,
     },
@@ -305,12 +339,14 @@ pub enum Answer {
         sent_wall_ms: i64,
         postgres_ms: Option<i64>,
     },
-    Claimed(Option<i64>),
+    /// The new epoch, and whether the one it replaced was released.
+    Claimed(Option<(i64, bool)>),
     Recovered(Option<Vec<Record>>),
     Serving {
         sent_local: u64,
         ok: Option<bool>,
     },
+    Released(Option<bool>),
     Flushed {
         epoch: i64,
         last_lsn: u64,
@@ -362,6 +398,23 @@ impl World {
                 })
             }
             StatementKind::Claim => Some(Answer::Claimed(up.then(|| self.pg.claim(node)))),
+            StatementKind::Release { session, epoch } => {
+                let ok = if up {
+                    match self.pg.release(session, epoch, self.now) {
+                        OnSession::Done(ok) => {
+                            self.idle_from_now(session);
+                            if ok {
+                                self.note(|| format!("PostgreSQL: epoch {epoch} released"));
+                            }
+                            Some(ok)
+                        }
+                        OnSession::Gone => None,
+                    }
+                } else {
+                    None
+                };
+                Some(Answer::Released(ok))
+            }
             StatementKind::Recover => Some(Answer::Recovered(up.then(|| self.pg.records()))),
             StatementKind::Serving {
                 session,
@@ -372,6 +425,9 @@ impl World {
                     match self.pg.mark_serving(session, epoch, self.now) {
                         OnSession::Done(ok) => {
                             self.idle_from_now(session);
+                            if ok {
+                                self.check_no_older_confirmation(epoch);
+                            }
                             Some(ok)
                         }
                         OnSession::Gone => None,
@@ -444,6 +500,7 @@ impl Answer {
                 sent_local,
                 ok: None,
             },
+            Answer::Released(_) => Answer::Released(None),
             Answer::Flushed {
                 epoch, last_lsn, ..
             } => Answer::Flushed {

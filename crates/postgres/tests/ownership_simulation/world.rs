@@ -40,6 +40,39 @@ pub struct Settings {
     /// serving, as `cluster` does (always, but for a check that the faults still find the stale
     /// read this wait closed: `LEASEQ_OWNERSHIP_NO_SERVING_DELAY=1`).
     pub serving_delay: bool,
+    /// A deliberate flaw in the hand-off, for a check that the faults find it
+    /// (`LEASEQ_OWNERSHIP_MUTATION`); `None` runs the protocol as `cluster` does.
+    pub mutation: Option<Mutation>,
+}
+
+/// Flaws the hand-off's release must not have, which the default seeds find.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mutation {
+    /// `release-first`: the release is written as the hand-off begins, before the old owner
+    /// drained and retired its confirmations.
+    ReleaseFirst,
+    /// `no-retire`: the hand-off forgets its confirmation but does not retire confirmations (a
+    /// check of the epoch still on its way confirms again), as the hand-off did before the
+    /// release existed, and then writes the release.
+    NoRetire,
+    /// `sticky-release`: a claim counts any earlier release, not only the release of the epoch
+    /// it replaces.
+    StickyRelease,
+}
+
+impl Mutation {
+    /// `LEASEQ_OWNERSHIP_MUTATION`'s value, if it is set.
+    pub fn from_env() -> Option<Mutation> {
+        let value = std::env::var("LEASEQ_OWNERSHIP_MUTATION").ok()?;
+        Some(match value.as_str() {
+            "release-first" => Mutation::ReleaseFirst,
+            "no-retire" => Mutation::NoRetire,
+            "sticky-release" => Mutation::StickyRelease,
+            other => panic!(
+                "LEASEQ_OWNERSHIP_MUTATION={other}: release-first, no-retire or sticky-release"
+            ),
+        })
+    }
 }
 
 /// Something that happens at an instant.
@@ -80,6 +113,11 @@ pub enum Event {
     /// A node crashes (a fault planned earlier).
     Crash {
         node: usize,
+    },
+    /// A node's process exits after its hand-off (and the HTTP layer's drain).
+    Exit {
+        node: usize,
+        incarnation: u32,
     },
 }
 
@@ -279,6 +317,13 @@ impl World {
                     self.crash(node);
                 }
             }
+            Event::Exit { node, incarnation } => {
+                if self.nodes[node].incarnation == incarnation && self.nodes[node].up {
+                    self.count("exit after SIGTERM");
+                    self.note(|| format!("node {node} exits"));
+                    self.stop(node);
+                }
+            }
         }
     }
 
@@ -348,7 +393,7 @@ impl World {
             .unwrap_or_else(|| self.rng.random_range(0..self.nodes.len()));
         let any = self.rng.random_range(0..self.nodes.len());
         let timeout = us(self.settings.node_timeout);
-        match self.rng.random_range(0..100) {
+        match self.rng.random_range(0..120) {
             // Pauses of the owner, around the node timeout: the interesting ones.
             0..=29 => {
                 let pause = self.pause_length(timeout);
@@ -387,6 +432,23 @@ impl World {
                 }
                 self.crash(owner);
             }
+            // SIGTERM of the owner: a graceful hand-off, then the process exits and starts
+            // again (a rolling restart).
+            100..=111 => self.terminate_at(owner),
+            // A hand-off during which the old owner pauses (before the drain, before its
+            // confirmations retire, or between that and the release), often with PostgreSQL
+            // restarting early in the pause (its lock session ends at once): shorter than a
+            // confirmation window, so it resumes with a confirmation it may still lean on.
+            112..=119 => {
+                let window = us(leaseq_postgres::cluster::confirm_window(
+                    self.settings.node_timeout,
+                ));
+                let pause = self.rng.random_range(window / 4..window);
+                let step = self.rng.random_range(0..3);
+                let restart = self.rng.random_bool(0.7);
+                self.nodes[owner].pause_in_hand_off = Some((pause, step, restart));
+                self.terminate_at(owner);
+            }
             88..=97 => {
                 // The owner is paused when PostgreSQL restarts: it finds its session ended
                 // only once it runs again, maybe after another node took over. Paused for
@@ -400,8 +462,26 @@ impl World {
                 let restart_in = self.rng.random_range(0..pause / 3);
                 self.after(restart_in, Event::PostgresRestart { down_max: 100 * MS });
             }
-            _ => self.restart_postgres(400 * MS),
+            98..=99 => self.restart_postgres(400 * MS),
+            _ => unreachable!("the range drawn"),
         }
+    }
+
+    /// SIGTERM reaches `node` (it waits while the process is paused).
+    pub fn terminate_at(&mut self, node: usize) {
+        if !self.nodes[node].up || self.nodes[node].terminating {
+            return;
+        }
+        self.count("fault: SIGTERM");
+        let incarnation = self.nodes[node].incarnation;
+        self.after(
+            0,
+            Event::AtNode {
+                node,
+                incarnation,
+                input: NodeInput::Terminate,
+            },
+        );
     }
 
     pub fn restart_postgres(&mut self, down_max: Us) {
@@ -469,6 +549,11 @@ impl World {
         }
         self.count("fault: crash");
         self.note(|| format!("node {node} crashes"));
+        self.stop(node);
+    }
+
+    /// The node's process ends (a crash, or an exit after SIGTERM), and starts again later.
+    pub fn stop(&mut self, node: usize) {
         let lost = self.nodes[node].crash();
         // Its sockets close: PostgreSQL ends its sessions, its peers' connections break.
         let mut changes = Changes::default();
@@ -572,6 +657,54 @@ impl World {
                 }
             }
             _ => {}
+        }
+    }
+
+    /// `epoch` starts serving now: no node may still be able to answer for an older epoch, i.e.
+    /// hold a confirmation that counts (its ownership's confirmations not retired) and is
+    /// within the confirmation window on its own clock. Sharper than [`World::check_answer`],
+    /// which needs a request to reach the old owner at that moment: this is the state from
+    /// which such an answer could come.
+    pub fn check_no_older_confirmation(&mut self, epoch: i64) {
+        let window = us(leaseq_postgres::cluster::confirm_window(
+            self.settings.node_timeout,
+        ));
+        for id in 0..self.nodes.len() {
+            let node = &self.nodes[id];
+            let older = node
+                .owned
+                .as_ref()
+                .map(|owned| owned.epoch)
+                .or(node.hand_off.as_ref().map(|hand_off| hand_off.epoch))
+                .filter(|&older| older < epoch);
+            let (Some(older), Some(confirmed), true, true) = (
+                older,
+                node.confirmed_local,
+                node.confirmations_open,
+                node.up,
+            ) else {
+                continue;
+            };
+            let window_ends = node.global(confirmed + window);
+            if window_ends > self.now {
+                self.violation(format!(
+                    "epoch {epoch} serves while node {id} can still answer for epoch {older} on a \
+                     confirmation that counts for {:.3} ms more",
+                    (window_ends - self.now) as f64 / 1e3
+                ));
+            }
+        }
+    }
+
+    /// An answer leaves a node from `epoch`'s engine now: that epoch was not released yet (the
+    /// release promises that no answer leaves the old owner after it).
+    pub fn check_not_released(&mut self, node: usize, epoch: i64, what: &str) {
+        if let Some(&at) = self.pg.released_at.get(&epoch) {
+            self.violation(format!(
+                "node {node} acknowledged {what} from epoch {epoch}'s engine after it released \
+                 the bucket at {:.3} ms",
+                at as f64 / 1e3
+            ));
         }
     }
 
