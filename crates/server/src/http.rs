@@ -546,25 +546,46 @@ impl<'a> RequestHeaders<'a> {
 fn reply(response: leaseq_sqs::Response) -> Response {
     let status = StatusCode::from_u16(response.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     let mut headers = HeaderMap::with_capacity(response.headers.len() + 1);
+    let mut content_type = false;
     for (name, value) in response.headers {
-        // The encoder's `String` becomes the header's bytes without a copy.
-        let Ok(value) = HeaderValue::try_from(value) else {
+        let Some(value) = header_value(value) else {
             continue;
         };
         // Every response has these two; naming them by constant spares parsing the names.
         match name {
-            "content-type" => headers.insert(CONTENT_TYPE, value),
+            "content-type" => {
+                content_type = true;
+                headers.insert(CONTENT_TYPE, value)
+            }
             "x-amzn-requestid" => headers.insert(REQUEST_ID, value),
             name => headers.insert(name, value),
         };
     }
-    headers
-        .entry(CONTENT_TYPE)
-        .or_insert(HeaderValue::from_static("application/octet-stream"));
+    if !content_type {
+        headers.insert(
+            CONTENT_TYPE,
+            HeaderValue::from_static("application/octet-stream"),
+        );
+    }
     let mut out = Response::new(Body::from(response.body));
     *out.status_mut() = status;
     *out.headers_mut() = headers;
     out
+}
+
+/// An encoded header's value as a header value, if it is one. The content types the encoder
+/// writes are constants, used as such: no copy into shared bytes and no check of each byte. The
+/// encoder's other `String`s become the header's bytes without a copy.
+fn header_value(value: String) -> Option<HeaderValue> {
+    match value.as_str() {
+        leaseq_sqs::encode::JSON_CONTENT_TYPE => Some(HeaderValue::from_static(
+            leaseq_sqs::encode::JSON_CONTENT_TYPE,
+        )),
+        leaseq_sqs::encode::XML_CONTENT_TYPE => Some(HeaderValue::from_static(
+            leaseq_sqs::encode::XML_CONTENT_TYPE,
+        )),
+        _ => HeaderValue::try_from(value).ok(),
+    }
 }
 
 #[cfg(test)]
@@ -603,6 +624,15 @@ mod tests {
         assert_eq!(bare.headers()[CONTENT_TYPE], "application/octet-stream");
         let invalid = reply(response(vec![("content-type", "a\nb".into())]));
         assert_eq!(invalid.headers()[CONTENT_TYPE], "application/octet-stream");
+        for content_type in [
+            leaseq_sqs::encode::JSON_CONTENT_TYPE,
+            leaseq_sqs::encode::XML_CONTENT_TYPE,
+            "text/plain; charset=utf-8",
+        ] {
+            let out = reply(response(vec![("content-type", content_type.into())]));
+            assert_eq!(out.headers()[CONTENT_TYPE], content_type);
+            assert_eq!(out.headers().len(), 1);
+        }
     }
 
     /// Request ids are v4 UUIDs, distinct within a thread and across threads.
