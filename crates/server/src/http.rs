@@ -371,12 +371,9 @@ where
         return crate::dashboard::page();
     }
     let guessed = leaseq_sqs::headers::protocol(target);
-    let body: Bytes = match Limited::new(body, config.request_body_max_bytes)
-        .collect()
-        .await
-    {
-        Ok(body) => body.to_bytes(),
-        Err(_) => {
+    let body: Bytes = match read_body(body, config.request_body_max_bytes).await {
+        Some(body) => body,
+        None => {
             let error = SqsError::request_too_large(config.request_body_max_bytes);
             return reply(leaseq_sqs::encode_error(guessed, &error, &context));
         }
@@ -490,6 +487,36 @@ where
         }
     };
     reply(response)
+}
+
+/// A request's body, read whole, or `None` if it is longer than `limit` bytes or reading it
+/// failed. The bytes `http_body_util`'s `collect` and `to_bytes` would give, without their list
+/// of frames: a body that came in one frame (as a small request's does) is that frame, not a
+/// copy; several are joined.
+async fn read_body<RequestBody>(body: RequestBody, limit: usize) -> Option<Bytes>
+where
+    RequestBody: HttpBody<Data = Bytes, Error: Into<BoxError>>,
+{
+    let mut body = std::pin::pin!(Limited::new(body, limit));
+    let mut whole = Bytes::new();
+    let mut joined: Option<Vec<u8>> = None;
+    while let Some(frame) = body.frame().await {
+        // Trailers are no data (and `to_bytes` ignored them too).
+        let Ok(data) = frame.ok()?.into_data() else {
+            continue;
+        };
+        if let Some(joined) = &mut joined {
+            joined.extend_from_slice(&data);
+        } else if whole.is_empty() {
+            whole = data;
+        } else if !data.is_empty() {
+            let mut both = Vec::with_capacity(whole.len() + data.len());
+            both.extend_from_slice(&whole);
+            both.extend_from_slice(&data);
+            joined = Some(both);
+        }
+    }
+    Some(joined.map_or(whole, Bytes::from))
 }
 
 /// The header of a response's request id, as the `sqs` crate names it.
@@ -633,6 +660,64 @@ mod tests {
             assert_eq!(out.headers()[CONTENT_TYPE], content_type);
             assert_eq!(out.headers().len(), 1);
         }
+    }
+
+    /// A body of the frames given, then its end.
+    struct Frames(std::collections::VecDeque<Result<hyper::body::Frame<Bytes>, std::io::Error>>);
+
+    impl HttpBody for Frames {
+        type Data = Bytes;
+        type Error = std::io::Error;
+
+        fn poll_frame(
+            mut self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<Option<Result<hyper::body::Frame<Bytes>, std::io::Error>>> {
+            std::task::Poll::Ready(self.0.pop_front())
+        }
+    }
+
+    fn data(text: &'static str) -> Result<hyper::body::Frame<Bytes>, std::io::Error> {
+        Ok(hyper::body::Frame::data(Bytes::from_static(
+            text.as_bytes(),
+        )))
+    }
+
+    /// A body reads as its frames' data joined, whatever the frames, and not past the limit.
+    #[tokio::test]
+    async fn bodies_read_as_their_frames_joined() {
+        let trailers = || Ok(hyper::body::Frame::trailers(HeaderMap::new()));
+        let cases = [
+            (vec![], ""),
+            (vec![data("")], ""),
+            (vec![data("one frame")], "one frame"),
+            (
+                vec![data(""), data("after an empty one")],
+                "after an empty one",
+            ),
+            (vec![data("two "), data("frames")], "two frames"),
+            (
+                vec![data("three "), data(""), data("frames "), data("joined")],
+                "three frames joined",
+            ),
+            (
+                vec![data("with "), trailers(), data("trailers")],
+                "with trailers",
+            ),
+        ];
+        for (frames, expected) in cases {
+            let read = read_body(Frames(frames.into()), 64).await;
+            assert_eq!(read.as_deref(), Some(expected.as_bytes()));
+        }
+        let limited = |frames: Vec<_>| read_body(Frames(frames.into()), 5);
+        assert_eq!(
+            limited(vec![data("12345")]).await.as_deref(),
+            Some(&b"12345"[..])
+        );
+        assert_eq!(limited(vec![data("123456")]).await, None);
+        assert_eq!(limited(vec![data("123"), data("456")]).await, None);
+        let reset = Err(std::io::Error::other("reset"));
+        assert_eq!(limited(vec![data("some"), reset]).await, None);
     }
 
     /// Request ids are v4 UUIDs, distinct within a thread and across threads.
