@@ -161,20 +161,17 @@ async fn readyz<B: Api>(State(service): State<Arc<B>>) -> Response {
 
 /// The base of queue URLs for a request with these headers: the external URL if one is
 /// configured, else the scheme and the `Host` header.
-fn base_url<B>(shared: &Shared<B>, headers: &HeaderMap) -> Arc<str> {
+fn base_url<B>(shared: &Shared<B>, headers: &RequestHeaders<'_>) -> Arc<str> {
     if let Some(url) = &shared.external_url {
         return url.clone();
     }
     let host = headers
-        .get(axum::http::header::HOST)
+        .host
         .and_then(|h| h.to_str().ok())
         .filter(|h| !h.is_empty())
         .unwrap_or("localhost");
     // A request a peer forwarded (a cluster's standby) says which scheme its client used.
-    let scheme = match headers
-        .get(forward::FORWARDED_PROTO)
-        .map(HeaderValue::as_bytes)
-    {
+    let scheme = match headers.forwarded_proto.map(HeaderValue::as_bytes) {
         Some(b"https") => "https://",
         Some(b"http") => "http://",
         _ => shared.scheme,
@@ -238,25 +235,28 @@ fn request_id() -> String {
     uuid.hyphenated().encode_lower(&mut buffer).to_owned()
 }
 
-/// The sender id: the access key id of the `Authorization` header, or the account id.
-fn sender_id(headers: &HeaderMap, account_id: &str) -> Arc<str> {
-    headers
-        .get(axum::http::header::AUTHORIZATION)
+/// The sender id: the access key id of the `Authorization` header, or the account id (shared,
+/// not copied).
+fn sender_id(headers: &RequestHeaders<'_>, account_id: &Arc<str>) -> Arc<str> {
+    match headers
+        .authorization
         .and_then(|h| h.to_str().ok())
         .and_then(leaseq_sqs::headers::access_key_id)
-        .unwrap_or(account_id)
-        .into()
+    {
+        Some(access_key_id) => access_key_id.into(),
+        None => account_id.clone(),
+    }
 }
 
 /// The namespace a request addresses: its key's account (else the home account) in the region
 /// its `Host` names (else the home region); `None` when that is the home namespace.
 fn namespace(
     config: &HttpConfig,
-    headers: &HeaderMap,
+    headers: &RequestHeaders<'_>,
     verified: Option<&leaseq_sqs::sigv4::Verified>,
 ) -> Option<leaseq_sqs::namespace::Namespace> {
     let region = headers
-        .get(axum::http::header::HOST)
+        .host
         .and_then(|h| h.to_str().ok())
         .and_then(leaseq_sqs::namespace::region_of_host)
         .filter(|region| *region != config.region);
@@ -276,12 +276,15 @@ fn namespace(
 
 /// The client's address: the connection's, unless a peer forwarded the request and said whose
 /// it was ([`forward::FORWARDED_FOR`]).
-fn client_address(headers: &HeaderMap, connection: Option<SocketAddr>) -> Option<SocketAddr> {
-    if !headers.contains_key(forward::FORWARDED_BY) {
+fn client_address(
+    headers: &RequestHeaders<'_>,
+    connection: Option<SocketAddr>,
+) -> Option<SocketAddr> {
+    if headers.forwarded_by.is_none() {
         return connection;
     }
     headers
-        .get(forward::FORWARDED_FOR)
+        .forwarded_for
         .and_then(|value| value.to_str().ok())
         .and_then(|text| text.parse().ok())
         .or(connection)
@@ -338,25 +341,27 @@ where
     RequestBody: HttpBody<Data = Bytes, Error: Into<BoxError>> + Send,
 {
     let (method, uri, mut headers) = (parts.method, parts.uri, parts.headers);
+    let mut found = RequestHeaders::of(&headers);
     // HTTP/2 carries the host as the `:authority` pseudo-header, which hyper puts in the URI,
     // and clients send no `Host` (RFC 9113 §8.3.1). Everything below reads `Host` (the queue
     // URLs' base, the region, and SigV4, whose SDKs sign `host` with the authority's value), so
     // the authority stands in for it, as the RFC says servers should treat it.
-    if !headers.contains_key(axum::http::header::HOST) {
+    if found.host.is_none() {
         if let Some(authority) = uri.authority() {
             if let Ok(host) = HeaderValue::from_str(authority.as_str()) {
                 headers.insert(axum::http::header::HOST, host);
+                found = RequestHeaders::of(&headers);
             }
         }
     }
     let config = &shared.config;
     let context = Context {
-        base_url: base_url(shared, &headers),
+        base_url: base_url(shared, &found),
         region: shared.region.clone(),
         account_id: shared.account_id.clone(),
         request_id: request_id(),
     };
-    let target = headers.get(TARGET).and_then(|h| h.to_str().ok());
+    let target = found.target.and_then(|h| h.to_str().ok());
     if config.dashboard_page
         && method == Method::GET
         && uri.path() == "/"
@@ -366,12 +371,9 @@ where
         return crate::dashboard::page();
     }
     let guessed = leaseq_sqs::headers::protocol(target);
-    let body: Bytes = match Limited::new(body, config.request_body_max_bytes)
-        .collect()
-        .await
-    {
-        Ok(body) => body.to_bytes(),
-        Err(_) => {
+    let body: Bytes = match read_body(body, config.request_body_max_bytes).await {
+        Some(body) => body,
+        None => {
             let error = SqsError::request_too_large(config.request_body_max_bytes);
             return reply(leaseq_sqs::encode_error(guessed, &error, &context));
         }
@@ -381,7 +383,7 @@ where
     match shared.service.route() {
         crate::service::Route::Here => {}
         route => {
-            if headers.contains_key(forward::FORWARDED_BY) {
+            if found.forwarded_by.is_some() {
                 // Forwarded by a node that thought this one serves it: refuse without acting,
                 // so that node asks again (no request travels more than one hop).
                 let error = SqsError::service_unavailable("this node does not serve the request");
@@ -439,9 +441,7 @@ where
         path: uri.path(),
         query: uri.query(),
         target,
-        content_type: headers
-            .get(axum::http::header::CONTENT_TYPE)
-            .and_then(|h| h.to_str().ok()),
+        content_type: found.content_type.and_then(|h| h.to_str().ok()),
         body: &body,
     };
     let (protocol, mut action, shape) = match leaseq_sqs::decode(&raw) {
@@ -450,11 +450,11 @@ where
             return reply(leaseq_sqs::encode_error(protocol, &error, &context))
         }
     };
-    if let Some(trace_id) = headers.get(TRACE_ID).and_then(|h| h.to_str().ok()) {
+    if let Some(trace_id) = found.trace_id.and_then(|h| h.to_str().ok()) {
         leaseq_sqs::headers::adopt_trace_id(&mut action, trace_id);
     }
     let name = action.name();
-    let namespace = namespace(config, &headers, verified.as_ref());
+    let namespace = namespace(config, &found, verified.as_ref());
     let caller = Caller {
         namespace,
         account_id: verified
@@ -462,10 +462,10 @@ where
             .map(|verified| verified.account_id.clone()),
         sender_id: match &verified {
             Some(verified) => verified.access_key_id.clone(),
-            None => sender_id(&headers, &config.account_id),
+            None => sender_id(&found, &shared.account_id),
         },
-        address: client_address(&headers, address),
-        user_agent: headers.get(axum::http::header::USER_AGENT).cloned(),
+        address: client_address(&found, address),
+        user_agent: found.user_agent.cloned(),
     };
     let started = Instant::now();
     let result = shared.service.execute(action, &caller).await;
@@ -489,37 +489,130 @@ where
     reply(response)
 }
 
+/// A request's body, read whole, or `None` if it is longer than `limit` bytes or reading it
+/// failed. The bytes `http_body_util`'s `collect` and `to_bytes` would give, without their list
+/// of frames: a body that came in one frame (as a small request's does) is that frame, not a
+/// copy; several are joined.
+async fn read_body<RequestBody>(body: RequestBody, limit: usize) -> Option<Bytes>
+where
+    RequestBody: HttpBody<Data = Bytes, Error: Into<BoxError>>,
+{
+    let mut body = std::pin::pin!(Limited::new(body, limit));
+    let mut whole = Bytes::new();
+    let mut joined: Option<Vec<u8>> = None;
+    while let Some(frame) = body.frame().await {
+        // Trailers are no data (and `to_bytes` ignored them too).
+        let Ok(data) = frame.ok()?.into_data() else {
+            continue;
+        };
+        if let Some(joined) = &mut joined {
+            joined.extend_from_slice(&data);
+        } else if whole.is_empty() {
+            whole = data;
+        } else if !data.is_empty() {
+            let mut both = Vec::with_capacity(whole.len() + data.len());
+            both.extend_from_slice(&whole);
+            both.extend_from_slice(&data);
+            joined = Some(both);
+        }
+    }
+    Some(joined.map_or(whole, Bytes::from))
+}
+
 /// The header of a response's request id, as the `sqs` crate names it.
 const REQUEST_ID: HeaderName = HeaderName::from_static("x-amzn-requestid");
 
-/// The request headers every SQS request is read for, by constant: `HeaderMap::get` of a `&str`
-/// parses the name first, which cost ~100 instructions per look-up.
-const TARGET: HeaderName = HeaderName::from_static(leaseq_sqs::headers::TARGET);
-const TRACE_ID: HeaderName = HeaderName::from_static(leaseq_sqs::headers::TRACE_ID);
+/// The request headers the SQS handler reads, each the first value of its name (what
+/// `HeaderMap::get` answers), found in one pass over the request's headers.
+///
+/// Why one pass: a request has a handful of headers and the handler reads up to ten names
+/// (some twice), and each `HeaderMap::get` hashes the name and probes the map: ~150
+/// instructions a look-up, ~1,500 per request, where matching each header's name once costs a
+/// few dozen.
+#[derive(Default)]
+struct RequestHeaders<'a> {
+    host: Option<&'a HeaderValue>,
+    target: Option<&'a HeaderValue>,
+    content_type: Option<&'a HeaderValue>,
+    trace_id: Option<&'a HeaderValue>,
+    authorization: Option<&'a HeaderValue>,
+    user_agent: Option<&'a HeaderValue>,
+    forwarded_by: Option<&'a HeaderValue>,
+    forwarded_for: Option<&'a HeaderValue>,
+    forwarded_proto: Option<&'a HeaderValue>,
+}
+
+impl<'a> RequestHeaders<'a> {
+    fn of(headers: &'a HeaderMap) -> RequestHeaders<'a> {
+        let mut found = RequestHeaders::default();
+        for (name, value) in headers {
+            // Header names are lowercase in a `HeaderMap`; the test below checks these
+            // literals against the constants they stand for.
+            let slot = match name.as_str() {
+                "host" => &mut found.host,
+                "x-amz-target" => &mut found.target,
+                "content-type" => &mut found.content_type,
+                "x-amzn-trace-id" => &mut found.trace_id,
+                "authorization" => &mut found.authorization,
+                "user-agent" => &mut found.user_agent,
+                "x-leaseq-forwarded-by" => &mut found.forwarded_by,
+                "x-leaseq-forwarded-for" => &mut found.forwarded_for,
+                "x-leaseq-forwarded-proto" => &mut found.forwarded_proto,
+                _ => continue,
+            };
+            // A name's later values come after its first.
+            if slot.is_none() {
+                *slot = Some(value);
+            }
+        }
+        found
+    }
+}
 
 /// The HTTP response of an encoded SQS response.
 fn reply(response: leaseq_sqs::Response) -> Response {
     let status = StatusCode::from_u16(response.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     let mut headers = HeaderMap::with_capacity(response.headers.len() + 1);
+    let mut content_type = false;
     for (name, value) in response.headers {
-        // The encoder's `String` becomes the header's bytes without a copy.
-        let Ok(value) = HeaderValue::try_from(value) else {
+        let Some(value) = header_value(value) else {
             continue;
         };
         // Every response has these two; naming them by constant spares parsing the names.
         match name {
-            "content-type" => headers.insert(CONTENT_TYPE, value),
+            "content-type" => {
+                content_type = true;
+                headers.insert(CONTENT_TYPE, value)
+            }
             "x-amzn-requestid" => headers.insert(REQUEST_ID, value),
             name => headers.insert(name, value),
         };
     }
-    headers
-        .entry(CONTENT_TYPE)
-        .or_insert(HeaderValue::from_static("application/octet-stream"));
+    if !content_type {
+        headers.insert(
+            CONTENT_TYPE,
+            HeaderValue::from_static("application/octet-stream"),
+        );
+    }
     let mut out = Response::new(Body::from(response.body));
     *out.status_mut() = status;
     *out.headers_mut() = headers;
     out
+}
+
+/// An encoded header's value as a header value, if it is one. The content types the encoder
+/// writes are constants, used as such: no copy into shared bytes and no check of each byte. The
+/// encoder's other `String`s become the header's bytes without a copy.
+fn header_value(value: String) -> Option<HeaderValue> {
+    match value.as_str() {
+        leaseq_sqs::encode::JSON_CONTENT_TYPE => Some(HeaderValue::from_static(
+            leaseq_sqs::encode::JSON_CONTENT_TYPE,
+        )),
+        leaseq_sqs::encode::XML_CONTENT_TYPE => Some(HeaderValue::from_static(
+            leaseq_sqs::encode::XML_CONTENT_TYPE,
+        )),
+        _ => HeaderValue::try_from(value).ok(),
+    }
 }
 
 #[cfg(test)]
@@ -558,6 +651,73 @@ mod tests {
         assert_eq!(bare.headers()[CONTENT_TYPE], "application/octet-stream");
         let invalid = reply(response(vec![("content-type", "a\nb".into())]));
         assert_eq!(invalid.headers()[CONTENT_TYPE], "application/octet-stream");
+        for content_type in [
+            leaseq_sqs::encode::JSON_CONTENT_TYPE,
+            leaseq_sqs::encode::XML_CONTENT_TYPE,
+            "text/plain; charset=utf-8",
+        ] {
+            let out = reply(response(vec![("content-type", content_type.into())]));
+            assert_eq!(out.headers()[CONTENT_TYPE], content_type);
+            assert_eq!(out.headers().len(), 1);
+        }
+    }
+
+    /// A body of the frames given, then its end.
+    struct Frames(std::collections::VecDeque<Result<hyper::body::Frame<Bytes>, std::io::Error>>);
+
+    impl HttpBody for Frames {
+        type Data = Bytes;
+        type Error = std::io::Error;
+
+        fn poll_frame(
+            mut self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<Option<Result<hyper::body::Frame<Bytes>, std::io::Error>>> {
+            std::task::Poll::Ready(self.0.pop_front())
+        }
+    }
+
+    fn data(text: &'static str) -> Result<hyper::body::Frame<Bytes>, std::io::Error> {
+        Ok(hyper::body::Frame::data(Bytes::from_static(
+            text.as_bytes(),
+        )))
+    }
+
+    /// A body reads as its frames' data joined, whatever the frames, and not past the limit.
+    #[tokio::test]
+    async fn bodies_read_as_their_frames_joined() {
+        let trailers = || Ok(hyper::body::Frame::trailers(HeaderMap::new()));
+        let cases = [
+            (vec![], ""),
+            (vec![data("")], ""),
+            (vec![data("one frame")], "one frame"),
+            (
+                vec![data(""), data("after an empty one")],
+                "after an empty one",
+            ),
+            (vec![data("two "), data("frames")], "two frames"),
+            (
+                vec![data("three "), data(""), data("frames "), data("joined")],
+                "three frames joined",
+            ),
+            (
+                vec![data("with "), trailers(), data("trailers")],
+                "with trailers",
+            ),
+        ];
+        for (frames, expected) in cases {
+            let read = read_body(Frames(frames.into()), 64).await;
+            assert_eq!(read.as_deref(), Some(expected.as_bytes()));
+        }
+        let limited = |frames: Vec<_>| read_body(Frames(frames.into()), 5);
+        assert_eq!(
+            limited(vec![data("12345")]).await.as_deref(),
+            Some(&b"12345"[..])
+        );
+        assert_eq!(limited(vec![data("123456")]).await, None);
+        assert_eq!(limited(vec![data("123"), data("456")]).await, None);
+        let reset = Err(std::io::Error::other("reset"));
+        assert_eq!(limited(vec![data("some"), reset]).await, None);
     }
 
     /// Request ids are v4 UUIDs, distinct within a thread and across threads.
@@ -580,10 +740,54 @@ mod tests {
         }
     }
 
-    /// The constant header names are the `sqs` crate's.
+    /// One pass finds what `HeaderMap::get` finds for every name the handler reads: the first
+    /// value of each, whatever else the request has, and nothing for names it lacks.
     #[test]
-    fn header_names_are_the_sqs_crates() {
-        assert_eq!(TARGET.as_str(), leaseq_sqs::headers::TARGET);
-        assert_eq!(TRACE_ID.as_str(), leaseq_sqs::headers::TRACE_ID);
+    fn request_headers_are_what_get_finds() {
+        use axum::http::header::{AUTHORIZATION, HOST, USER_AGENT};
+        let names = [
+            HOST,
+            HeaderName::from_static(leaseq_sqs::headers::TARGET),
+            CONTENT_TYPE,
+            HeaderName::from_static(leaseq_sqs::headers::TRACE_ID),
+            AUTHORIZATION,
+            USER_AGENT,
+            forward::FORWARDED_BY,
+            forward::FORWARDED_FOR,
+            forward::FORWARDED_PROTO,
+        ];
+        let found_of = |found: &RequestHeaders<'_>| {
+            let found: [Option<&HeaderValue>; 9] = [
+                found.host,
+                found.target,
+                found.content_type,
+                found.trace_id,
+                found.authorization,
+                found.user_agent,
+                found.forwarded_by,
+                found.forwarded_for,
+                found.forwarded_proto,
+            ];
+            found.map(|value| value.cloned())
+        };
+        let mut headers = HeaderMap::new();
+        assert_eq!(found_of(&RequestHeaders::of(&headers)), [const { None }; 9]);
+        headers.append("x-other", HeaderValue::from_static("other"));
+        for (i, name) in names.iter().enumerate() {
+            headers.append(
+                name.clone(),
+                HeaderValue::from_str(&format!("first {i}")).unwrap(),
+            );
+            headers.append("x-between", HeaderValue::from_static("between"));
+            headers.append(
+                name.clone(),
+                HeaderValue::from_str(&format!("second {i}")).unwrap(),
+            );
+            let expected = names.clone().map(|name| headers.get(name).cloned());
+            assert_eq!(found_of(&RequestHeaders::of(&headers)), expected, "{i}");
+        }
+        for (i, name) in names.iter().enumerate() {
+            assert_eq!(headers[name], format!("first {i}").as_str());
+        }
     }
 }

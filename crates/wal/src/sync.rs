@@ -171,6 +171,11 @@ impl Commit {
         let Commit { writer, batch } = self;
         state.in_flight = None;
         state.buffered_bytes -= batch.bytes;
+        // Nothing else holds the batch's chunks now (readers copy from `in_flight` under the
+        // lock), so their buffers serve the next appends.
+        if let Ok(chunks) = Arc::try_unwrap(batch.chunks) {
+            state.spare.keep(chunks);
+        }
         match result {
             Ok(()) => {
                 state.progress.written_lsn = batch.last_lsn;

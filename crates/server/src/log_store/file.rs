@@ -7,6 +7,8 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
+use parking_lot::Mutex;
+
 use leaseq_core::{codec, Journal, Location, Record};
 use leaseq_wal::{Position, Storage, Wal, WalError};
 
@@ -20,10 +22,17 @@ use crate::metrics::LogStats;
 /// its metadata and attributes.
 const ENCODED_RECORD_CAPACITY_BYTES: usize = 1024;
 
+/// The encoding buffer is kept between appends up to this capacity; one grown by a larger record
+/// (a message of up to 256 KiB) is given back at the next append.
+const ENCODED_BUFFER_KEPT_MAX_BYTES: usize = 64 << 10;
+
 /// The log of one data directory.
 pub struct FileLog {
     wal: Wal,
     recovery: leaseq_wal::Recovery,
+    /// Where appends encode records, kept so that an append does not allocate one (appends run
+    /// under the engine's lock, so this lock is never contended).
+    encoded: Mutex<Vec<u8>>,
 }
 
 impl FileLog {
@@ -80,7 +89,11 @@ impl Recoverable for FileLogOpening {
             })
             .map_err(leaseq_wal::ReplayError::from)
         })?;
-        Ok(FileLog { wal, recovery })
+        Ok(FileLog {
+            wal,
+            recovery,
+            encoded: Mutex::new(Vec::new()),
+        })
     }
 }
 
@@ -93,7 +106,10 @@ impl LogStore for FileLog {
         // One buffer for the journal's records, sized for the usual one before the first: grown
         // from empty, it would be reallocated half a dozen times for a small message. (Reserved
         // in the loop, so an empty journal, as of a read, allocates nothing.)
-        let mut bytes = Vec::new();
+        let mut bytes = self.encoded.lock();
+        if bytes.capacity() > ENCODED_BUFFER_KEPT_MAX_BYTES {
+            *bytes = Vec::new();
+        }
         let mut appended_bytes = 0;
         for record in journal {
             bytes.clear();

@@ -119,6 +119,8 @@ impl Service {
         mut each: impl FnMut(&mut Engine, u64, T, &mut Journal) -> Result<R, SqsError>,
     ) -> Result<Vec<(String, Result<R, SqsError>)>, SqsError> {
         self.run(|engine, journal| {
+            // A record per entry, at least, reserved at once rather than grown 1, 4, 8, 16.
+            journal.reserve(entries.len());
             let now = self.now_ms();
             engine.queue(name).ok_or(Error::QueueDoesNotExist)?;
             check(engine, &entries)?;

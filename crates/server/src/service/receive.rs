@@ -122,6 +122,8 @@ impl Service {
     async fn try_receive(&self, name: &str, receive: &Receive) -> Result<ReceiveProbe, SqsError> {
         let reads = self.host.payload_reads();
         let (probe, tail_lsn) = self.apply_now(|engine, journal| {
+            // A record per message leased, reserved at once rather than grown 1, 4, 8, 16.
+            journal.reserve(receive.request.max_messages);
             let now_ms = self.now_ms();
             let request = receive.request.clone();
             let attempt_id = receive.attempt_id.as_deref();

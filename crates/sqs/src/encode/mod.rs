@@ -23,8 +23,10 @@ use crate::outcome::{Context, Outcome, VisibilityAdvice};
 
 /// The namespace of SQS's Query responses.
 pub const XML_NAMESPACE: &str = "http://queue.amazonaws.com/doc/2012-11-05/";
-const JSON_CONTENT_TYPE: &str = "application/x-amz-json-1.0";
-const XML_CONTENT_TYPE: &str = "text/xml";
+/// The content type of every JSON response.
+pub const JSON_CONTENT_TYPE: &str = "application/x-amz-json-1.0";
+/// The content type of every XML response.
+pub const XML_CONTENT_TYPE: &str = "text/xml";
 
 /// An HTTP response, ready to send. Header names are lowercase (HTTP/2-safe, and what
 /// `http::HeaderName::from_static` accepts).
