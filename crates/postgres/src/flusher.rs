@@ -308,8 +308,6 @@ struct Flight {
     backend: Backend,
     committed: bool,
     started: Instant,
-    /// The appends it carries (operations whose replies wait for it).
-    appends: u64,
 }
 
 /// What a flush task hands back: its place in the queue, its connection, how it ended.
@@ -328,11 +326,6 @@ pub(crate) struct Flusher {
     running: JoinSet<Flown>,
     connecting: JoinSet<Result<FlushConnection, LogError>>,
     connect_failed: Option<Instant>,
-    /// Appends counted into flushes so far.
-    taken_appends: u64,
-    /// Until when the next flush waits for the requests the last one released (see
-    /// [`Flusher::gather`]).
-    gathering_until: Option<Instant>,
 }
 
 impl Flusher {
@@ -347,8 +340,6 @@ impl Flusher {
             running: JoinSet::new(),
             connecting: JoinSet::new(),
             connect_failed: None,
-            taken_appends: 0,
-            gathering_until: None,
         }
     }
 
@@ -362,12 +353,6 @@ impl Flusher {
     async fn flush(&mut self) -> Result<(), String> {
         loop {
             self.dispatch().await?;
-            if self
-                .gathering_until
-                .is_some_and(|until| until <= Instant::now())
-            {
-                self.stop_gathering();
-            }
             // While a flush runs, appends do not wake the flusher (their wake-up is kept as a
             // permit): the next flush starts when one ends, or once the oldest has run for
             // ANOTHER_FLUSH_AFTER; from then on, appends wake it again.
@@ -375,18 +360,15 @@ impl Flusher {
             let another_at = self.another_flush_at();
             let woken_by_appends =
                 self.running.is_empty() || another_at.is_some_and(|at| at <= now);
-            let timer = another_at.filter(|&at| at > now).or(self.gathering_until);
+            let timer = another_at.filter(|&at| at > now);
             tokio::select! {
                 Some(flown) = self.running.join_next() => {
                     let (number, connection, result) = flown.expect("a flush task never panics");
                     match result {
                         Ok(()) => {
                             self.idle.push(connection);
-                            let flight = &mut self.flights[(number - self.first_flight) as usize];
-                            flight.committed = true;
-                            let (released, took) = (flight.appends, flight.started.elapsed());
+                            self.flights[(number - self.first_flight) as usize].committed = true;
                             self.publish();
-                            self.gather(released, took);
                         }
                         Err(FlushFailure::Fatal(reason)) => return Err(reason),
                         Err(FlushFailure::Unknown(reason)) => self.resolve(reason).await?,
@@ -411,44 +393,6 @@ impl Flusher {
         }
     }
 
-    /// After a flush that ran alone, whose commit released `released` requests and took
-    /// `took`: the next flush waits, up to half as long as that one took (at most
-    /// `gather_max`, [`crate::GATHER_MAX_DEFAULT`]), until as many more appends as it released have come, or starts
-    /// sooner once they have. Without it, the clients whose replies one flush released send
-    /// again while the next flush is already running with what came meanwhile, and stay a
-    /// cohort apart from the others for good: at 16 clients, two commits of about 8 each.
-    /// Gathered, they share one commit: fewer commits per message, less PostgreSQL CPU. One
-    /// client alone never waits: its next request is the one append the flusher expects.
-    fn gather(&mut self, released: u64, took: Duration) {
-        let window = (took / 2).min(self.shared.gather_max);
-        if !self.running.is_empty() || released == 0 || window.is_zero() {
-            return;
-        }
-        self.gathering_until = Some(Instant::now() + window);
-        self.shared.gather(released);
-    }
-
-    /// Whether the next flush still waits for appends (see [`Flusher::gather`]).
-    fn gathering(&mut self) -> bool {
-        let Some(until) = self.gathering_until else {
-            return false;
-        };
-        let target = self
-            .shared
-            .gather_target
-            .load(std::sync::atomic::Ordering::Relaxed);
-        if Instant::now() < until && self.shared.appends() < target {
-            return true;
-        }
-        self.stop_gathering();
-        false
-    }
-
-    fn stop_gathering(&mut self) {
-        self.gathering_until = None;
-        self.shared.gather(0);
-    }
-
     /// When another flush may start beside those running: once the oldest has run for
     /// [`ANOTHER_FLUSH_AFTER`], if there is room; `None` with nothing running (a flush may
     /// start at once) or no room.
@@ -465,7 +409,7 @@ impl Flusher {
     /// opens another connection if none is.
     async fn dispatch(&mut self) -> Result<(), String> {
         while self.shared.has_pending()
-            && ((self.running.is_empty() && !self.gathering())
+            && (self.running.is_empty()
                 || self
                     .another_flush_at()
                     .is_some_and(|at| at <= Instant::now()))
@@ -474,17 +418,14 @@ impl Flusher {
                 self.open_another();
                 return Ok(());
             };
-            self.stop_gathering();
-            let (frames, appends) = self.shared.take();
+            let frames = self.shared.take();
             let number = self.first_flight + self.flights.len() as u64;
             self.flights.push_back(Flight {
                 frames: frames.clone(),
                 backend: connection.backend.clone(),
                 committed: false,
                 started: Instant::now(),
-                appends: appends - self.taken_appends,
             });
-            self.taken_appends = appends;
             // A segment's partition exists before any flush into it starts.
             if let Err(failure) = self.shared.ensure_partitions(&connection, &frames).await {
                 match failure {

@@ -102,9 +102,6 @@ pub(crate) struct Tail {
     pub(crate) next_offset: u64,
     pub(crate) pending: VecDeque<Frame>,
     pub(crate) segments: BTreeMap<u64, SegmentExtent>,
-    /// Appends of records so far (operations, not records): what the flusher counts when it
-    /// waits for the requests its last flush released (see `flusher.rs`, "gathering").
-    pub(crate) appends: u64,
 }
 
 impl Tail {

@@ -35,7 +35,7 @@ use leaseq_server::log_store::{LogError, LogStore};
 use leaseq_server::recovery::{self, RecoverError};
 use leaseq_server::{Service, ServiceConfig};
 
-pub use log::{PgLog, Sizes, FLUSHES_IN_FLIGHT_DEFAULT, GATHER_MAX_DEFAULT};
+pub use log::{PgLog, Sizes, FLUSHES_IN_FLIGHT_DEFAULT};
 pub use opening::{PgLogOpening, SINGLE_NODE_BUCKET};
 pub use schema::SCHEMA_VERSION;
 
@@ -58,9 +58,6 @@ pub struct PgConfig {
     pub sizes: Sizes,
     /// Flushes in flight at once, each on a PostgreSQL session of its own (at least 1).
     pub flushes_in_flight: usize,
-    /// How long a flush that follows another one alone may wait, at most, for the requests
-    /// that one released ([`GATHER_MAX_DEFAULT`]; zero never waits): see `flusher.rs`.
-    pub gather_max: Duration,
     /// The cluster node opening the log, recorded as the bucket's owner when it takes the
     /// bucket over (`None`: a single node).
     pub node: Option<NodeIdentity>,
@@ -83,7 +80,6 @@ impl PgConfig {
             schema: "leaseq".into(),
             sizes: Sizes::default(),
             flushes_in_flight: FLUSHES_IN_FLIGHT_DEFAULT,
-            gather_max: GATHER_MAX_DEFAULT,
             node: None,
         }
     }

@@ -48,11 +48,6 @@ use crate::snapshot::SnapshotWriter;
 /// CPU per message. `--postgres-flushes N` is for a PostgreSQL whose commits are slow.
 pub const FLUSHES_IN_FLIGHT_DEFAULT: usize = 1;
 
-/// The longest a flush waits for the requests its predecessor released, by default (see
-/// `flusher.rs`, `Flusher::gather`): it waits up to half as long as that flush took, and never
-/// longer than this.
-pub const GATHER_MAX_DEFAULT: Duration = Duration::from_millis(2);
-
 /// Bytes of frames one flush writes at most (a burst of relocations goes in several).
 const FLUSH_BYTES_MAX: usize = 16 << 20;
 /// Bytes of one frame at most, so that reading one body back never fetches much more.
@@ -109,8 +104,6 @@ pub(crate) struct Shared {
     pub(crate) connection: String,
     /// Flushes in flight at most.
     pub(crate) flushes_in_flight: usize,
-    /// See [`crate::PgConfig::gather_max`].
-    pub(crate) gather_max: Duration,
     /// The process ids of the flusher's sessions (tests end them with `pg_terminate_backend`).
     pub(crate) flush_backends: Mutex<Vec<i32>>,
     /// Reads, snapshots and removals: reconnected when found closed (see [`Shared::other`]).
@@ -122,9 +115,6 @@ pub(crate) struct Shared {
     cache: Mutex<FrameCache>,
     durable: watch::Sender<Durable>,
     pub(crate) wake: Notify,
-    /// While the flusher gathers (see `flusher.rs`): the count of appends that wakes it; 0
-    /// otherwise (every append wakes it). Written under the tail's lock.
-    pub(crate) gather_target: AtomicU64,
     flush_micros: Histogram,
     batch_records: Histogram,
     uncached_reads: AtomicU64,
@@ -147,7 +137,6 @@ pub(crate) struct Resumed {
     pub(crate) other_client: Arc<Client>,
     pub(crate) sizes: Sizes,
     pub(crate) flushes_in_flight: usize,
-    pub(crate) gather_max: Duration,
     pub(crate) tail: Tail,
 }
 
@@ -163,7 +152,6 @@ impl PgLog {
             epoch: resumed.epoch,
             connection: resumed.connection,
             flushes_in_flight: resumed.flushes_in_flight.max(1),
-            gather_max: resumed.gather_max,
             flush_backends: Mutex::new(Vec::new()),
             other_client: tokio::sync::Mutex::new(resumed.other_client),
             partitions: Mutex::new(resumed.tail.segments.keys().copied().collect()),
@@ -175,7 +163,6 @@ impl PgLog {
                 ..Durable::default()
             }),
             wake: Notify::new(),
-            gather_target: AtomicU64::new(0),
             flush_micros: Histogram::new(FLUSH_MICROS_BOUNDS),
             batch_records: Histogram::new(BATCH_RECORDS_BOUNDS),
             uncached_reads: AtomicU64::new(0),
@@ -305,10 +292,9 @@ impl Shared {
         self.batch_records.observe(records);
     }
 
-    /// Takes what is pending for the next flush, with the count of appends so far; the frames
-    /// stay readable from the cache from the moment they leave the pending list (both locks
-    /// held across the move).
-    pub(crate) fn take(&self) -> (Vec<Arc<Frame>>, u64) {
+    /// Takes what is pending for the next flush; the frames stay readable from the cache from
+    /// the moment they leave the pending list (both locks held across the move).
+    pub(crate) fn take(&self) -> Vec<Arc<Frame>> {
         let mut tail = self.tail.lock();
         let taken: Vec<Arc<Frame>> = tail
             .take(FLUSH_BYTES_MAX)
@@ -319,20 +305,7 @@ impl Shared {
         for frame in &taken {
             cache.insert(frame.clone());
         }
-        (taken, tail.appends)
-    }
-
-    /// Appends so far.
-    pub(crate) fn appends(&self) -> u64 {
-        self.tail.lock().appends
-    }
-
-    /// Gathers until `more` appends beyond those so far have come (appends wake the flusher
-    /// only from then on); `more == 0` stops gathering (every append wakes it again).
-    pub(crate) fn gather(&self, more: u64) {
-        let tail = self.tail.lock();
-        let target = if more == 0 { 0 } else { tail.appends + more };
-        self.gather_target.store(target, Ordering::Relaxed);
+        taken
     }
 
     /// The record at `location` from the pending frames or the cache.
@@ -408,13 +381,8 @@ impl LogStore for PgLog {
             }
         }
         let tail_lsn = tail.tail_lsn;
-        if journal.is_empty() {
-            return Ok(Appended { tail_lsn, bytes });
-        }
-        tail.appends += 1;
-        let woken = tail.appends >= self.shared.gather_target.load(Ordering::Relaxed);
         drop(tail);
-        if woken {
+        if !journal.is_empty() {
             self.shared.wake.notify_one();
         }
         Ok(Appended { tail_lsn, bytes })

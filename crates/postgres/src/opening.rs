@@ -65,7 +65,6 @@ pub struct PgLogOpening {
     other_client: Arc<Client>,
     sizes: Sizes,
     flushes_in_flight: usize,
-    gather_max: std::time::Duration,
 }
 
 impl PgLogOpening {
@@ -114,7 +113,6 @@ impl PgLogOpening {
             other_client: Arc::new(other_client),
             sizes: config.sizes,
             flushes_in_flight: config.flushes_in_flight,
-            gather_max: config.gather_max,
         })
     }
 
@@ -384,7 +382,6 @@ impl PgLogOpening {
             next_offset: 0,
             pending: Default::default(),
             segments,
-            appends: 0,
         };
         let resumed = Resumed {
             schema: self.schema,
@@ -395,7 +392,6 @@ impl PgLogOpening {
             other_client: self.other_client,
             sizes: self.sizes,
             flushes_in_flight: self.flushes_in_flight,
-            gather_max: self.gather_max,
             tail,
         };
         PgLog::start(self.runtime, resumed)
