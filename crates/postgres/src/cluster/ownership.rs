@@ -61,16 +61,7 @@ pub(crate) async fn serving(
     schema: &Schema,
     epoch: i64,
 ) -> Result<bool, PostgresError> {
-    let updated = client
-        .execute(
-            &schema.sql(
-                "UPDATE {schema}.bucket SET owned_since = clock_timestamp()
-                 WHERE bucket = $1 AND epoch = $2",
-            ),
-            &[&SINGLE_NODE_BUCKET, &epoch],
-        )
-        .await?;
-    Ok(updated == 1)
+    update_as_owner(client, schema, epoch, "owned_since = clock_timestamp()").await
 }
 
 /// The release at the end of a hand-off, on the lock's session and fenced by `epoch`: records
@@ -82,14 +73,26 @@ pub(crate) async fn release(
     schema: &Schema,
     epoch: i64,
 ) -> Result<bool, PostgresError> {
+    update_as_owner(
+        client,
+        schema,
+        epoch,
+        "released_epoch = epoch, owned_since = NULL",
+    )
+    .await
+}
+
+/// Sets `columns` (an SQL `SET` list of ours) of the bucket's row while its epoch is `epoch`:
+/// `false` if it is no longer (another node took over).
+async fn update_as_owner(
+    client: &Client,
+    schema: &Schema,
+    epoch: i64,
+    columns: &str,
+) -> Result<bool, PostgresError> {
+    let sql = format!("UPDATE {{schema}}.bucket SET {columns} WHERE bucket = $1 AND epoch = $2");
     let updated = client
-        .execute(
-            &schema.sql(
-                "UPDATE {schema}.bucket SET released_epoch = epoch, owned_since = NULL
-                 WHERE bucket = $1 AND epoch = $2",
-            ),
-            &[&SINGLE_NODE_BUCKET, &epoch],
-        )
+        .execute(&schema.sql(&sql), &[&SINGLE_NODE_BUCKET, &epoch])
         .await?;
     Ok(updated == 1)
 }
