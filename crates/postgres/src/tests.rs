@@ -528,3 +528,62 @@ fn an_unreachable_postgres_fails_the_open_promptly() {
     }
     assert!(started.elapsed() <= crate::CONNECT_TIMEOUT + Duration::from_secs(1));
 }
+
+/// The compression of `table`'s `column` and of that column in each of its partitions.
+fn compressions(
+    runtime: &tokio::runtime::Runtime,
+    client: &Client,
+    name: &Schema,
+    table: &str,
+    column: &str,
+) -> Vec<String> {
+    let sql = name.sql(&format!(
+        "SELECT a.attcompression::text FROM pg_attribute a
+         WHERE a.attname = $1 AND (a.attrelid = '{{schema}}.{table}'::regclass
+            OR a.attrelid IN (SELECT inhrelid FROM pg_inherits
+                              WHERE inhparent = '{{schema}}.{table}'::regclass))"
+    ));
+    let rows = runtime.block_on(client.query(&sql, &[&column])).unwrap();
+    rows.iter().map(|row| row.get(0)).collect()
+}
+
+#[test]
+fn migration_5_compresses_frames_and_snapshots_with_lz4() {
+    let schema = TestSchema::new("lz4");
+    let runtime = runtime();
+    let mut client = side_client(&runtime);
+    let name = Schema::new(&schema.0.schema).unwrap();
+    runtime
+        .block_on(schema::migrate_with(
+            &mut client,
+            &name,
+            &KNOWN_MIGRATIONS[..4],
+        ))
+        .unwrap();
+    // A partition of version 4's, with pglz (an empty attcompression is the default).
+    runtime
+        .block_on(client.batch_execute(&name.create_partition(0, 1)))
+        .unwrap();
+    assert_eq!(
+        compressions(&runtime, &client, &name, "frame", "body"),
+        ["", ""]
+    );
+    runtime
+        .block_on(schema::migrate_with(&mut client, &name, KNOWN_MIGRATIONS))
+        .unwrap();
+    // The partition of before and one a node creates now both compress with lz4 (the machine's
+    // PostgreSQL is built with it, as Debian's is).
+    let (log, _) = open(&schema.0);
+    append_and_wait(&runtime, &log, 1).unwrap();
+    runtime
+        .block_on(client.batch_execute(&name.create_partition(0, 9)))
+        .unwrap();
+    assert_eq!(
+        compressions(&runtime, &client, &name, "frame", "body"),
+        ["l", "l", "l"]
+    );
+    assert_eq!(
+        compressions(&runtime, &client, &name, "snapshot_chunk", "bytes"),
+        ["l"]
+    );
+}
