@@ -43,9 +43,9 @@ use crate::schema::{self, Schema};
 use crate::snapshot::SnapshotWriter;
 
 /// Flushes in flight at once by default: one. Measured on this project's machine against a
-/// local PostgreSQL, several in flight did not pay (docs/design/postgres.md, "Several flushes in flight"):
-/// commits there take about a millisecond, and more, smaller commits only cost PostgreSQL more
-/// CPU per message. `--postgres-flushes N` is for a PostgreSQL whose commits are slow.
+/// local PostgreSQL, several in flight did not pay (docs/design/postgres.md, "Several flushes
+/// in flight"): commits there take about a millisecond, and more, smaller commits only cost
+/// PostgreSQL more CPU per message. `--postgres-flushes N` is for a PostgreSQL whose commits are slow.
 pub const FLUSHES_IN_FLIGHT_DEFAULT: usize = 1;
 
 /// Bytes of frames one flush writes at most (a burst of relocations goes in several).
