@@ -171,19 +171,55 @@ fn a_claim_counts_only_the_release_of_the_epoch_it_replaces() {
     assert_eq!(claim(), (4, false));
 }
 
+/// A test's schema migrated by hand, version by version, with a client of the test's own.
+struct Migrating {
+    schema: TestSchema,
+    runtime: tokio::runtime::Runtime,
+    client: Client,
+    name: Schema,
+}
+
+impl Migrating {
+    fn new(test: &str) -> Migrating {
+        let schema = TestSchema::new(test);
+        let runtime = runtime();
+        let client = side_client(&runtime);
+        let name = Schema::new(&schema.0.schema).unwrap();
+        Migrating {
+            schema,
+            runtime,
+            client,
+            name,
+        }
+    }
+
+    /// Applies what `migrations` has beyond the schema's version; the version found.
+    fn migrate(&mut self, migrations: &[&str]) -> i32 {
+        self.runtime
+            .block_on(schema::migrate_with(
+                &mut self.client,
+                &self.name,
+                migrations,
+            ))
+            .unwrap()
+    }
+
+    /// Runs `sql` (`{schema}` for the schema).
+    fn execute(&self, sql: &str) {
+        let sql = self.name.sql(sql);
+        self.runtime
+            .block_on(self.client.batch_execute(&sql))
+            .unwrap();
+    }
+}
+
 #[test]
 fn a_schema_newer_than_this_build_is_refused() {
-    let schema = TestSchema::new("version");
-    let runtime = runtime();
-    let mut client = side_client(&runtime);
-    let name = Schema::new(&schema.0.schema).unwrap();
+    let mut migrating = Migrating::new("version");
     let mut newer = KNOWN_MIGRATIONS.to_vec();
     newer.push("CREATE TABLE {schema}.from_the_future (id int)");
-    let found = runtime
-        .block_on(schema::migrate_with(&mut client, &name, &newer))
-        .unwrap();
-    assert_eq!(found, 0);
-    match PgLogOpening::open(&schema.0) {
+    assert_eq!(migrating.migrate(&newer), 0);
+    match PgLogOpening::open(&migrating.schema.0) {
         Err(PostgresError::SchemaTooNew { found, known }) => {
             assert_eq!(
                 (found, known),
@@ -214,27 +250,20 @@ fn partitions_and_segments(
 
 #[test]
 fn migration_2_moves_the_frames_of_version_1_into_partitions() {
-    let schema = TestSchema::new("migrate");
-    let runtime = runtime();
-    let mut client = side_client(&runtime);
-    let name = Schema::new(&schema.0.schema).unwrap();
-    runtime
-        .block_on(schema::migrate_with(
-            &mut client,
-            &name,
-            &KNOWN_MIGRATIONS[..1],
-        ))
-        .unwrap();
-    let frames = name.sql(
+    let mut migrating = Migrating::new("migrate");
+    migrating.migrate(&KNOWN_MIGRATIONS[..1]);
+    migrating.execute(
         "INSERT INTO {schema}.frame VALUES (0, 1, 0, 1, 1, 1, '\\x01'), (0, 1, 5, 2, 2, 1, '\\x02'),
                                           (0, 3, 0, 3, 3, 1, '\\x03')",
     );
-    runtime.block_on(client.batch_execute(&frames)).unwrap();
-    let found = runtime
-        .block_on(schema::migrate_with(&mut client, &name, KNOWN_MIGRATIONS))
-        .unwrap();
-    assert_eq!(found, 1);
-    let (partitions, segments) = partitions_and_segments(&runtime, &client, &name);
+    assert_eq!(migrating.migrate(KNOWN_MIGRATIONS), 1);
+    let Migrating {
+        runtime,
+        client,
+        name,
+        ..
+    } = &migrating;
+    let (partitions, segments) = partitions_and_segments(runtime, client, name);
     assert_eq!((partitions, segments), (2, 2));
     let rows: Vec<(i64, i64)> = runtime.block_on(async {
         let sql = name.sql("SELECT segment, last_lsn FROM {schema}.frame ORDER BY 1, 2");
@@ -549,41 +578,19 @@ fn compressions(
 
 #[test]
 fn migration_5_compresses_frames_and_snapshots_with_lz4() {
-    let schema = TestSchema::new("lz4");
-    let runtime = runtime();
-    let mut client = side_client(&runtime);
-    let name = Schema::new(&schema.0.schema).unwrap();
-    runtime
-        .block_on(schema::migrate_with(
-            &mut client,
-            &name,
-            &KNOWN_MIGRATIONS[..4],
-        ))
-        .unwrap();
+    let mut migrating = Migrating::new("lz4");
+    migrating.migrate(&KNOWN_MIGRATIONS[..4]);
     // A partition of version 4's, with pglz (an empty attcompression is the default).
-    runtime
-        .block_on(client.batch_execute(&name.create_partition(0, 1)))
-        .unwrap();
-    assert_eq!(
-        compressions(&runtime, &client, &name, "frame", "body"),
-        ["", ""]
-    );
-    runtime
-        .block_on(schema::migrate_with(&mut client, &name, KNOWN_MIGRATIONS))
-        .unwrap();
+    migrating.execute(&migrating.name.create_partition(0, 1));
+    let compressions =
+        |m: &Migrating, table, column| compressions(&m.runtime, &m.client, &m.name, table, column);
+    assert_eq!(compressions(&migrating, "frame", "body"), ["", ""]);
+    migrating.migrate(KNOWN_MIGRATIONS);
     // The partition of before and one a node creates now both compress with lz4 (the machine's
     // PostgreSQL is built with it, as Debian's is).
-    let (log, _) = open(&schema.0);
-    append_and_wait(&runtime, &log, 1).unwrap();
-    runtime
-        .block_on(client.batch_execute(&name.create_partition(0, 9)))
-        .unwrap();
-    assert_eq!(
-        compressions(&runtime, &client, &name, "frame", "body"),
-        ["l", "l", "l"]
-    );
-    assert_eq!(
-        compressions(&runtime, &client, &name, "snapshot_chunk", "bytes"),
-        ["l"]
-    );
+    let (log, _) = open(&migrating.schema.0);
+    append_and_wait(&migrating.runtime, &log, 1).unwrap();
+    migrating.execute(&migrating.name.create_partition(0, 9));
+    assert_eq!(compressions(&migrating, "frame", "body"), ["l", "l", "l"]);
+    assert_eq!(compressions(&migrating, "snapshot_chunk", "bytes"), ["l"]);
 }
