@@ -16,7 +16,7 @@ use crate::history::{Attempt, AttemptHistory, AttemptOutcome, Client};
 use crate::message::{AttributeValue, Location, MessageAttribute, MessageId, Payload, PayloadRef};
 use crate::moves::{MoveStatus, MoveTask, MovedMessage};
 use crate::queue::{Message, MessageState, QueueCounters};
-use crate::record::Record;
+use crate::record::{Record, TakenTransfer};
 
 const COUNTER_FIELDS: usize = 10;
 
@@ -59,7 +59,10 @@ fn counter_fields(c: &QueueCounters) -> [u64; COUNTER_FIELDS] {
 ///
 /// Version 8 added the body's MD5 (16 bytes) after the body of every payload, so that a receive
 /// reads it instead of computing it; older payloads decode with it computed from the body.
-pub const FORMAT_VERSION: u8 = 8;
+///
+/// Version 9 added transfers between buckets (`TransferOut`, `TransferIn`, `TransferDone` and
+/// the snapshot records `RestoreTransfer` and `RestoreTransfers`); no older record changed.
+pub const FORMAT_VERSION: u8 = 9;
 
 /// The oldest version this build still decodes.
 const FORMAT_VERSION_MIN: u8 = 1;
@@ -132,6 +135,13 @@ const TAG_MOVE_MESSAGES: u8 = 49;
 // Fail-now, format version 3.
 const TAG_FAIL_MESSAGE: u8 = 50;
 const TAG_RESTORE_FAILURE_REASON: u8 = 51;
+// Transfers between buckets, format version 9. A message in them carries its group under
+// `Writer::any_fifo` (a kind byte, then the ids) instead of its own tag.
+const TAG_TRANSFER_OUT: u8 = 52;
+const TAG_TRANSFER_IN: u8 = 53;
+const TAG_TRANSFER_DONE: u8 = 54;
+const TAG_RESTORE_TRANSFER: u8 = 55;
+const TAG_RESTORE_TRANSFERS: u8 = 56;
 
 /// The tag of a record about a queue with `config`: the standard one or its FIFO twin.
 fn config_tag(config: &QueueConfig, standard: u8, fifo: u8) -> u8 {
@@ -431,6 +441,90 @@ pub fn encode(record: &Record, out: &mut Vec<u8>) {
                 w.u64(moved.destination_queue_id);
                 w.u64(moved.destination_seq);
                 w.0.extend_from_slice(&moved.message_id.0);
+            }
+        }
+        Record::TransferOut {
+            now_ms,
+            queue_id,
+            seq,
+            transfer_id,
+            destination,
+            reason,
+        } => {
+            w.head(TAG_TRANSFER_OUT, *now_ms, *queue_id);
+            w.u64(*seq);
+            w.u64(*transfer_id);
+            w.str(destination);
+            w.opt_str(reason.as_deref());
+        }
+        Record::TransferIn {
+            now_ms,
+            source_bucket,
+            transfer_id,
+            taken,
+        } => {
+            w.head(TAG_TRANSFER_IN, *now_ms, *transfer_id);
+            w.u32(*source_bucket);
+            match taken {
+                None => w.u8(0),
+                Some(taken) => {
+                    w.u8(1);
+                    w.u64(taken.queue_id);
+                    w.u64(taken.seq);
+                    w.message(&taken.message);
+                    w.any_fifo(taken.message.fifo.as_deref());
+                    w.opt_str(taken.reason.as_deref());
+                }
+            }
+        }
+        Record::TransferDone {
+            now_ms,
+            transfer_id,
+            taken,
+            return_seq,
+        } => {
+            w.head(TAG_TRANSFER_DONE, *now_ms, *transfer_id);
+            w.u8(u8::from(*taken));
+            w.u64(*return_seq);
+        }
+        Record::RestoreTransfer {
+            now_ms,
+            transfer_id,
+            queue_id,
+            seq,
+            source_name,
+            from_fifo,
+            destination,
+            reason,
+            message,
+        } => {
+            w.head(TAG_RESTORE_TRANSFER, *now_ms, *queue_id);
+            w.u64(*transfer_id);
+            w.u64(*seq);
+            w.str(source_name);
+            w.u8(u8::from(*from_fifo));
+            w.str(destination);
+            w.opt_str(reason.as_deref());
+            w.message(message);
+            w.any_fifo(message.fifo.as_deref());
+        }
+        Record::RestoreTransfers {
+            now_ms,
+            next_transfer_id,
+            inbox,
+            refused,
+        } => {
+            w.head(TAG_RESTORE_TRANSFERS, *now_ms, *next_transfer_id);
+            w.u32(inbox.len() as u32);
+            for &(bucket, transfer_id, taken) in inbox {
+                w.u32(bucket);
+                w.u64(transfer_id);
+                w.u8(u8::from(taken));
+            }
+            w.u32(refused.len() as u32);
+            for (destination, until_ms) in refused {
+                w.str(destination);
+                w.u64(*until_ms);
             }
         }
     }
@@ -734,6 +828,83 @@ fn decode_with(bytes: &[u8], shared: &mut Decoder) -> Result<Record, DecodeError
                 moves,
             }
         }
+        TAG_TRANSFER_OUT if version >= 9 => Record::TransferOut {
+            now_ms,
+            queue_id,
+            seq: r.u64()?,
+            transfer_id: r.u64()?,
+            destination: r.string()?,
+            reason: r.opt_string("reason flag")?,
+        },
+        TAG_TRANSFER_IN if version >= 9 => {
+            let source_bucket = r.u32()?;
+            let taken = if r.flag("taken flag")? {
+                let queue_id = r.u64()?;
+                let seq = r.u64()?;
+                let mut message = r.message()?;
+                message.fifo = r.any_fifo()?;
+                let reason = r.opt_string("reason flag")?;
+                Some(Box::new(TakenTransfer {
+                    queue_id,
+                    seq,
+                    message,
+                    reason,
+                }))
+            } else {
+                None
+            };
+            Record::TransferIn {
+                now_ms,
+                source_bucket,
+                transfer_id: queue_id,
+                taken,
+            }
+        }
+        TAG_TRANSFER_DONE if version >= 9 => Record::TransferDone {
+            now_ms,
+            transfer_id: queue_id,
+            taken: r.flag("taken flag")?,
+            return_seq: r.u64()?,
+        },
+        TAG_RESTORE_TRANSFER if version >= 9 => {
+            let transfer_id = r.u64()?;
+            let seq = r.u64()?;
+            let source_name = r.string()?;
+            let from_fifo = r.flag("FIFO flag")?;
+            let destination = r.string()?;
+            let reason = r.opt_string("reason flag")?;
+            let mut message = r.message()?;
+            message.fifo = r.any_fifo()?;
+            Record::RestoreTransfer {
+                now_ms,
+                transfer_id,
+                queue_id,
+                seq,
+                source_name,
+                from_fifo,
+                destination,
+                reason,
+                message,
+            }
+        }
+        TAG_RESTORE_TRANSFERS if version >= 9 => {
+            let count = r.count(4 + 8 + 1)?;
+            let mut inbox = Vec::with_capacity(count);
+            for _ in 0..count {
+                inbox.push((r.u32()?, r.u64()?, r.flag("taken flag")?));
+            }
+            let count = r.count(4 + 8)?;
+            let mut refused = Vec::with_capacity(count);
+            for _ in 0..count {
+                refused.push((r.string()?, r.u64()?));
+            }
+            Record::RestoreTransfers {
+                now_ms,
+                next_transfer_id: queue_id,
+                inbox,
+                refused,
+            }
+        }
         other => return Err(r.invalid_at("record tag", other.into(), tag_at)),
     };
     match bytes.len() - r.at {
@@ -910,6 +1081,22 @@ impl Writer<'_> {
         self.str(&fifo.group_id);
         if !fifo.deduplication_id.is_empty() {
             self.str(&fifo.deduplication_id);
+        }
+    }
+    /// A message's group and deduplication id in a record without FIFO twins: 0 (none), 1
+    /// and the group id (a standard queue's group), or 2 and both ids (FIFO).
+    fn any_fifo(&mut self, fifo: Option<&FifoMessage>) {
+        match fifo {
+            None => self.u8(0),
+            Some(fifo) if fifo.deduplication_id.is_empty() => {
+                self.u8(1);
+                self.str(&fifo.group_id);
+            }
+            Some(fifo) => {
+                self.u8(2);
+                self.str(&fifo.group_id);
+                self.str(&fifo.deduplication_id);
+            }
         }
     }
     fn payload(&mut self, p: &Payload) {
@@ -1300,6 +1487,16 @@ impl<'a> Reader<'a, '_> {
             group_id,
             deduplication_id: Arc::from(deduplication_id),
         })))
+    }
+    /// See `Writer::any_fifo`.
+    fn any_fifo(&mut self) -> Result<Option<Box<FifoMessage>>, DecodeError> {
+        let at = self.at;
+        match self.u8()? {
+            0 => Ok(None),
+            1 => Ok(Some(self.group()?)),
+            2 => self.fifo_message(true),
+            other => Err(self.invalid_at("group kind", other.into(), at)),
+        }
     }
     fn payload(&mut self) -> Result<Payload, DecodeError> {
         let body = self.string()?;
@@ -2019,6 +2216,111 @@ mod tests {
         let mut bytes = Vec::new();
         encode(record, &mut bytes);
         bytes[1]
+    }
+
+    /// The transfer records (version 9), with the sample messages in every group kind: they
+    /// round-trip, no strict prefix decodes, and none decodes as version 8.
+    #[test]
+    fn transfer_records_round_trip_and_need_version_9() {
+        let messages: Vec<Message> = samples()
+            .into_iter()
+            .chain(fair_samples())
+            .filter_map(|record| match record {
+                Record::RestoreMessage { message, .. } => Some(message),
+                _ => None,
+            })
+            .collect();
+        assert!(messages.iter().any(|m| m.fifo.is_none()));
+        assert!(messages.iter().any(|m| m
+            .fifo
+            .as_ref()
+            .is_some_and(|f| f.deduplication_id.is_empty())));
+        assert!(messages.iter().any(|m| m
+            .fifo
+            .as_ref()
+            .is_some_and(|f| !f.deduplication_id.is_empty())));
+        let mut records = vec![
+            Record::TransferOut {
+                now_ms: 5,
+                queue_id: (3 << 48) | 2,
+                seq: 9,
+                transfer_id: 4,
+                destination: "dlq".into(),
+                reason: None,
+            },
+            Record::TransferOut {
+                now_ms: 5,
+                queue_id: 2,
+                seq: 9,
+                transfer_id: 5,
+                destination: "123456789012:eu-west-1:dlq.fifo".into(),
+                reason: Some("bad input".into()),
+            },
+            Record::TransferIn {
+                now_ms: 6,
+                source_bucket: 3,
+                transfer_id: 4,
+                taken: None,
+            },
+            Record::TransferDone {
+                now_ms: 7,
+                transfer_id: 4,
+                taken: false,
+                return_seq: 10,
+            },
+            Record::TransferDone {
+                now_ms: 7,
+                transfer_id: 5,
+                taken: true,
+                return_seq: 0,
+            },
+            Record::RestoreTransfers {
+                now_ms: 8,
+                next_transfer_id: 6,
+                inbox: vec![(0, 3, true), (7, 12, false)],
+                refused: vec![("dlq".into(), 60_007)],
+            },
+            Record::RestoreTransfers {
+                now_ms: 8,
+                next_transfer_id: 1,
+                inbox: Vec::new(),
+                refused: Vec::new(),
+            },
+        ];
+        for (i, message) in messages.into_iter().enumerate() {
+            records.push(Record::TransferIn {
+                now_ms: 6,
+                source_bucket: 1,
+                transfer_id: i as u64 + 1,
+                taken: Some(Box::new(TakenTransfer {
+                    queue_id: 4,
+                    seq: 11,
+                    message: message.clone(),
+                    reason: (i % 2 == 0).then(|| "failed".to_string()),
+                })),
+            });
+            records.push(Record::RestoreTransfer {
+                now_ms: 8,
+                transfer_id: i as u64 + 1,
+                queue_id: 2,
+                seq: 9,
+                source_name: "source".into(),
+                from_fifo: message.fifo.is_some(),
+                destination: "dlq".into(),
+                reason: (i % 2 == 1).then(|| "failed".to_string()),
+                message,
+            });
+        }
+        for record in records {
+            let mut bytes = Vec::new();
+            encode(&record, &mut bytes);
+            assert_eq!(decode(&bytes), Ok(record.clone()));
+            for len in 0..bytes.len() {
+                assert!(decode(&bytes[..len]).is_err(), "{record:?} prefix {len}");
+            }
+            bytes[0] = 8;
+            assert!(decode(&bytes).is_err(), "{record:?} as version 8");
+        }
     }
 
     #[test]

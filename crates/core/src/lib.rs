@@ -24,6 +24,7 @@ pub mod queue;
 pub mod receipt;
 pub mod record;
 pub mod store;
+pub mod transfer;
 
 pub use backoff::{BackoffSchedule, RedeliveryBackoff};
 pub use config::{QueueConfig, QueueConfigPatch, RedriveAllowPolicy, RedrivePolicy};
@@ -42,4 +43,5 @@ pub use message::{
 pub use moves::{MoveStatus, MoveTask, MoveTaskChange, MovedMessage};
 pub use queue::{Message, MessageState, Queue, QueueCounters};
 pub use receipt::{Receipt, ReceiptKey};
-pub use record::Record;
+pub use record::{Record, TakenTransfer};
+pub use transfer::{bucket_of, IncomingTransfer, OutgoingTransfer, Placement, TransferAnswer};

@@ -18,7 +18,7 @@ use crate::config::QueueConfig;
 use crate::fair::ProcessingWindow;
 use crate::fifo::{AttemptLease, FifoMessage};
 use crate::history::Client;
-use crate::message::{MessageId, Payload};
+use crate::message::{MessageId, Payload, PayloadRef};
 use crate::moves::{MoveTask, MovedMessage};
 use crate::queue::{Message, QueueCounters};
 
@@ -304,6 +304,78 @@ pub enum Record {
         /// What happened on it so far.
         counters: QueueCounters,
     },
+    /// A message left its queue for a dead-letter queue of another bucket: it waits in the
+    /// outbox until the target answers (see [`crate::transfer`]).
+    TransferOut {
+        /// When.
+        now_ms: u64,
+        /// The source queue.
+        queue_id: u64,
+        /// The message in the source queue.
+        seq: u64,
+        /// The transfer's id (the source bucket's next).
+        transfer_id: u64,
+        /// The dead-letter queue's name (the engine's name).
+        destination: String,
+        /// A fail-now's reason, if the move was one.
+        reason: Option<String>,
+    },
+    /// A transfer from another bucket was answered: taken into a queue of this bucket, or
+    /// refused (see [`crate::transfer`]).
+    TransferIn {
+        /// When.
+        now_ms: u64,
+        /// The source's bucket.
+        source_bucket: u32,
+        /// The transfer's id in the source bucket.
+        transfer_id: u64,
+        /// Where the message went, if taken (`None`: refused).
+        taken: Option<Box<TakenTransfer>>,
+    },
+    /// The target's answer to a transfer of the outbox arrived: the message leaves the outbox,
+    /// and if the target refused it, it goes back to its queue as `return_seq`.
+    TransferDone {
+        /// When.
+        now_ms: u64,
+        /// Which transfer.
+        transfer_id: u64,
+        /// Whether the target took it.
+        taken: bool,
+        /// The message's new sequence number in its queue, if it comes back (refused).
+        return_seq: u64,
+    },
+    /// Snapshot: a transfer waiting in the outbox.
+    RestoreTransfer {
+        /// The engine's clock when the snapshot was taken.
+        now_ms: u64,
+        /// Its id.
+        transfer_id: u64,
+        /// The source queue.
+        queue_id: u64,
+        /// The message's sequence number in the source queue.
+        seq: u64,
+        /// The source queue's name.
+        source_name: String,
+        /// Whether the source queue is a FIFO queue.
+        from_fifo: bool,
+        /// The dead-letter queue's name.
+        destination: String,
+        /// A fail-now's reason, if the move was one.
+        reason: Option<String>,
+        /// The message as it left its queue.
+        message: Message,
+    },
+    /// Snapshot: the engine-wide state of transfers.
+    RestoreTransfers {
+        /// The engine's clock when the snapshot was taken.
+        now_ms: u64,
+        /// The id the next transfer out gets.
+        next_transfer_id: u64,
+        /// Per source bucket, the last transfer answered: (source bucket, transfer id, taken).
+        inbox: Vec<(u32, u64, bool)>,
+        /// Destinations that refused a transfer, and until when they count as missing.
+        refused: Vec<(String, u64)>,
+    },
     /// Snapshot: a message as it was, lease and all.
     RestoreMessage {
         /// The engine's clock when the snapshot was taken.
@@ -318,9 +390,22 @@ pub enum Record {
     },
 }
 
+/// Where a transfer's message went in the target (see [`Record::TransferIn`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TakenTransfer {
+    /// The dead-letter queue.
+    pub queue_id: u64,
+    /// The message's sequence number there.
+    pub seq: u64,
+    /// The message as it arrives (its payload inline in the record; the log keeps it).
+    pub message: Message,
+    /// A fail-now's reason, if the move was one.
+    pub reason: Option<String>,
+}
+
 impl Record {
-    /// The message whose payload this record carries, as (queue id, seq): a `Send` or a
-    /// `Relocate`. The log location of such a record is where the message's payload is kept
+    /// The message whose payload this record carries, as (queue id, seq): a `Send`, a
+    /// `Relocate` or a taken `TransferIn`. The log location of such a record is where the message's payload is kept
     /// from then on (see [`crate::Engine::spill`]).
     pub fn carried_payload(&self) -> Option<(u64, u64, &Arc<Payload>)> {
         match self {
@@ -336,6 +421,12 @@ impl Record {
                 payload,
                 ..
             } => Some((*queue_id, *seq, payload)),
+            Record::TransferIn {
+                taken: Some(taken), ..
+            } => match &taken.message.payload {
+                PayloadRef::Inline(payload) => Some((taken.queue_id, taken.seq, payload)),
+                PayloadRef::Stored(_) => None,
+            },
             _ => None,
         }
     }
@@ -366,7 +457,12 @@ impl Record {
             | Record::RestoreDeletedQueue { now_ms, .. }
             | Record::RestoreEngine { now_ms, .. }
             | Record::RestoreQueue { now_ms, .. }
-            | Record::RestoreMessage { now_ms, .. } => *now_ms,
+            | Record::RestoreMessage { now_ms, .. }
+            | Record::TransferOut { now_ms, .. }
+            | Record::TransferIn { now_ms, .. }
+            | Record::TransferDone { now_ms, .. }
+            | Record::RestoreTransfer { now_ms, .. }
+            | Record::RestoreTransfers { now_ms, .. } => *now_ms,
         }
     }
 }

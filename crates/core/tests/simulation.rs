@@ -609,6 +609,7 @@ impl Sim {
                 ..Limits::default()
             },
             reject_stale_deletes,
+            ..EngineConfig::default()
         };
         let max_receive_count = rng.random_range(1..=4);
         let mut sim = Sim {

@@ -266,9 +266,18 @@ impl Engine {
                 payload,
                 ..
             } => {
-                let queue = self.queue_mut(*queue_id);
-                let message = queue.message_mut(*seq).expect("relocated message exists");
-                message.payload = PayloadRef::Inline(payload.clone());
+                let slot = match self
+                    .queues
+                    .get_mut(queue_id)
+                    .and_then(|q| q.message_mut(*seq))
+                {
+                    Some(message) => &mut message.payload,
+                    // A message in the outbox (see `transfer.rs`) is relocated as well.
+                    None => self
+                        .outbox_payload_mut(*queue_id, *seq)
+                        .expect("relocated message exists"),
+                };
+                *slot = PayloadRef::Inline(payload.clone());
             }
             Record::SetMoveTask { task, .. } => self.apply_set_move_task(task),
             Record::MoveMessages {
@@ -313,6 +322,40 @@ impl Engine {
                 queue.raise_next_seq(*next_seq);
                 self.add_queue(queue);
             }
+            Record::TransferOut {
+                queue_id,
+                seq,
+                transfer_id,
+                destination,
+                reason,
+                ..
+            } => self.apply_transfer_out(
+                now_ms,
+                *queue_id,
+                *seq,
+                *transfer_id,
+                destination,
+                reason.as_deref(),
+            ),
+            Record::TransferIn {
+                source_bucket,
+                transfer_id,
+                taken,
+                ..
+            } => self.apply_transfer_in(now_ms, *source_bucket, *transfer_id, taken.as_deref()),
+            Record::TransferDone {
+                transfer_id,
+                taken,
+                return_seq,
+                ..
+            } => self.apply_transfer_done(now_ms, *transfer_id, *taken, *return_seq),
+            Record::RestoreTransfer { .. } => self.apply_restore_transfer(record),
+            Record::RestoreTransfers {
+                next_transfer_id,
+                inbox,
+                refused,
+                ..
+            } => self.apply_restore_transfers(*next_transfer_id, inbox, refused),
             Record::RestoreMessage {
                 queue_id,
                 seq,
@@ -407,6 +450,7 @@ impl Engine {
             queues,
             move_tasks,
             deleted_queues,
+            transfers: self.transfer_records(now_ms),
         }
     }
 
@@ -487,6 +531,9 @@ pub struct FrozenEngine {
     move_tasks: Vec<Record>,
     /// A `RestoreDeletedQueue` per name deleted within the reuse delay.
     deleted_queues: Vec<Record>,
+    /// A `RestoreTransfer` per message in the outbox, then `RestoreTransfers` (small: the
+    /// outbox holds messages only until their targets answer).
+    transfers: Vec<Record>,
 }
 
 struct FrozenQueue {
@@ -591,6 +638,19 @@ impl FrozenEngine {
                 }
             }
         }
+        for record in &self.transfers {
+            if let Record::RestoreTransfer {
+                queue_id,
+                seq,
+                message,
+                ..
+            } = record
+            {
+                if let PayloadRef::Stored(location) = message.payload {
+                    each(*queue_id, *seq, location);
+                }
+            }
+        }
     }
 
     /// The records that rebuild this state through `Engine::apply`, in order.
@@ -625,7 +685,12 @@ impl FrozenEngine {
                 emit(record.clone());
             }
         }
-        for record in self.move_tasks.iter().chain(&self.deleted_queues) {
+        for record in self
+            .move_tasks
+            .iter()
+            .chain(&self.deleted_queues)
+            .chain(&self.transfers)
+        {
             emit(record.clone());
         }
     }

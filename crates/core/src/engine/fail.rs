@@ -6,7 +6,7 @@ use crate::error::{Error, Result};
 use crate::queue::MessageState;
 use crate::record::Record;
 
-use super::{Engine, Journal};
+use super::{DeadLetterTarget, Engine, Journal};
 
 /// The longest failure reason kept (longer ones are cut at a character boundary).
 pub const FAILURE_REASON_MAX_BYTES: usize = 1024;
@@ -35,13 +35,21 @@ impl Engine {
         if receipt.attempt < message.receive_count || message.state != MessageState::InFlight {
             return Err(Error::ReceiptSuperseded);
         }
-        let Some((dead_letter_queue_id, _)) = self.dead_letter_target(queue) else {
+        let Some((target, _)) = self.dead_letter_target(queue) else {
             return Err(Error::NoDeadLetterQueue);
         };
         let mut end = reason.len().min(FAILURE_REASON_MAX_BYTES);
         while !reason.is_char_boundary(end) {
             end -= 1;
         }
+        let dead_letter_queue_id = match target {
+            DeadLetterTarget::Local(id) => id,
+            DeadLetterTarget::Remote(destination) => {
+                let reason = Some(reason[..end].to_string());
+                self.transfer_out(now_ms, queue_id, receipt.seq, &destination, reason, journal);
+                return Ok(());
+            }
+        };
         let record = Record::FailMessage {
             now_ms,
             queue_id,

@@ -99,7 +99,7 @@ pub(super) struct FifoReceive {
     pub queue_id: u64,
     pub wanted: usize,
     pub visibility_ms: u64,
-    pub dead_letter: Option<(u64, u32)>,
+    pub dead_letter: Option<(super::DeadLetterTarget, u32)>,
     pub client: Option<Arc<Client>>,
 }
 
@@ -181,9 +181,9 @@ impl Engine {
             queue_id,
             wanted,
             visibility_ms,
-            dead_letter,
             ..
         } = *receive;
+        let dead_letter = receive.dead_letter.as_ref();
         let mut leases = Vec::new();
         let mut next = Some(head);
         while let Some(seq) = next {

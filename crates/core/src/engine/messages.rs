@@ -10,7 +10,8 @@ use crate::receipt::Receipt;
 use crate::record::Record;
 
 use super::{
-    check_visibility, DeleteOutcome, Delivery, Engine, Journal, LeaseView, ReceiveRequest, Sent,
+    check_visibility, DeadLetterTarget, DeleteOutcome, Delivery, Engine, Journal, LeaseView,
+    ReceiveRequest, Sent,
 };
 
 impl Engine {
@@ -170,8 +171,14 @@ impl Engine {
             taken_through = Some((sent_at_ms, seq));
             let message = queue.message(seq).expect("ready message exists");
             let receive_count = message.receive_count;
-            if self.dead_letter_if_spent(now_ms, queue_id, seq, receive_count, dead_letter, journal)
-            {
+            if self.dead_letter_if_spent(
+                now_ms,
+                queue_id,
+                seq,
+                receive_count,
+                dead_letter.as_ref(),
+                journal,
+            ) {
                 continue;
             }
             let attempt = receive_count + 1;
@@ -190,44 +197,66 @@ impl Engine {
     }
 
     /// Moves message `seq` to the dead-letter queue if it already had `maxReceiveCount` receives
-    /// (`dead_letter`: the target and the limit, if the policy's target exists). Returns whether
-    /// it moved.
+    /// (`dead_letter`: the target and the limit, if the policy's target exists): one record
+    /// for a queue of this engine, a transfer for one of another bucket. Returns whether it
+    /// moved.
     pub(super) fn dead_letter_if_spent(
         &mut self,
         now_ms: u64,
         queue_id: u64,
         seq: u64,
         receive_count: u32,
-        dead_letter: Option<(u64, u32)>,
+        dead_letter: Option<&(DeadLetterTarget, u32)>,
         journal: &mut Journal,
     ) -> bool {
-        let Some((dead_letter_queue_id, max_receive_count)) = dead_letter else {
+        let Some((target, max_receive_count)) = dead_letter else {
             return false;
         };
-        if receive_count < max_receive_count {
+        if receive_count < *max_receive_count {
             return false;
         }
-        let dead_letter_seq = self.queues[&dead_letter_queue_id].next_seq();
-        let record = Record::DeadLetter {
-            now_ms,
-            queue_id,
-            seq,
-            dead_letter_queue_id,
-            dead_letter_seq,
-        };
-        self.commit(record, journal);
+        match target {
+            DeadLetterTarget::Local(dead_letter_queue_id) => {
+                let dead_letter_seq = self.queues[dead_letter_queue_id].next_seq();
+                let record = Record::DeadLetter {
+                    now_ms,
+                    queue_id,
+                    seq,
+                    dead_letter_queue_id: *dead_letter_queue_id,
+                    dead_letter_seq,
+                };
+                self.commit(record, journal);
+            }
+            DeadLetterTarget::Remote(destination) => {
+                self.transfer_out(now_ms, queue_id, seq, destination, None, journal);
+            }
+        }
         true
     }
 
-    /// The dead-letter queue's id and the receive limit, if the policy's target exists.
+    /// The dead-letter queue and the receive limit, if the policy's target exists: a queue of
+    /// this engine, or a name that lives in another bucket (whose engine decides whether it
+    /// exists when the transfer arrives; one that refused a transfer lately counts as missing).
     /// Only a queue of the same kind (FIFO or standard) is a target: a policy is checked when
     /// it is set, but its target may since have been deleted and created again as the other
     /// kind; then messages stay where they are, as when the target does not exist.
-    pub(super) fn dead_letter_target(&self, queue: &Queue) -> Option<(u64, u32)> {
+    pub(super) fn dead_letter_target(&self, queue: &Queue) -> Option<(DeadLetterTarget, u32)> {
         let policy = queue.config.redrive_policy.as_ref()?;
-        let target = *self.names.get(policy.dead_letter_queue.as_str())?;
-        let same_kind = self.queues[&target].fifo().is_some() == queue.fifo().is_some();
-        (target != queue.id && same_kind).then_some((target, policy.max_receive_count))
+        let name = policy.dead_letter_queue.as_str();
+        let target = match self.names.get(name) {
+            Some(&target) => {
+                let same_kind = self.queues[&target].fifo().is_some() == queue.fifo().is_some();
+                if target == queue.id || !same_kind {
+                    return None;
+                }
+                DeadLetterTarget::Local(target)
+            }
+            None if self.config.placement.is_remote(name) && !self.refused_recently(name) => {
+                DeadLetterTarget::Remote(Arc::from(name))
+            }
+            None => return None,
+        };
+        Some((target, policy.max_receive_count))
     }
 
     pub(super) fn delivery(&self, queue_id: u64, seq: u64) -> Delivery<PayloadRef> {
@@ -392,15 +421,19 @@ impl Engine {
         let Some((queue_id, seq, payload)) = record.carried_payload() else {
             return;
         };
-        let Some(message) = self
+        let slot = match self
             .queues
             .get_mut(&queue_id)
             .and_then(|queue| queue.message_mut(seq))
-        else {
-            return;
+        {
+            Some(message) => &mut message.payload,
+            None => match self.outbox_payload_mut(queue_id, seq) {
+                Some(slot) => slot,
+                None => return,
+            },
         };
-        if matches!(&message.payload, PayloadRef::Inline(held) if Arc::ptr_eq(held, payload)) {
-            message.payload = PayloadRef::Stored(location);
+        if matches!(slot, PayloadRef::Inline(held) if Arc::ptr_eq(held, payload)) {
+            *slot = PayloadRef::Stored(location);
         }
     }
 
@@ -416,11 +449,12 @@ impl Engine {
         payload: Arc<Payload>,
         journal: &mut Journal,
     ) -> bool {
-        let still_there = self
-            .queues
-            .get(&queue_id)
-            .and_then(|queue| queue.message(seq))
-            .is_some_and(|message| message.payload == PayloadRef::Stored(from));
+        let still_there = match self.queues.get(&queue_id).and_then(|q| q.message(seq)) {
+            Some(message) => message.payload == PayloadRef::Stored(from),
+            None => self
+                .outbox_payload_mut(queue_id, seq)
+                .is_some_and(|payload| *payload == PayloadRef::Stored(from)),
+        };
         if still_there {
             let now_ms = self.clock_ms;
             let record = Record::Relocate {

@@ -34,6 +34,7 @@ mod messages;
 mod moves;
 mod observe;
 mod queues;
+mod transfer;
 
 pub use history::{HistoryLookup, MessageHistory, HISTORY_SCAN_STEP};
 pub use observe::LeaseView;
@@ -54,6 +55,9 @@ pub struct EngineConfig {
     /// Answer a delete that carries a superseded attempt's receipt with
     /// [`Error::ReceiptSuperseded`] instead of SQS's silent success. Either way it deletes nothing.
     pub reject_stale_deletes: bool,
+    /// Where queues live: the buckets, and which one this engine serves (see
+    /// [`crate::transfer`]). The default is one bucket: every queue is local.
+    pub placement: crate::transfer::Placement,
 }
 
 /// A receive request.
@@ -147,6 +151,15 @@ pub enum DeleteOutcome {
     IgnoredStale,
 }
 
+/// Where a queue's dead letters go (see `Engine::dead_letter_target`).
+#[derive(Clone, Debug)]
+pub(crate) enum DeadLetterTarget {
+    /// A queue of this engine, by id: one `DeadLetter` record.
+    Local(u64),
+    /// A queue of another bucket, by name: a transfer (see [`crate::transfer`]).
+    Remote(Arc<str>),
+}
+
 /// The answer to a create.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Created {
@@ -220,22 +233,30 @@ pub struct Engine {
     /// `QueueDeletedRecently`). Derived from `DeleteQueue` records and repeated by snapshots
     /// (`RestoreDeletedQueue`), so a restart keeps them.
     deleted_names: BTreeMap<Arc<str>, u64>,
+    /// Messages on their way to other buckets, and the marks of transfers from them.
+    transfers: transfer::Transfers,
 }
 
 impl Engine {
     /// An engine without queues; `key` seals receipts.
     pub fn new(config: EngineConfig, key: ReceiptKey) -> Engine {
         Engine {
-            config,
             key,
             queues: FxHashMap::default(),
             names: BTreeMap::new(),
-            next_queue_id: 1,
+            next_queue_id: config.placement.first_queue_id(),
+            config,
             clock_ms: 0,
             moves: BTreeMap::new(),
             clients: Clients::default(),
             deleted_names: BTreeMap::new(),
+            transfers: transfer::Transfers::default(),
         }
+    }
+
+    /// Where queues live, and which bucket this engine serves.
+    pub fn placement(&self) -> crate::transfer::Placement {
+        self.config.placement
     }
 
     /// The bounds in force.

@@ -79,9 +79,14 @@ impl Engine {
         let Some(policy) = config.redrive_policy.as_ref() else {
             return Ok(());
         };
-        let target = self
-            .queue(&policy.dead_letter_queue)
-            .ok_or(Error::NotFound(Field::RedrivePolicy))?;
+        let Some(target) = self.queue(&policy.dead_letter_queue) else {
+            // A queue of another bucket: its engine is the one that knows it, so whoever
+            // serves both buckets checks it there (see `crate::transfer`).
+            if self.config.placement.is_remote(&policy.dead_letter_queue) {
+                return Ok(());
+            }
+            return Err(Error::NotFound(Field::RedrivePolicy));
+        };
         let refuse = |problem| {
             Err(Error::InvalidTarget {
                 field: Field::RedrivePolicy,

@@ -1,0 +1,154 @@
+//! Buckets, and transfers of messages between the engines of two buckets.
+//!
+//! Queues hash into a fixed number of buckets ([`Placement`], [`bucket_of`]); each bucket is
+//! served by an engine of its own, with a log of its own (see `docs/design/cluster.md`). Queue
+//! ids carry their bucket in their top 16 bits, so a receipt names its bucket and stays valid
+//! wherever the bucket is served.
+//!
+//! Most of what a queue does stays in its bucket. A dead-letter move (a receive past
+//! `maxReceiveCount`, or a consumer's fail-now) whose dead-letter queue hashes into another
+//! bucket cannot be one record: it becomes a **transfer**, exactly once, in three steps, each a
+//! record in one engine's log:
+//!
+//! 1. The source engine takes the message out of its queue into its *outbox*
+//!    (`Record::TransferOut`), under the next transfer id of the source bucket. From here on
+//!    the message counts nowhere in the source queue, as after a local move.
+//! 2. Whoever serves the two buckets hands the outbox's first transfer to the target engine
+//!    ([`crate::Engine::next_transfer`], then [`crate::Engine::ingest_transfer`]), body and
+//!    all. The target takes it into the dead-letter queue, or refuses it (no such queue, or a
+//!    queue of the other kind), and in both cases remembers, per source bucket, the last
+//!    transfer id it answered and its answer (`Record::TransferIn`).
+//! 3. Once the target's record is durable, the source records the answer
+//!    (`Record::TransferDone`): a taken message leaves the outbox; a refused one goes back to
+//!    its queue, and its destination counts as missing for [`REFUSED_FOR_MS`], as a missing
+//!    local dead-letter queue does (the message is then delivered past its limit instead of
+//!    bouncing).
+//!
+//! Exactly once: the source hands out one transfer at a time, in id order, and the next only
+//! after the previous one's answer is durable in its own log. So the only transfer a target can
+//! be handed twice is the last one it answered (the source crashed between steps 2 and 3, or
+//! its answer was lost on the way), and the target answers that one again from memory without
+//! taking it again. A transfer id below the last one answered cannot arrive; the target refuses
+//! to guess ([`TransferAnswer::OutOfOrder`]).
+
+use std::sync::Arc;
+
+use crate::message::Payload;
+use crate::queue::Message;
+
+/// How long a destination that refused a transfer counts as missing.
+pub const REFUSED_FOR_MS: u64 = 60_000;
+
+/// Where queues live: `buckets` buckets, of which this engine serves `bucket`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Placement {
+    /// This engine's bucket.
+    pub bucket: u32,
+    /// How many buckets there are (fixed for the life of a log).
+    pub buckets: u32,
+}
+
+impl Default for Placement {
+    /// One bucket, served by this engine: every queue is local.
+    fn default() -> Placement {
+        Placement {
+            bucket: 0,
+            buckets: 1,
+        }
+    }
+}
+
+impl Placement {
+    /// The first queue id of this bucket: the bucket in the top 16 bits.
+    pub fn first_queue_id(&self) -> u64 {
+        (u64::from(self.bucket) << 48) | 1
+    }
+
+    /// Whether the queue named `name` (the engine's name, namespace and all) lives in another
+    /// bucket.
+    pub fn is_remote(&self, name: &str) -> bool {
+        self.buckets > 1 && bucket_of(name, self.buckets) != self.bucket
+    }
+}
+
+/// The bucket of the queue named `name` (the engine's name): FNV-1a of the name, modulo
+/// `buckets`. Fixed for the life of a log, as the bucket count is.
+pub fn bucket_of(name: &str, buckets: u32) -> u32 {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in name.bytes() {
+        hash ^= u64::from(byte);
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    }
+    (hash % u64::from(buckets.max(1))) as u32
+}
+
+/// The bucket a queue id belongs to (its top 16 bits).
+pub fn bucket_of_queue_id(queue_id: u64) -> u32 {
+    (queue_id >> 48) as u32
+}
+
+/// The first transfer of a source engine's outbox, as [`crate::Engine::next_transfer`] hands
+/// it out: what the target needs but the body, which the caller reads from the source's log.
+#[derive(Clone, Debug)]
+pub struct OutgoingTransfer {
+    /// The source's bucket.
+    pub source_bucket: u32,
+    /// Its id, unique and increasing in the source bucket.
+    pub transfer_id: u64,
+    /// The dead-letter queue's name (the engine's name).
+    pub destination: Arc<str>,
+    /// Whether the source queue is a FIFO queue (only a queue of the same kind takes it).
+    pub from_fifo: bool,
+    /// A fail-now's reason, if the move was one.
+    pub reason: Option<Arc<str>>,
+    /// The message as it left its queue (its payload perhaps only a location in the source's
+    /// log).
+    pub message: Message,
+}
+
+impl OutgoingTransfer {
+    /// The transfer as the target takes it, with the body read.
+    pub fn with_payload(self, payload: Arc<Payload>) -> IncomingTransfer {
+        let mut message = self.message;
+        message.payload = crate::PayloadRef::Inline(payload);
+        IncomingTransfer {
+            source_bucket: self.source_bucket,
+            transfer_id: self.transfer_id,
+            destination: self.destination,
+            from_fifo: self.from_fifo,
+            reason: self.reason,
+            message,
+        }
+    }
+}
+
+/// A transfer handed to the target engine ([`crate::Engine::ingest_transfer`]).
+#[derive(Clone, Debug)]
+pub struct IncomingTransfer {
+    /// The source's bucket.
+    pub source_bucket: u32,
+    /// Its id in the source bucket.
+    pub transfer_id: u64,
+    /// The dead-letter queue's name (the engine's name).
+    pub destination: Arc<str>,
+    /// Whether the source queue is a FIFO queue.
+    pub from_fifo: bool,
+    /// A fail-now's reason, if the move was one.
+    pub reason: Option<Arc<str>>,
+    /// The message, its payload inline.
+    pub message: Message,
+}
+
+/// The target's answer to a transfer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TransferAnswer {
+    /// The message is in the destination queue (now, or from an earlier hand-over of the same
+    /// transfer).
+    Taken,
+    /// The destination does not exist, or is of the other kind (FIFO or standard): the message
+    /// goes back to its source.
+    Refused,
+    /// The transfer is older than the last one this target answered for its source bucket:
+    /// the protocol was broken, and no answer would be safe.
+    OutOfOrder,
+}
