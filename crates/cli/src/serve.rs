@@ -701,7 +701,7 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
         reloads.abort();
     }
     // A checkpoint at shutdown makes the next start replay (almost) nothing.
-    if let Err(error) = service.host().checkpoint() {
+    if let Err(error) = service.hosts().checkpoint() {
         tracing::error!(%error, "final checkpoint failed; the next start replays the log");
     }
     tracing::info!("stopped");

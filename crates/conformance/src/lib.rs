@@ -12,8 +12,8 @@
 //! // In another crate's tests: the whole suite on a store, and a mirror of it and the file log
 //! // (here the in-memory store stands in for the new one).
 //! use leaseq_conformance::stores::{FileStore, MemoryStore};
-//! leaseq_conformance::run_all(&MemoryStore);
-//! leaseq_conformance::run_mirror(&MemoryStore, &FileStore::new());
+//! leaseq_conformance::run_all(&MemoryStore::default());
+//! leaseq_conformance::run_mirror(&MemoryStore::default(), &FileStore::new());
 //! ```
 //!
 //! # The language

@@ -103,13 +103,34 @@ impl Running {
     }
 }
 
-/// The service on the in-memory log.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct MemoryStore;
+/// The service on the in-memory log: one engine, or one per bucket
+/// ([`MemoryStore::buckets`]).
+#[derive(Clone, Copy, Debug)]
+pub struct MemoryStore {
+    buckets: u32,
+}
+
+impl Default for MemoryStore {
+    fn default() -> MemoryStore {
+        MemoryStore { buckets: 1 }
+    }
+}
+
+impl MemoryStore {
+    /// The service with one engine per bucket, `buckets` of them, each with its own log: the
+    /// router in front of them, and transfers between them (a script's dead-letter queue
+    /// mostly hashes into another bucket than its source).
+    pub fn buckets(buckets: u32) -> MemoryStore {
+        MemoryStore { buckets }
+    }
+}
 
 impl Store for MemoryStore {
     fn name(&self) -> String {
-        "memory".into()
+        match self.buckets {
+            1 => "memory".into(),
+            n => format!("memory-{n}-buckets"),
+        }
     }
 
     fn persistent(&self) -> bool {
@@ -117,7 +138,11 @@ impl Store for MemoryStore {
     }
 
     fn open(&self, clock: SharedClock) -> Result<Box<dyn Node>, String> {
-        let service = ServerService::in_memory(config(), ReceiptKey::new(RECEIPT_KEY));
+        let key = ReceiptKey::new(RECEIPT_KEY);
+        let service = match self.buckets {
+            1 => ServerService::in_memory(config(), key),
+            n => ServerService::in_memory_buckets(config(), key, n),
+        };
         Ok(Box::new(MemoryNode(Running::start(service, &clock))))
     }
 }

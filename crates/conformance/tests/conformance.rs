@@ -5,7 +5,7 @@ use leaseq_conformance::{run_all, run_mirror};
 
 #[test]
 fn memory() {
-    run_all(&MemoryStore);
+    run_all(&MemoryStore::default());
 }
 
 #[test]
@@ -20,7 +20,7 @@ fn file_checkpointing() {
 
 #[test]
 fn mirror_memory_and_file() {
-    run_mirror(&MemoryStore, &FileStore::new());
+    run_mirror(&MemoryStore::default(), &FileStore::new());
 }
 
 #[test]

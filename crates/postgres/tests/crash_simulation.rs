@@ -528,7 +528,7 @@ impl Sim {
         let started = Instant::now();
         let mut waited = false;
         loop {
-            match backend.host().store().writable() {
+            match backend.hosts().only().store().writable() {
                 Ok(()) => break,
                 Err(error) if error.is_poisoned() => {
                     panic!("the store was poisoned by an unknown outcome: {error}")
@@ -560,7 +560,7 @@ impl Sim {
         // Unavailable, with PostgreSQL away: nothing can resolve the flush meanwhile.
         let unavailable = !self.backend_direct
             && self.proxy.is_away()
-            && self.backend().host().store().writable().is_err();
+            && self.backend().hosts().only().store().writable().is_err();
         let result = self.backend().execute(request.action(), &caller()).await;
         let after = self.dump_live();
         self.note(format!("{} -> {}", request.describe(), summary(&result)));
@@ -636,7 +636,7 @@ impl Sim {
     }
 
     fn checkpoint(&mut self) {
-        let result = self.backend().host().checkpoint();
+        let result = self.backend().hosts().checkpoint();
         self.note(format!("checkpoint -> {result:?}"));
         self.count(if result.is_ok() {
             "checkpoint written"
@@ -690,7 +690,7 @@ impl Sim {
             self.come_back();
             let started = Instant::now();
             loop {
-                match old.host().store().writable() {
+                match old.hosts().only().store().writable() {
                     Err(error) if error.is_poisoned() => break,
                     Ok(()) => panic!("the replaced node's store is writable after its write"),
                     Err(error) => assert!(
@@ -712,12 +712,12 @@ impl Sim {
         }
         let backend = self.open(directly);
         self.backend_direct = directly;
-        if backend.host().checkpoint_stats().snapshot_bytes > 0 {
+        if backend.hosts().only().checkpoint_stats().snapshot_bytes > 0 {
             self.count("restart from a snapshot");
         }
         // Segment 1 always has frames (the first node's queues): a log that starts later lost
         // its first partitions to a checkpoint's removal.
-        let segments = backend.host().store().segments();
+        let segments = backend.hosts().only().store().segments();
         if segments.first().is_some_and(|s| s.segment > 1) {
             self.count("restart over a log whose first segments were removed");
         }

@@ -38,7 +38,7 @@ async fn log_bytes_and_checkpoints_of_the_postgres_log() {
     assert_eq!(after.checkpoints.completed, 0);
     assert_eq!(after.checkpoints.last_duration_micros, None);
 
-    tokio::task::block_in_place(|| service.host().checkpoint()).unwrap();
+    tokio::task::block_in_place(|| service.hosts().checkpoint()).unwrap();
     let checkpointed = service.storage_stats().unwrap();
     assert_eq!(checkpointed.checkpoints.completed, 1);
     assert!(checkpointed.checkpoints.snapshot_bytes > 0);

@@ -26,6 +26,86 @@ use crate::checkpoint::Checkpoints;
 use crate::log_store::{LogError, LogStore, Lsn};
 use crate::payloads;
 
+/// The engine hosts of a node: one per bucket (see `leaseq_core::transfer`), each with its own
+/// engine, mutex and log. A node of one bucket (the embedded default, and every store today)
+/// has one host serving every queue.
+pub struct Hosts {
+    /// Host `b` serves bucket `b` of `hosts.len()`.
+    hosts: Vec<EngineHost>,
+}
+
+impl Hosts {
+    /// One host serving every queue.
+    pub fn one(host: EngineHost) -> Hosts {
+        Hosts { hosts: vec![host] }
+    }
+
+    /// One host per bucket: `hosts[b]`'s engine serves bucket `b` of `hosts.len()`.
+    pub fn buckets(hosts: Vec<EngineHost>) -> Hosts {
+        assert!(!hosts.is_empty(), "a node serves at least one bucket");
+        for (bucket, host) in hosts.iter().enumerate() {
+            let placement = host.engine().placement();
+            assert_eq!(
+                (placement.bucket as usize, placement.buckets as usize),
+                (bucket, hosts.len()),
+                "host {bucket} serves another bucket"
+            );
+        }
+        Hosts { hosts }
+    }
+
+    /// The host of the queue named `name` (the engine's name): one hash and an index.
+    pub fn for_queue(&self, name: &str) -> &EngineHost {
+        match self.hosts.len() {
+            1 => &self.hosts[0],
+            n => &self.hosts[leaseq_core::bucket_of(name, n as u32) as usize],
+        }
+    }
+
+    /// The one host of a node of one bucket. Panics with several (for tests and tools that
+    /// know they run one).
+    pub fn only(&self) -> &EngineHost {
+        assert_eq!(
+            self.hosts.len(),
+            1,
+            "a node of several buckets has no only host"
+        );
+        &self.hosts[0]
+    }
+
+    /// Every host, in bucket order.
+    pub fn iter(&self) -> std::slice::Iter<'_, EngineHost> {
+        self.hosts.iter()
+    }
+
+    /// How many buckets this node serves.
+    pub fn len(&self) -> usize {
+        self.hosts.len()
+    }
+
+    /// Whether this node serves no bucket (never: see [`Hosts::buckets`]).
+    pub fn is_empty(&self) -> bool {
+        self.hosts.is_empty()
+    }
+
+    /// Why a host serves nothing any more (its log failed), if one does not.
+    pub fn stopped_reason(&self) -> Option<&str> {
+        self.hosts.iter().find_map(EngineHost::stopped_reason)
+    }
+
+    /// Writes a checkpoint of every host now (see [`EngineHost::checkpoint`]).
+    pub fn checkpoint(&self) -> Result<(), LogError> {
+        self.hosts.iter().try_for_each(EngineHost::checkpoint)
+    }
+
+    /// Dates every host's snapshots by `clock` (the service's).
+    pub fn set_clock(&self, clock: &crate::clock::SharedClock) {
+        for host in &self.hosts {
+            host.set_clock(clock.clone());
+        }
+    }
+}
+
 /// Log volume between checkpoints, at least (see [`crate::checkpoint`]).
 pub const CHECKPOINT_LOG_BYTES_MIN: u64 = 64 << 20;
 

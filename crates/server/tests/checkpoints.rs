@@ -93,7 +93,8 @@ async fn receive_and_delete(backend: &Service, max_messages: usize) -> usize {
 
 async fn ready_count(backend: &Service) -> usize {
     backend
-        .host()
+        .hosts()
+        .only()
         .engine()
         .queue_info(leaseq_server::clock::now_ms(), "q")
         .unwrap()
@@ -181,18 +182,20 @@ async fn compaction_keeps_the_log_bounded_when_long_lived_messages_pin_every_seg
 
     let reopened = open(&dir);
     let info = reopened
-        .host()
+        .hosts()
+        .only()
         .engine()
         .queue_info(leaseq_server::clock::now_ms(), "kept")
         .unwrap();
     assert_eq!(info.ready, 100);
-    let engine = reopened.host().engine();
+    let engine = reopened.hosts().only().engine();
     let kept = engine.queue("kept").unwrap();
     let mut bodies: Vec<String> = kept
         .messages()
         .map(|(_, message)| {
             reopened
-                .host()
+                .hosts()
+                .only()
                 .payload(&message.payload)
                 .unwrap()
                 .body
@@ -244,7 +247,7 @@ async fn a_restart_after_a_checkpoint_keeps_leases_and_receipts() {
     let Outcome::Received { deliveries, .. } = execute(&backend, action).await else {
         panic!("not a receive outcome")
     };
-    backend.host().checkpoint().unwrap();
+    backend.hosts().checkpoint().unwrap();
     // One more change after the checkpoint: it must come back from the log tail.
     let send = Action::SendMessage {
         queue: queue(),
@@ -254,14 +257,14 @@ async fn a_restart_after_a_checkpoint_keeps_leases_and_receipts() {
     drop(backend);
 
     let reopened = open(&dir);
-    let info = reopened.host().engine().queue_info(0, "q").unwrap();
+    let info = reopened.hosts().only().engine().queue_info(0, "q").unwrap();
     assert_eq!((info.ready, info.in_flight), (3, 1));
     let delete = Action::DeleteMessage {
         queue: queue(),
         receipt: deliveries[0].receipt.clone(),
     };
     execute(&reopened, delete).await;
-    let info = reopened.host().engine().queue_info(0, "q").unwrap();
+    let info = reopened.hosts().only().engine().queue_info(0, "q").unwrap();
     assert_eq!((info.ready, info.in_flight), (3, 0));
     assert_eq!(info.counters.deleted, 1);
 }
@@ -315,7 +318,7 @@ async fn storage_gauges_follow_checkpoints_on_the_services_clock() {
     );
 
     clock.advance(5_000);
-    backend.host().checkpoint().unwrap();
+    backend.hosts().checkpoint().unwrap();
     let stats = backend.storage_stats().unwrap();
     assert_eq!(stats.checkpoints.completed, 1);
     assert_eq!(

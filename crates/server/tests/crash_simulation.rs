@@ -332,7 +332,7 @@ impl Sim {
     }
 
     fn checkpoint(&mut self) {
-        let result = self.backend().host().checkpoint();
+        let result = self.backend().hosts().checkpoint();
         self.note(format!("checkpoint -> {result:?}"));
         self.count(if result.is_ok() {
             "checkpoint written"

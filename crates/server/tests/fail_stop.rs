@@ -69,7 +69,12 @@ async fn an_unlogged_change_stops_the_server_until_restart() {
     drop(backend);
 
     let restarted = open(&dir);
-    let info = restarted.host().engine().queue_info(0, "q").unwrap();
+    let info = restarted
+        .hosts()
+        .only()
+        .engine()
+        .queue_info(0, "q")
+        .unwrap();
     assert_eq!(info.ready, 1, "only the acknowledged send survives");
     restarted
         .execute(send("after restart".into()), &caller)

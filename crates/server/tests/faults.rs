@@ -451,7 +451,7 @@ async fn a_failed_checkpoint_loses_nothing_and_the_server_goes_on() {
         } else {
             storage.fail_next_sync();
         }
-        let error = backend.host().checkpoint().unwrap_err();
+        let error = backend.hosts().checkpoint().unwrap_err();
         println!("failed checkpoint (full disk: {full_disk}): {error}");
         assert!(!error.is_poisoned(), "{error}");
         storage.set_space_limit_bytes(None);

@@ -38,6 +38,7 @@ mod transfer;
 
 pub use history::{HistoryLookup, MessageHistory, HISTORY_SCAN_STEP};
 pub use observe::LeaseView;
+pub use queues::check_dead_letter_target;
 
 pub use moves::{
     deleted_destination, destination_deleted, MoveProgress, MoveTaskInfo, PeekedMessage,

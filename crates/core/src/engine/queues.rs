@@ -79,38 +79,14 @@ impl Engine {
         let Some(policy) = config.redrive_policy.as_ref() else {
             return Ok(());
         };
-        let Some(target) = self.queue(&policy.dead_letter_queue) else {
+        let target = self.queue(&policy.dead_letter_queue);
+        if target.is_none() && self.config.placement.is_remote(&policy.dead_letter_queue) {
             // A queue of another bucket: its engine is the one that knows it, so whoever
-            // serves both buckets checks it there (see `crate::transfer`).
-            if self.config.placement.is_remote(&policy.dead_letter_queue) {
-                return Ok(());
-            }
-            return Err(Error::NotFound(Field::RedrivePolicy));
-        };
-        let refuse = |problem| {
-            Err(Error::InvalidTarget {
-                field: Field::RedrivePolicy,
-                queue: source.to_string(),
-                target: target.name.to_string(),
-                source_fifo: config.fifo.is_some(),
-                problem,
-            })
-        };
-        if target.config.fifo.is_some() != config.fifo.is_some() {
-            return refuse(TargetProblem::OtherKind);
+            // serves both buckets checks it there, with `check_dead_letter_target` (see
+            // `crate::transfer`).
+            return Ok(());
         }
-        if &*target.name == source {
-            return refuse(TargetProblem::Itself);
-        }
-        let allowed = target
-            .config
-            .redrive_allow_policy
-            .as_ref()
-            .is_none_or(|allow| allow.allows(source));
-        if !allowed {
-            return refuse(TargetProblem::NotAllowed);
-        }
-        Ok(())
+        check_dead_letter_target(source, config.fifo.is_some(), target)
     }
 
     fn check_tag_count(&self, count: usize) -> Result<()> {
@@ -273,8 +249,13 @@ impl Engine {
     /// Names of the queues whose redrive policy targets `name`, in order.
     pub fn dead_letter_sources(&self, name: &str) -> Result<Vec<Arc<str>>> {
         self.id_of(name)?;
-        Ok(self
-            .names
+        Ok(self.sources_naming(name))
+    }
+
+    /// Names of this engine's queues whose redrive policy targets `name`, in order, wherever
+    /// `name` lives (a dead-letter queue of another bucket has sources here too).
+    pub fn sources_naming(&self, name: &str) -> Vec<Arc<str>> {
+        self.names
             .iter()
             .filter(|(_, id)| {
                 self.queues[id]
@@ -284,7 +265,7 @@ impl Engine {
                     .is_some_and(|policy| policy.dead_letter_queue == name)
             })
             .map(|(name, _)| name.clone())
-            .collect())
+            .collect()
     }
 
     /// Deletes every message of a queue; at most once per `Limits::purge_interval_ms`.
@@ -304,4 +285,41 @@ impl Engine {
     pub fn next_deadline_ms(&self, name: &str) -> Option<u64> {
         self.queue(name).and_then(Queue::next_deadline_ms)
     }
+}
+
+/// Whether `target` (`None`: no such queue) may be the dead-letter queue of the queue named
+/// `source` (a FIFO queue or not): it exists, is of the same kind, is not the source itself,
+/// and its `RedriveAllowPolicy` allows the source. What a `RedrivePolicy` is checked against
+/// when it is set, by the engine for a queue of its own and by the caller on the target's
+/// engine for a queue of another bucket.
+pub fn check_dead_letter_target(
+    source: &str,
+    source_fifo: bool,
+    target: Option<&Queue>,
+) -> Result<()> {
+    let target = target.ok_or(Error::NotFound(Field::RedrivePolicy))?;
+    let refuse = |problem| {
+        Err(Error::InvalidTarget {
+            field: Field::RedrivePolicy,
+            queue: source.to_string(),
+            target: target.name.to_string(),
+            source_fifo,
+            problem,
+        })
+    };
+    if target.config.fifo.is_some() != source_fifo {
+        return refuse(TargetProblem::OtherKind);
+    }
+    if &*target.name == source {
+        return refuse(TargetProblem::Itself);
+    }
+    let allowed = target
+        .config
+        .redrive_allow_policy
+        .as_ref()
+        .is_none_or(|allow| allow.allows(source));
+    if !allowed {
+        return refuse(TargetProblem::NotAllowed);
+    }
+    Ok(())
 }

@@ -175,7 +175,7 @@ impl ClusterNode {
             }
             let reason = super::step_down_reason(
                 lock.alive(),
-                owned.service.host().stopped_reason().is_some(),
+                owned.service.hosts().stopped_reason().is_some(),
                 self.confirmed.since(),
                 self.config.node_timeout,
             );
@@ -208,7 +208,7 @@ impl ClusterNode {
         owned.service.shut_down();
         owned.drained(HAND_OFF_DRAIN_MAX).await;
         let service = owned.service.clone();
-        match tokio::task::spawn_blocking(move || service.host().checkpoint()).await {
+        match tokio::task::spawn_blocking(move || service.hosts().checkpoint()).await {
             Ok(Ok(())) => {}
             Ok(Err(error)) => {
                 tracing::error!(%error, "the hand-off's checkpoint failed; the next owner replays the log")

@@ -18,20 +18,23 @@ impl Service {
     ) -> Result<Outcome, SqsError> {
         // As a receive does: bodies are read under the guard that keeps their segments, before
         // waiting for the log to be durable up to what the peek saw.
-        let reads = self.host.payload_reads();
-        let (peeked, tail_lsn) =
-            self.apply_now(|engine, _| engine.peek(self.now_ms(), &name, after_seq, max_messages))?;
+        let host = self.host_for(&name);
+        let reads = host.payload_reads();
+        let (peeked, tail_lsn) = self.apply_on(host, |engine, _| {
+            engine.peek(self.now_ms(), &name, after_seq, max_messages)
+        })?;
         let outcome = peeked
             .map_err(SqsError::from)
-            .and_then(|peeked| self.peeked(peeked, max_messages));
+            .and_then(|peeked| self.peeked(host, peeked, max_messages));
         drop(reads);
-        self.host.durable(tail_lsn).await?;
+        host.durable(tail_lsn).await?;
         outcome
     }
 
     /// A page of peeked messages with their bodies read.
     fn peeked(
         &self,
+        host: &crate::host::EngineHost,
         peeked: Vec<leaseq_core::engine::PeekedMessage>,
         max_messages: usize,
     ) -> Result<Outcome, SqsError> {
@@ -41,7 +44,7 @@ impl Service {
             .filter(|_| full)
             .map(|last| last.seq.to_string());
         let payloads = payloads::payloads(
-            self.host.store(),
+            host.store(),
             peeked
                 .iter()
                 .map(|peeked| (&peeked.message.payload, peeked.message.id)),
@@ -74,7 +77,7 @@ impl Service {
         let mut from_seq = 0;
         let mut tail_lsn = 0;
         let found = loop {
-            let (step, step_lsn) = self.apply_now(|engine, _| {
+            let (step, step_lsn) = self.apply_now(name, |engine, _| {
                 engine.message_history(self.now_ms(), name, message_id, from_seq)
             })?;
             tail_lsn = tail_lsn.max(step_lsn);
@@ -88,7 +91,7 @@ impl Service {
             }
         };
         // What it saw may include records not yet durable.
-        self.host.durable(tail_lsn).await?;
+        self.host_for(name).durable(tail_lsn).await?;
         match found {
             Some(history) => Ok(Outcome::MessageHistory(history)),
             None => Err(SqsError::new(

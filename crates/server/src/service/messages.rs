@@ -19,7 +19,7 @@ impl Service {
         let id = MessageId::from_random(rand::random());
         let message = send_input(message, caller);
         let sent = self
-            .run(|e, j| e.send(self.now_ms(), name, message, id, j))
+            .run(name, |e, j| e.send(self.now_ms(), name, message, id, j))
             .await?;
         Ok(Outcome::Sent(sent))
     }
@@ -52,8 +52,10 @@ impl Service {
         name: &str,
         receipt: &str,
     ) -> Result<Outcome, SqsError> {
-        self.run(|e, j| self.delete_observed(e, self.now_ms(), name, receipt, j))
-            .await?;
+        self.run(name, |e, j| {
+            self.delete_observed(e, self.now_ms(), name, receipt, j)
+        })
+        .await?;
         Ok(Outcome::Empty)
     }
 
@@ -74,7 +76,7 @@ impl Service {
         receipt: &str,
         visibility_timeout_seconds: u32,
     ) -> Result<Outcome, SqsError> {
-        self.run(|e, j| {
+        self.run(name, |e, j| {
             e.change_visibility(self.now_ms(), name, receipt, visibility_timeout_seconds, j)
                 .map_err(|error| self.receipt_error(e, name, error, receipt))
         })
@@ -101,7 +103,7 @@ impl Service {
         receipt: &str,
         reason: &str,
     ) -> Result<Outcome, SqsError> {
-        self.run(|e, j| {
+        self.run(name, |e, j| {
             e.fail_message(self.now_ms(), name, receipt, reason, j)
                 .map_err(|error| SqsError::for_receipt(error, receipt))
         })
@@ -118,7 +120,7 @@ impl Service {
         check: impl FnOnce(&Engine, &[BatchEntry<T>]) -> Result<(), SqsError>,
         mut each: impl FnMut(&mut Engine, u64, T, &mut Journal) -> Result<R, SqsError>,
     ) -> Result<Vec<(String, Result<R, SqsError>)>, SqsError> {
-        self.run(|engine, journal| {
+        self.run(name, |engine, journal| {
             // A record per entry, at least, reserved at once rather than grown 1, 4, 8, 16.
             journal.reserve(entries.len());
             let now = self.now_ms();

@@ -27,6 +27,7 @@ mod policy;
 mod queues;
 mod receive;
 pub mod route;
+mod transfers;
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -42,7 +43,7 @@ use tokio::sync::watch;
 
 use crate::checkpoint::Checkpoints;
 use crate::clock::{SharedClock, SystemClock};
-use crate::host::{EngineHost, CHECKPOINT_LOG_BYTES_MIN};
+use crate::host::{EngineHost, Hosts, CHECKPOINT_LOG_BYTES_MIN};
 use crate::log_store::{LogStore, Lsn, MemoryLog};
 use crate::metrics::{ConnectionStats, Metrics};
 use crate::waiters::Waiters;
@@ -160,7 +161,8 @@ pub trait Api: Send + Sync + 'static {
 
 /// The service of one node.
 pub struct Service {
-    host: EngineHost,
+    /// The engine hosts, one per bucket this node serves (one today but in tests).
+    hosts: Hosts,
     waiters: Waiters,
     shutdown: watch::Sender<bool>,
     /// Receives waiting right now (long polls), for observation and tests.
@@ -175,13 +177,20 @@ pub struct Service {
     /// What the accept loop of the SQS listener counts of its connections, for `/metrics`
     /// (handed to it in [`crate::http::Connections`]).
     connection_stats: Arc<ConnectionStats>,
+    /// Told when a message left for another bucket's outbox (see `transfers.rs`).
+    transfers_waiting: tokio::sync::Notify,
 }
 
 impl Service {
     /// A service over `host`, on the real clock, without metrics.
     pub fn new(config: ServiceConfig, host: EngineHost) -> Service {
+        Service::with_hosts(config, Hosts::one(host))
+    }
+
+    /// A service over one host per bucket (see [`Hosts`]), on the real clock, without metrics.
+    pub fn with_hosts(config: ServiceConfig, hosts: Hosts) -> Service {
         Service {
-            host,
+            hosts,
             waiters: Waiters::default(),
             shutdown: watch::channel(false).0,
             waiting: AtomicUsize::new(0),
@@ -190,6 +199,7 @@ impl Service {
             metrics: None,
             policies: policy::PolicyCache::default(),
             connection_stats: Arc::default(),
+            transfers_waiting: tokio::sync::Notify::new(),
         }
     }
 
@@ -202,17 +212,38 @@ impl Service {
         Service::new(config, EngineHost::new(engine, store, checkpoints))
     }
 
+    /// A service that keeps everything in memory, with one engine per bucket (`buckets` of
+    /// them, see `leaseq_core::transfer`): the shape of a node of several buckets, for tests.
+    pub fn in_memory_buckets(config: ServiceConfig, key: ReceiptKey, buckets: u32) -> Service {
+        let hosts = (0..buckets)
+            .map(|bucket| {
+                let mut engine_config = config.engine.clone();
+                engine_config.placement = leaseq_core::Placement { bucket, buckets };
+                let engine = Engine::new(engine_config, key.clone());
+                let store: Arc<dyn LogStore> = Arc::new(MemoryLog::new());
+                let checkpoints = Checkpoints::new(CHECKPOINT_LOG_BYTES_MIN, 0);
+                EngineHost::new(engine, store, checkpoints)
+            })
+            .collect();
+        Service::with_hosts(config, Hosts::buckets(hosts))
+    }
+
     /// Replaces the real clock, so tests can jump time instead of sleeping. The engine ignores a
     /// reading earlier than one it has seen, so the clock may start anywhere.
     pub fn with_clock(mut self, clock: SharedClock) -> Service {
-        self.host.set_clock(clock.clone());
+        self.hosts.set_clock(&clock);
         self.clock = clock;
         self
     }
 
-    /// The engine host (the engine, its log store, checkpoints).
-    pub fn host(&self) -> &EngineHost {
-        &self.host
+    /// The engine hosts (each an engine, its log store, checkpoints), one per bucket.
+    pub fn hosts(&self) -> &Hosts {
+        &self.hosts
+    }
+
+    /// The host of the named queue (the engine's name).
+    fn host_for(&self, queue: &str) -> &EngineHost {
+        self.hosts.for_queue(queue)
     }
 
     /// The time now, by this service's clock.
@@ -220,17 +251,31 @@ impl Service {
         self.clock.now_ms()
     }
 
-    /// Runs `operation` on the engine, logs the records it journaled, wakes the long polls they
-    /// concern, and returns once the log is durable up to them (see [`EngineHost::apply`]).
+    /// Runs `operation` on the engine of the named queue's bucket, logs the records it
+    /// journaled, wakes the long polls they concern, and returns once the log is durable up to
+    /// them (see [`EngineHost::apply`]).
     async fn run<T, E>(
         &self,
+        queue: &str,
         operation: impl FnOnce(&mut Engine, &mut Journal) -> Result<T, E>,
     ) -> Result<T, SqsError>
     where
         SqsError: From<E>,
     {
-        let (result, tail_lsn) = self.apply_now(operation)?;
-        self.host.durable(tail_lsn).await?;
+        self.run_on(self.host_for(queue), operation).await
+    }
+
+    /// [`Service::run`] on `host`.
+    async fn run_on<T, E>(
+        &self,
+        host: &EngineHost,
+        operation: impl FnOnce(&mut Engine, &mut Journal) -> Result<T, E>,
+    ) -> Result<T, SqsError>
+    where
+        SqsError: From<E>,
+    {
+        let (result, tail_lsn) = self.apply_on(host, operation)?;
+        host.durable(tail_lsn).await?;
         Ok(result?)
     }
 
@@ -238,9 +283,19 @@ impl Service {
     /// their long polls woken, with the log tail the reply must wait for.
     fn apply_now<T, E>(
         &self,
+        queue: &str,
         operation: impl FnOnce(&mut Engine, &mut Journal) -> Result<T, E>,
     ) -> Result<(Result<T, E>, Lsn), SqsError> {
-        let (result, journal, tail_lsn) = self.host.apply(operation, observe::log_dead_letters)?;
+        self.apply_on(self.host_for(queue), operation)
+    }
+
+    /// [`Service::apply_now`] on `host`.
+    fn apply_on<T, E>(
+        &self,
+        host: &EngineHost,
+        operation: impl FnOnce(&mut Engine, &mut Journal) -> Result<T, E>,
+    ) -> Result<(Result<T, E>, Lsn), SqsError> {
+        let (result, journal, tail_lsn) = host.apply(operation, observe::log_dead_letters)?;
         self.wake_for(&journal);
         Ok((result, tail_lsn))
     }
@@ -281,6 +336,11 @@ impl Service {
                         self.waiters.wake(moved.destination_queue_id, 1);
                     }
                 }
+                Record::TransferIn {
+                    taken: Some(taken), ..
+                } => self.waiters.wake(taken.queue_id, 1),
+                // A message left for another bucket: the driver hands it over.
+                Record::TransferOut { .. } => self.transfers_waiting.notify_one(),
                 _ => {}
             }
         }
@@ -318,22 +378,40 @@ impl Service {
         }
     }
 
-    /// A change with nothing to answer but success.
+    /// A change of the named queue with nothing to answer but success.
     async fn simple(
         &self,
+        queue: &str,
         operation: impl FnOnce(&mut Engine, u64, &mut Journal) -> Result<(), Error>,
     ) -> Result<Outcome, SqsError> {
-        self.run(|engine, journal| operation(engine, self.now_ms(), journal))
-            .await?;
+        self.run(queue, |engine, journal| {
+            operation(engine, self.now_ms(), journal)
+        })
+        .await?;
         Ok(Outcome::Empty)
     }
 
-    /// A read that must not answer before the log is durable up to what it saw.
+    /// A read of the named queue that must not answer before the log is durable up to what it
+    /// saw.
     async fn read<T>(
         &self,
+        queue: &str,
         read: impl FnOnce(&mut Engine) -> Result<T, Error>,
     ) -> Result<T, SqsError> {
-        self.run(|engine, _| read(engine)).await
+        self.run(queue, |engine, _| read(engine)).await
+    }
+
+    /// A read of every bucket's engine, each answer after its log is durable up to what it
+    /// saw, in bucket order.
+    async fn read_all<T>(
+        &self,
+        read: impl Fn(&mut Engine) -> Result<T, Error>,
+    ) -> Result<Vec<T>, SqsError> {
+        let mut answers = Vec::with_capacity(self.hosts.len());
+        for host in self.hosts.iter() {
+            answers.push(self.run_on(host, |engine, _| read(engine)).await?);
+        }
+        Ok(answers)
     }
 }
 
@@ -401,12 +479,14 @@ impl Api for Service {
     }
 
     fn readiness(&self) -> Result<(), String> {
-        if let Some(reason) = self.host.stopped_reason() {
+        if let Some(reason) = self.hosts.stopped_reason() {
             return Err(format!("the log failed: {reason}"));
         }
         // A store that is poisoned, or reconnecting (PostgreSQL away), takes no requests.
-        if let Err(error) = self.host.store().writable() {
-            return Err(format!("the log is unavailable: {error}"));
+        for host in self.hosts.iter() {
+            if let Err(error) = host.store().writable() {
+                return Err(format!("the log is unavailable: {error}"));
+            }
         }
         if *self.shutdown.borrow() {
             return Err("shutting down".to_string());

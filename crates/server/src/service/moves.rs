@@ -34,17 +34,33 @@ impl Service {
     pub async fn drive_moves(self: Arc<Self>) {
         let mut shutdown = self.shutdown.subscribe();
         // Per task: when its credit was last topped up, and the messages it may move now.
-        let mut credits: HashMap<u64, (u64, f64)> = HashMap::new();
+        let mut credits: HashMap<(usize, u64), (u64, f64)> = HashMap::new();
         loop {
             if *shutdown.borrow_and_update() {
                 return;
             }
-            let tasks = self.host.engine().running_move_tasks();
-            credits.retain(|task_id, _| tasks.iter().any(|task| task.task_id == *task_id));
-            for task in tasks {
+            self.hand_over_transfers().await;
+            // Every bucket's running tasks, each with the host that runs it. (Task ids are per
+            // engine: the credits are kept by bucket and task.)
+            let tasks: Vec<_> = self
+                .hosts
+                .iter()
+                .enumerate()
+                .flat_map(|(bucket, host)| {
+                    let tasks = host.engine().running_move_tasks();
+                    tasks.into_iter().map(move |task| (bucket, host, task))
+                })
+                .collect();
+            credits.retain(|key, _| {
+                tasks
+                    .iter()
+                    .any(|(bucket, _, task)| (*bucket, task.task_id) == *key)
+            });
+            for (bucket, host, task) in tasks {
+                let key = (bucket, task.task_id);
                 let rate = f64::from(task.rate_per_second.unwrap_or(AUTOMATIC_RATE_PER_SECOND));
                 let now_ms = self.now_ms();
-                let (last_ms, credit) = credits.entry(task.task_id).or_insert((now_ms, 1.0));
+                let (last_ms, credit) = credits.entry(key).or_insert((now_ms, 1.0));
                 let elapsed_seconds = now_ms.saturating_sub(*last_ms) as f64 / 1_000.0;
                 *credit = (*credit + rate * elapsed_seconds).min(rate.max(1.0));
                 *last_ms = now_ms;
@@ -56,13 +72,13 @@ impl Service {
                     .map(|_| MessageId::from_random(rand::random()))
                     .collect();
                 let moved = self
-                    .run(|engine, journal| {
+                    .run_on(host, |engine, journal| {
                         engine.move_batch(self.now_ms(), task.task_id, &ids, journal)
                     })
                     .await;
                 match moved {
                     Ok(progress) => {
-                        if let Some((_, credit)) = credits.get_mut(&task.task_id) {
+                        if let Some((_, credit)) = credits.get_mut(&key) {
                             *credit -= progress.moved as f64;
                         }
                     }
@@ -73,6 +89,7 @@ impl Service {
             }
             tokio::select! {
                 _ = self.clock.sleep_until(self.now_ms() + DRIVE_TICK_MS) => {}
+                _ = self.transfers_waiting.notified() => {}
                 _ = shutdown.changed() => return,
             }
         }
@@ -86,7 +103,7 @@ impl Service {
         limit: Option<u64>,
     ) -> Result<Outcome, SqsError> {
         let info = self
-            .run(|engine, journal| {
+            .run(&source, |engine, journal| {
                 engine.start_move_task(
                     self.now_ms(),
                     &source,
@@ -108,7 +125,9 @@ impl Service {
         source: String,
         max_results: usize,
     ) -> Result<Outcome, SqsError> {
-        let mut tasks = self.read(|engine| engine.move_tasks(&source)).await?;
+        let mut tasks = self
+            .read(&source, |engine| engine.move_tasks(&source))
+            .await?;
         tasks.truncate(max_results);
         Ok(Outcome::MoveTasks(tasks))
     }
@@ -119,7 +138,7 @@ impl Service {
         task: TaskHandle,
         changes: Vec<MoveTaskChange>,
     ) -> Result<leaseq_core::engine::MoveTaskInfo, SqsError> {
-        self.run(|engine, journal| {
+        self.run(&task.source, |engine, journal| {
             // As SQS answers a handle: its source queue first, then its task (recorded from
             // AWS in LocalStack's test_cancel_with_invalid_source_arn_in_task_handle and
             // test_cancel_with_invalid_task_id_in_task_handle).

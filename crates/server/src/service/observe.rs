@@ -176,7 +176,7 @@ impl Service {
         if first_receives.peek().is_none() {
             return;
         }
-        let Some(queue_id) = self.host.engine().queue_id(name) else {
+        let Some(queue_id) = self.host_for(name).engine().queue_id(name) else {
             return;
         };
         let stats = metrics.queue(queue_id);
@@ -188,7 +188,7 @@ impl Service {
     /// Counts a receive of the named queue that returned nothing.
     pub(super) fn observe_empty_receive(&self, name: &str) {
         if let Some(metrics) = &self.metrics {
-            if let Some(queue_id) = self.host.engine().queue_id(name) {
+            if let Some(queue_id) = self.host_for(name).engine().queue_id(name) {
                 metrics
                     .queue(queue_id)
                     .empty_receives
@@ -201,14 +201,24 @@ impl Service {
     /// observations of queues that no longer exist.
     pub fn observe_queues(&self) -> (u64, Vec<ObservedQueue>) {
         let (now_ms, infos) = {
-            let mut engine = self.host.engine();
             let now_ms = self.now_ms();
-            let infos: Vec<QueueInfo> = engine
-                .list_queues("")
-                .iter()
-                .filter_map(|name| engine.queue_info(now_ms, name).ok())
-                .collect();
-            (engine.clock_ms(), infos)
+            let mut clock_ms = 0;
+            let mut infos: Vec<QueueInfo> = Vec::new();
+            for host in self.hosts.iter() {
+                let mut engine = host.engine();
+                let names = engine.list_queues("");
+                infos.extend(
+                    names
+                        .iter()
+                        .filter_map(|name| engine.queue_info(now_ms, name).ok()),
+                );
+                clock_ms = clock_ms.max(engine.clock_ms());
+            }
+            // Every bucket's queues, in name order (each bucket's are already).
+            if self.hosts.len() > 1 {
+                infos.sort_unstable_by(|a, b| a.name.cmp(&b.name));
+            }
+            (clock_ms, infos)
         };
         let Some(metrics) = &self.metrics else {
             return (now_ms, infos.into_iter().map(|info| (info, None)).collect());
@@ -229,7 +239,14 @@ impl Service {
     /// last look at the queue (call after [`Service::observe_queues`], which brings every queue
     /// up to now).
     pub fn leases_ending_first(&self, limit: usize) -> FxHashMap<u64, Vec<LeaseRow>> {
-        let engine = self.host.engine();
+        let mut leases = FxHashMap::default();
+        for host in self.hosts.iter() {
+            leases.extend(Self::leases_of(&host.engine(), limit));
+        }
+        leases
+    }
+
+    fn leases_of(engine: &leaseq_core::Engine, limit: usize) -> FxHashMap<u64, Vec<LeaseRow>> {
         engine
             .list_queues("")
             .iter()
@@ -252,40 +269,51 @@ impl Service {
     /// For each FIFO queue (by id), its groups blocked by leases (call after
     /// [`Service::observe_queues`], which brings every queue up to now).
     pub fn fifo_group_pressure(&self) -> FxHashMap<u64, GroupPressure> {
-        let engine = self.host.engine();
-        let now_ms = engine.clock_ms();
-        engine
-            .list_queues("")
-            .iter()
-            .filter_map(|name| engine.queue(name))
-            .filter_map(|queue| Some((queue.id, group_pressure(queue, now_ms)?)))
-            .collect()
+        let mut pressure = FxHashMap::default();
+        for host in self.hosts.iter() {
+            let engine = host.engine();
+            let now_ms = engine.clock_ms();
+            pressure.extend(
+                engine
+                    .list_queues("")
+                    .iter()
+                    .filter_map(|name| engine.queue(name))
+                    .filter_map(|queue| Some((queue.id, group_pressure(queue, now_ms)?))),
+            );
+        }
+        pressure
     }
 
     /// The log's storage and this process's checkpoints (`None` for a store that keeps
-    /// nothing).
+    /// nothing). With several buckets: every bucket's segments, and the first bucket's
+    /// checkpoints.
     pub fn storage_stats(&self) -> Option<crate::metrics::StorageStats> {
-        let store = self.host.store();
-        if !store.keeps_records() {
+        let first = self.hosts.iter().next()?;
+        if !first.store().keeps_records() {
             return None;
         }
-        let segments = store.segments();
+        let segments: Vec<_> = self
+            .hosts
+            .iter()
+            .flat_map(|host| host.store().segments())
+            .collect();
         Some(crate::metrics::StorageStats {
             log_bytes: segments.iter().map(|segment| segment.size_bytes).sum(),
             log_segments: segments.len() as u64,
-            checkpoints: self.host.checkpoint_stats(),
+            checkpoints: first.checkpoint_stats(),
         })
     }
 
-    /// The log store's measurements (`None` for one that keeps nothing).
+    /// The log store's measurements (`None` for one that keeps nothing); with several
+    /// buckets, the first bucket's log's.
     pub fn log_stats(&self) -> Option<LogStats> {
-        self.host.store().stats()
+        self.hosts.iter().next()?.store().stats()
     }
 
     /// The advisor's finding for the named queue.
     pub(super) async fn visibility_advice(&self, name: &str) -> Result<VisibilityAdvice, SqsError> {
         let info = self
-            .read(|engine| engine.queue_info(self.now_ms(), name))
+            .read(name, |engine| engine.queue_info(self.now_ms(), name))
             .await?;
         let stats = self
             .metrics

@@ -118,7 +118,7 @@ impl Service {
     /// was parsed from (one comparison under the engine lock), else parsed without the lock.
     fn parsed_policy(&self, name: &str) -> Result<Arc<Policy>, SqsError> {
         let cached = {
-            let engine = self.host.engine();
+            let engine = self.host_for(name).engine();
             let text = engine
                 .queue(name)
                 .and_then(|queue| queue.config.policy.as_deref())
@@ -174,7 +174,7 @@ impl Service {
         edit: impl FnOnce(Option<&str>, &str) -> Result<Option<String>, SqsError>,
     ) -> Result<Outcome, SqsError> {
         let arn = leaseq_sqs::queue_arn(&self.context(), name);
-        self.run(|engine, journal| {
+        self.run(name, |engine, journal| {
             let queue = engine.queue(name).ok_or(Error::QueueDoesNotExist)?;
             let policy = edit(queue.config.policy.as_deref(), &arn)?;
             let patch = QueueConfigPatch {

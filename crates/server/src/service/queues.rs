@@ -23,14 +23,20 @@ impl Service {
         attributes: QueueConfigPatch,
         tags: BTreeMap<String, String>,
     ) -> Result<Outcome, SqsError> {
-        self.run(|e, j| e.create_queue(self.now_ms(), &name, &attributes, tags, j))
-            .await?;
+        let source_fifo = attributes.fifo_queue == Some(true);
+        self.check_remote_dead_letter_queue(&name, source_fifo, &attributes)?;
+        self.run(&name, |e, j| {
+            e.create_queue(self.now_ms(), &name, &attributes, tags, j)
+        })
+        .await?;
         Ok(Outcome::QueueUrl(Arc::from(name)))
     }
 
     pub(super) async fn get_queue_url(&self, name: &str) -> Result<Outcome, SqsError> {
         let name = self
-            .read(|e| Ok(e.queue(name).ok_or(Error::QueueDoesNotExist)?.name.clone()))
+            .read(name, |e| {
+                Ok(e.queue(name).ok_or(Error::QueueDoesNotExist)?.name.clone())
+            })
             .await?;
         Ok(Outcome::QueueUrl(name))
     }
@@ -41,7 +47,14 @@ impl Service {
         max_results: Option<usize>,
         next_token: Option<String>,
     ) -> Result<Outcome, SqsError> {
-        let mut names = self.read(|e| Ok(e.list_queues(prefix))).await?;
+        // Every bucket's queues, in name order.
+        let mut names: Vec<Arc<str>> = self
+            .read_all(|e| Ok(e.list_queues(prefix)))
+            .await?
+            .into_iter()
+            .flatten()
+            .collect();
+        names.sort_unstable();
         // The home namespace's names hold no separator; another's prefix holds one. Either way
         // a caller lists its own namespace's queues only (see `leaseq_sqs::namespace`).
         let separator = leaseq_sqs::namespace::SEPARATOR;
@@ -57,17 +70,29 @@ impl Service {
         max_results: Option<usize>,
         next_token: Option<String>,
     ) -> Result<Outcome, SqsError> {
-        let names = self.read(|e| e.dead_letter_sources(name)).await?;
+        // The dead-letter queue must exist; its sources may live in any bucket.
+        self.read(name, |e| e.dead_letter_sources(name).map(drop))
+            .await?;
+        let mut names: Vec<Arc<str>> = self
+            .read_all(|e| Ok(e.sources_naming(name)))
+            .await?
+            .into_iter()
+            .flatten()
+            .collect();
+        names.sort_unstable();
         let (names, next_token) = leaseq_sqs::paginate(names, max_results, next_token.as_deref())?;
         Ok(Outcome::DeadLetterSourceQueues { names, next_token })
     }
 
     pub(super) async fn delete_queue(&self, name: &str) -> Result<Outcome, SqsError> {
-        self.simple(|e, now, j| e.delete_queue(now, name, j)).await
+        self.simple(name, |e, now, j| e.delete_queue(now, name, j))
+            .await
     }
 
     pub(super) async fn get_queue_attributes(&self, name: &str) -> Result<Outcome, SqsError> {
-        let info = self.read(|e| e.queue_info(self.now_ms(), name)).await?;
+        let info = self
+            .read(name, |e| e.queue_info(self.now_ms(), name))
+            .await?;
         Ok(Outcome::QueueAttributes {
             info: Box::new(info),
         })
@@ -78,12 +103,20 @@ impl Service {
         name: &str,
         attributes: &QueueConfigPatch,
     ) -> Result<Outcome, SqsError> {
-        self.simple(|e, now, j| e.set_queue_config(now, name, attributes, j))
-            .await
+        let source_fifo = self
+            .host_for(name)
+            .engine()
+            .queue(name)
+            .is_some_and(|queue| queue.fifo().is_some());
+        self.check_remote_dead_letter_queue(name, source_fifo, attributes)?;
+        self.simple(name, |e, now, j| {
+            e.set_queue_config(now, name, attributes, j)
+        })
+        .await
     }
 
     pub(super) async fn purge_queue(&self, name: &str) -> Result<Outcome, SqsError> {
-        self.run(|e, j| {
+        self.run(name, |e, j| {
             e.purge_queue(self.now_ms(), name, j)
                 .map_err(|error| SqsError::for_queue(error, name))
         })
@@ -96,7 +129,7 @@ impl Service {
         name: &str,
         tags: &BTreeMap<String, String>,
     ) -> Result<Outcome, SqsError> {
-        self.simple(|e, now, j| e.tag_queue(now, name, tags, j))
+        self.simple(name, |e, now, j| e.tag_queue(now, name, tags, j))
             .await
     }
 
@@ -105,12 +138,36 @@ impl Service {
         name: &str,
         keys: &[String],
     ) -> Result<Outcome, SqsError> {
-        self.simple(|e, now, j| e.untag_queue(now, name, keys, j))
+        self.simple(name, |e, now, j| e.untag_queue(now, name, keys, j))
             .await
     }
 
     pub(super) async fn list_queue_tags(&self, name: &str) -> Result<Outcome, SqsError> {
-        let info = self.read(|e| e.queue_info(self.now_ms(), name)).await?;
+        let info = self
+            .read(name, |e| e.queue_info(self.now_ms(), name))
+            .await?;
         Ok(Outcome::QueueTags(info.tags))
+    }
+
+    /// Checks a `RedrivePolicy` whose dead-letter queue lives in another bucket on that
+    /// bucket's engine, as the source's engine checks one of its own (which it cannot: it
+    /// takes a remote name as it is). Nothing to do for a policy of the source's own bucket.
+    fn check_remote_dead_letter_queue(
+        &self,
+        source: &str,
+        source_fifo: bool,
+        attributes: &QueueConfigPatch,
+    ) -> Result<(), SqsError> {
+        let Some(Some(policy)) = &attributes.redrive_policy else {
+            return Ok(());
+        };
+        let target_host = self.host_for(&policy.dead_letter_queue);
+        if std::ptr::eq(target_host, self.host_for(source)) {
+            return Ok(());
+        }
+        let engine = target_host.engine();
+        let target = engine.queue(&policy.dead_letter_queue);
+        leaseq_core::engine::check_dead_letter_target(source, source_fifo, target)?;
+        Ok(())
     }
 }

@@ -120,8 +120,9 @@ impl Service {
     /// refers to can go between the lease and the read (even if the message is purged or
     /// relocated meanwhile).
     async fn try_receive(&self, name: &str, receive: &Receive) -> Result<ReceiveProbe, SqsError> {
-        let reads = self.host.payload_reads();
-        let (probe, tail_lsn) = self.apply_now(|engine, journal| {
+        let host = self.host_for(name);
+        let reads = host.payload_reads();
+        let (probe, tail_lsn) = self.apply_on(host, |engine, journal| {
             // A record per message leased, reserved at once rather than grown 1, 4, 8, 16.
             journal.reserve(receive.request.max_messages);
             let now_ms = self.now_ms();
@@ -142,14 +143,14 @@ impl Service {
         })?;
         let probe = probe.map_err(SqsError::from).and_then(|probe| {
             Ok(ReceiveProbe {
-                deliveries: payloads::resolve(self.host.store(), probe.deliveries)?,
+                deliveries: payloads::resolve(host.store(), probe.deliveries)?,
                 queue_id: probe.queue_id,
                 queue_wait_seconds: probe.queue_wait_seconds,
                 next_deadline_ms: probe.next_deadline_ms,
             })
         });
         drop(reads);
-        self.host.durable(tail_lsn).await?;
+        host.durable(tail_lsn).await?;
         probe
     }
 }

@@ -86,7 +86,7 @@ impl Dump {
     /// bodies earlier dumps read while the database is out of reach), and named after the message where that has none ("lost ID"; see
     /// [`Dump::with_bodies_from`] for the messages that come back all the same).
     pub fn of_crashed(backend: &Service, now_ms: u64, fallback: Option<&BodyFallback<'_>>) -> Dump {
-        let mut engine = backend.host().engine();
+        let mut engine = backend.hosts().only().engine();
         engine.check_invariants();
         let names = engine.list_queues("");
         for name in &names {
@@ -131,7 +131,7 @@ impl Dump {
                         })
                         .collect(),
                 };
-                let body = match (backend.host().payload(&message.payload), fallback) {
+                let body = match (backend.hosts().only().payload(&message.payload), fallback) {
                     (Ok(payload), _) => payload.body.clone(),
                     (Err(error), Some(fallback)) => fallback(&message.payload, message.id, &error)
                         .unwrap_or_else(|| format!("lost {}", message.id)),
