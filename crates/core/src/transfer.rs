@@ -33,7 +33,7 @@
 
 use std::sync::Arc;
 
-use crate::message::Payload;
+use crate::message::{MessageId, Payload};
 use crate::queue::Message;
 
 /// How long a destination that refused a transfer counts as missing.
@@ -87,6 +87,23 @@ pub fn bucket_of_queue_id(queue_id: u64) -> u32 {
     (queue_id >> 48) as u32
 }
 
+/// What a transfer moves a message for, which decides how the target takes it in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TransferKind {
+    /// A dead-letter move (a receive past `maxReceiveCount`, or a fail-now): the message
+    /// arrives as it left, its id, receive count and history kept, its source queue's name as
+    /// its `dead_letter_source`.
+    DeadLetter,
+    /// A message of move task `task_id` (redrive): it arrives as a new message with id
+    /// `message_id`, as a local move makes it (see [`crate::moves`]).
+    Move {
+        /// The task, in the source engine (the target does not know it).
+        task_id: u64,
+        /// The message's new id, drawn by the source's caller when the message left.
+        message_id: MessageId,
+    },
+}
+
 /// The first transfer of a source engine's outbox, as [`crate::Engine::next_transfer`] hands
 /// it out: what the target needs but the body, which the caller reads from the source's log.
 #[derive(Clone, Debug)]
@@ -95,11 +112,14 @@ pub struct OutgoingTransfer {
     pub source_bucket: u32,
     /// Its id, unique and increasing in the source bucket.
     pub transfer_id: u64,
-    /// The dead-letter queue's name (the engine's name).
+    /// The destination queue's name (the engine's name).
     pub destination: Arc<str>,
     /// Whether the source queue is a FIFO queue (only a queue of the same kind takes it).
     pub from_fifo: bool,
-    /// A fail-now's reason, if the move was one.
+    /// A dead letter or a redrive.
+    pub kind: TransferKind,
+    /// A fail-now's reason, if the move was one (never for a redrive, which replays the
+    /// message without it).
     pub reason: Option<Arc<str>>,
     /// The message as it left its queue (its payload perhaps only a location in the source's
     /// log).
@@ -116,6 +136,7 @@ impl OutgoingTransfer {
             transfer_id: self.transfer_id,
             destination: self.destination,
             from_fifo: self.from_fifo,
+            kind: self.kind,
             reason: self.reason,
             message,
         }
@@ -129,13 +150,15 @@ pub struct IncomingTransfer {
     pub source_bucket: u32,
     /// Its id in the source bucket.
     pub transfer_id: u64,
-    /// The dead-letter queue's name (the engine's name).
+    /// The destination queue's name (the engine's name).
     pub destination: Arc<str>,
     /// Whether the source queue is a FIFO queue.
     pub from_fifo: bool,
+    /// A dead letter or a redrive.
+    pub kind: TransferKind,
     /// A fail-now's reason, if the move was one.
     pub reason: Option<Arc<str>>,
-    /// The message, its payload inline.
+    /// The message as it left its queue, its payload inline.
     pub message: Message,
 }
 
