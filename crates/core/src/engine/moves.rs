@@ -535,9 +535,7 @@ impl Engine {
         };
         let checked = match &destination {
             Destination::Local(id) => self.check_destination(task.source_queue_id, *id),
-            Destination::Remote(name) => {
-                self.check_remote_destination(task.source_queue_id, name)
-            }
+            Destination::Remote(name) => self.check_remote_destination(task.source_queue_id, name),
         };
         checked.map_err(|error| failure_reason(&error))?;
         Ok(destination)
