@@ -14,7 +14,13 @@
 //! that is leased (or delayed) when a batch is taken is skipped and picked up by a later batch
 //! once it is ready again; on a FIFO queue its whole group waits, so the group keeps its order.
 //! The task completes when none of those messages remains in the source (moved, deleted or
-//! expired).
+//! expired) nor is on its way to another bucket.
+//!
+//! A destination in another bucket (the task's, or the queue a message was dead-lettered from)
+//! is reached through a transfer ([`crate::transfer`]) instead of `MoveMessages`: each such
+//! message leaves in a `TransferOut` record of its own and counts as moved from then on; if the
+//! destination refuses it, it comes back to the source as it was, no longer counts, and the task
+//! fails.
 
 /// Where a move task is in its life. SQS names: `RUNNING`, `COMPLETED`, `CANCELLED`, `FAILED`;
 /// `Paused` is leaseq's own (a canary that reached its limit, or an operator's pause), reported

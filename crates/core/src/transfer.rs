@@ -5,24 +5,41 @@
 //! ids carry their bucket in their top 16 bits, so a receipt names its bucket and stays valid
 //! wherever the bucket is served.
 //!
-//! Most of what a queue does stays in its bucket. A dead-letter move (a receive past
-//! `maxReceiveCount`, or a consumer's fail-now) whose dead-letter queue hashes into another
-//! bucket cannot be one record: it becomes a **transfer**, exactly once, in three steps, each a
-//! record in one engine's log:
+//! Most of what a queue does stays in its bucket. Two kinds of moves may cross buckets
+//! ([`TransferKind`]): a dead-letter move (a receive past `maxReceiveCount`, or a consumer's
+//! fail-now) whose dead-letter queue hashes into another bucket, and a message of a move task
+//! (redrive) whose destination does (the task's own, or the queue the message was
+//! dead-lettered from). Such a move cannot be one record: it becomes a **transfer**, exactly
+//! once, in three steps, each a record in one engine's log:
 //!
 //! 1. The source engine takes the message out of its queue into its *outbox*
-//!    (`Record::TransferOut`), under the next transfer id of the source bucket. From here on
-//!    the message counts nowhere in the source queue, as after a local move.
+//!    (`Record::TransferOut`, with its kind; a redrive's also with the message's new id),
+//!    under the next transfer id of the source bucket. From here on the message counts nowhere
+//!    in the source queue, as after a local move, and a move task counts it as moved.
 //! 2. Whoever serves the two buckets hands the outbox's first transfer to the target engine
 //!    ([`crate::Engine::next_transfer`], then [`crate::Engine::ingest_transfer`]), body and
-//!    all. The target takes it into the dead-letter queue, or refuses it (no such queue, or a
+//!    all. The target takes it into the destination queue, or refuses it (no such queue, or a
 //!    queue of the other kind), and in both cases remembers, per source bucket, the last
-//!    transfer id it answered and its answer (`Record::TransferIn`).
+//!    transfer id it answered and its answer (`Record::TransferIn`). A dead letter arrives as
+//!    it left, with its source queue's name; a redriven message arrives as the new message a
+//!    local move makes of it (the same function makes both), counted as sent.
 //! 3. Once the target's record is durable, the source records the answer
 //!    (`Record::TransferDone`): a taken message leaves the outbox; a refused one goes back to
-//!    its queue, and its destination counts as missing for [`REFUSED_FOR_MS`], as a missing
-//!    local dead-letter queue does (the message is then delivered past its limit instead of
-//!    bouncing).
+//!    its queue as it was. A refused dead letter's destination then counts as missing for
+//!    [`REFUSED_FOR_MS`], as a missing local dead-letter queue does (the message is delivered
+//!    past its limit instead of bouncing). A refused redrive no longer counts as moved and
+//!    fails its task if still active, with a reason naming the destination; its destination
+//!    is not marked (the task stops at the first refusal, so nothing bounces, and a task
+//!    started right after the destination is created again must not fail on an older answer).
+//!    All of it follows from the outbox entry, so replaying `TransferDone` derives it.
+//!
+//! A move task completes only once none of its messages is in the outbox, so a refusal always
+//! finds it active (running or paused) unless an operator cancelled it. The engine of a
+//! dead-letter queue does not know the sources in other buckets, nor whether a destination in
+//! another bucket exists or is of the right kind: as for a `RedrivePolicy` naming a remote
+//! dead-letter queue, the caller checks those on the engines that know, then starts the task
+//! ([`crate::Engine::start_move_task_with_remote_sources`]); the task keeps a remote
+//! destination by name (`MoveTask::remote_destination`).
 //!
 //! Exactly once: the source hands out one transfer at a time, in id order, and the next only
 //! after the previous one's answer is durable in its own log. So the only transfer a target can

@@ -106,7 +106,7 @@ impl Engine {
 
     /// Takes a transfer from another bucket into its destination queue, or refuses it (no such
     /// queue here, or one of the other kind). A dead letter arrives as it left; a message of a
-    /// move task arrives as the new message a local move makes of it ([`redriven`]). Answers a
+    /// move task arrives as the new message a local move makes of it (`redriven`). Answers a
     /// transfer it already answered (the last one of its source bucket) from memory, journaling
     /// nothing.
     pub fn ingest_transfer(
