@@ -17,6 +17,7 @@ use crate::message::{AttributeValue, Location, MessageAttribute, MessageId, Payl
 use crate::moves::{MoveStatus, MoveTask, MovedMessage};
 use crate::queue::{Message, MessageState, QueueCounters};
 use crate::record::{Record, TakenTransfer};
+use crate::transfer::TransferKind;
 
 const COUNTER_FIELDS: usize = 10;
 
@@ -62,7 +63,13 @@ fn counter_fields(c: &QueueCounters) -> [u64; COUNTER_FIELDS] {
 ///
 /// Version 9 added transfers between buckets (`TransferOut`, `TransferIn`, `TransferDone` and
 /// the snapshot records `RestoreTransfer` and `RestoreTransfers`); no older record changed.
-pub const FORMAT_VERSION: u8 = 9;
+///
+/// Version 10 added move tasks across buckets: a transfer's kind (a dead letter, or a message
+/// of a move task with its new id) at the end of `TransferOut`, of a taken `TransferIn` and of
+/// `RestoreTransfer`, and a task's remote destination (a queue name, optional) at the end of
+/// `SetMoveTask`. Older transfers decode as dead letters, older tasks without a remote
+/// destination.
+pub const FORMAT_VERSION: u8 = 10;
 
 /// The oldest version this build still decodes.
 const FORMAT_VERSION_MIN: u8 = 1;
@@ -402,6 +409,8 @@ pub fn encode(record: &Record, out: &mut Vec<u8>) {
             w.u64(task.started_at_ms);
             w.u8(task.status.code());
             w.opt_str(task.failure_reason.as_deref());
+            // Format version 10 on.
+            w.opt_str(task.remote_destination.as_deref());
         }
         Record::FailMessage {
             now_ms,
@@ -449,6 +458,7 @@ pub fn encode(record: &Record, out: &mut Vec<u8>) {
             seq,
             transfer_id,
             destination,
+            kind,
             reason,
         } => {
             w.head(TAG_TRANSFER_OUT, *now_ms, *queue_id);
@@ -456,6 +466,7 @@ pub fn encode(record: &Record, out: &mut Vec<u8>) {
             w.u64(*transfer_id);
             w.str(destination);
             w.opt_str(reason.as_deref());
+            w.transfer_kind(kind);
         }
         Record::TransferIn {
             now_ms,
@@ -474,6 +485,7 @@ pub fn encode(record: &Record, out: &mut Vec<u8>) {
                     w.message(&taken.message);
                     w.any_fifo(taken.message.fifo.as_deref());
                     w.opt_str(taken.reason.as_deref());
+                    w.transfer_kind(&taken.kind);
                 }
             }
         }
@@ -495,6 +507,7 @@ pub fn encode(record: &Record, out: &mut Vec<u8>) {
             source_name,
             from_fifo,
             destination,
+            kind,
             reason,
             message,
         } => {
@@ -507,6 +520,7 @@ pub fn encode(record: &Record, out: &mut Vec<u8>) {
             w.opt_str(reason.as_deref());
             w.message(message);
             w.any_fifo(message.fifo.as_deref());
+            w.transfer_kind(kind);
         }
         Record::RestoreTransfers {
             now_ms,
@@ -777,6 +791,11 @@ fn decode_with(bytes: &[u8], shared: &mut Decoder) -> Result<Record, DecodeError
             let status = MoveStatus::from_code(code)
                 .ok_or_else(|| r.invalid_at("move status", code.into(), status_at))?;
             let failure_reason = r.opt_string("failure reason flag")?;
+            let remote_destination = if version >= 10 {
+                r.opt_string("remote destination flag")?
+            } else {
+                None
+            };
             Record::SetMoveTask {
                 now_ms,
                 task: MoveTask {
@@ -792,6 +811,7 @@ fn decode_with(bytes: &[u8], shared: &mut Decoder) -> Result<Record, DecodeError
                     started_at_ms,
                     status,
                     failure_reason,
+                    remote_destination,
                 },
             }
         }
@@ -835,6 +855,7 @@ fn decode_with(bytes: &[u8], shared: &mut Decoder) -> Result<Record, DecodeError
             transfer_id: r.u64()?,
             destination: r.string()?,
             reason: r.opt_string("reason flag")?,
+            kind: r.transfer_kind()?,
         },
         TAG_TRANSFER_IN if version >= 9 => {
             let source_bucket = r.u32()?;
@@ -848,6 +869,7 @@ fn decode_with(bytes: &[u8], shared: &mut Decoder) -> Result<Record, DecodeError
                     queue_id,
                     seq,
                     message,
+                    kind: r.transfer_kind()?,
                     reason,
                 }))
             } else {
@@ -883,6 +905,7 @@ fn decode_with(bytes: &[u8], shared: &mut Decoder) -> Result<Record, DecodeError
                 source_name,
                 from_fifo,
                 destination,
+                kind: r.transfer_kind()?,
                 reason,
                 message,
             }
@@ -1096,6 +1119,21 @@ impl Writer<'_> {
                 self.u8(2);
                 self.str(&fifo.group_id);
                 self.str(&fifo.deduplication_id);
+            }
+        }
+    }
+    /// A transfer's kind (format version 10): 0 (a dead letter), or 1, the move task's id and
+    /// the message's new id.
+    fn transfer_kind(&mut self, kind: &TransferKind) {
+        match kind {
+            TransferKind::DeadLetter => self.u8(0),
+            TransferKind::Move {
+                task_id,
+                message_id,
+            } => {
+                self.u8(1);
+                self.u64(*task_id);
+                self.0.extend_from_slice(&message_id.0);
             }
         }
     }
@@ -1498,6 +1536,22 @@ impl<'a> Reader<'a, '_> {
             other => Err(self.invalid_at("group kind", other.into(), at)),
         }
     }
+    /// See `Writer::transfer_kind`; a transfer of a version before 10 is a dead letter (the
+    /// only kind there was).
+    fn transfer_kind(&mut self) -> Result<TransferKind, DecodeError> {
+        if self.version < 10 {
+            return Ok(TransferKind::DeadLetter);
+        }
+        let at = self.at;
+        match self.u8()? {
+            0 => Ok(TransferKind::DeadLetter),
+            1 => Ok(TransferKind::Move {
+                task_id: self.u64()?,
+                message_id: MessageId(self.array()?),
+            }),
+            other => Err(self.invalid_at("transfer kind", other.into(), at)),
+        }
+    }
     fn payload(&mut self) -> Result<Payload, DecodeError> {
         let body = self.string()?;
         let body_md5 = if self.version >= 8 {
@@ -1761,11 +1815,19 @@ mod tests {
             started_at_ms: 5,
             status: MoveStatus::Running,
             failure_reason: None,
+            remote_destination: None,
         };
         vec![
             Record::SetMoveTask {
                 now_ms: 5,
                 task: task.clone(),
+            },
+            Record::SetMoveTask {
+                now_ms: 6,
+                task: MoveTask {
+                    remote_destination: Some("123456789012:eu-west-1:jobs".into()),
+                    ..task.clone()
+                },
             },
             Record::SetMoveTask {
                 now_ms: 6,
@@ -2218,8 +2280,16 @@ mod tests {
         bytes[1]
     }
 
-    /// The transfer records (version 9), with the sample messages in every group kind: they
-    /// round-trip, no strict prefix decodes, and none decodes as version 8.
+    fn move_kind(task_id: u64) -> TransferKind {
+        TransferKind::Move {
+            task_id,
+            message_id: MessageId([task_id as u8; 16]),
+        }
+    }
+
+    /// The transfer records (version 9, their kinds version 10), with the sample messages in
+    /// every group kind and of both kinds: they round-trip, no strict prefix decodes, and none
+    /// decodes as version 8.
     #[test]
     fn transfer_records_round_trip_and_need_version_9() {
         let messages: Vec<Message> = samples()
@@ -2246,6 +2316,7 @@ mod tests {
                 seq: 9,
                 transfer_id: 4,
                 destination: "dlq".into(),
+                kind: TransferKind::DeadLetter,
                 reason: None,
             },
             Record::TransferOut {
@@ -2254,7 +2325,17 @@ mod tests {
                 seq: 9,
                 transfer_id: 5,
                 destination: "123456789012:eu-west-1:dlq.fifo".into(),
+                kind: TransferKind::DeadLetter,
                 reason: Some("bad input".into()),
+            },
+            Record::TransferOut {
+                now_ms: 5,
+                queue_id: 2,
+                seq: 10,
+                transfer_id: 6,
+                destination: "jobs".into(),
+                kind: move_kind(3),
+                reason: None,
             },
             Record::TransferIn {
                 now_ms: 6,
@@ -2287,6 +2368,7 @@ mod tests {
                 refused: Vec::new(),
             },
         ];
+        let kinds = [TransferKind::DeadLetter, move_kind(7)];
         for (i, message) in messages.into_iter().enumerate() {
             records.push(Record::TransferIn {
                 now_ms: 6,
@@ -2296,6 +2378,7 @@ mod tests {
                     queue_id: 4,
                     seq: 11,
                     message: message.clone(),
+                    kind: kinds[i % 2],
                     reason: (i % 2 == 0).then(|| "failed".to_string()),
                 })),
             });
@@ -2307,6 +2390,7 @@ mod tests {
                 source_name: "source".into(),
                 from_fifo: message.fifo.is_some(),
                 destination: "dlq".into(),
+                kind: kinds[(i + 1) % 2],
                 reason: (i % 2 == 1).then(|| "failed".to_string()),
                 message,
             });
@@ -2320,6 +2404,87 @@ mod tests {
             }
             bytes[0] = 8;
             assert!(decode(&bytes).is_err(), "{record:?} as version 8");
+        }
+    }
+
+    /// Version 9 transfers (no kind: dead letters, the only kind there was) and move tasks (no
+    /// remote destination) still decode; a redrive's transfer or a task with a remote
+    /// destination does not decode as version 9.
+    #[test]
+    fn version_9_transfers_and_tasks_decode_without_what_version_10_added() {
+        let message = samples()
+            .into_iter()
+            .find_map(|record| match record {
+                Record::RestoreMessage { message, .. } => Some(message),
+                _ => None,
+            })
+            .unwrap();
+        let kinds = |kind: TransferKind| {
+            vec![
+                Record::TransferOut {
+                    now_ms: 5,
+                    queue_id: 2,
+                    seq: 9,
+                    transfer_id: 4,
+                    destination: "dlq".into(),
+                    kind,
+                    reason: Some("bad input".into()),
+                },
+                Record::TransferIn {
+                    now_ms: 6,
+                    source_bucket: 1,
+                    transfer_id: 4,
+                    taken: Some(Box::new(TakenTransfer {
+                        queue_id: 4,
+                        seq: 11,
+                        message: message.clone(),
+                        kind,
+                        reason: None,
+                    })),
+                },
+                Record::RestoreTransfer {
+                    now_ms: 8,
+                    transfer_id: 4,
+                    queue_id: 2,
+                    seq: 9,
+                    source_name: "source".into(),
+                    from_fifo: false,
+                    destination: "dlq".into(),
+                    kind,
+                    reason: None,
+                    message: message.clone(),
+                },
+            ]
+        };
+        let tasks: Vec<Record> = move_samples()
+            .into_iter()
+            .filter(|r| matches!(r, Record::SetMoveTask { .. }))
+            .collect();
+        for record in kinds(TransferKind::DeadLetter).into_iter().chain(tasks) {
+            let mut bytes = Vec::new();
+            encode(&record, &mut bytes);
+            let Record::SetMoveTask { task, .. } = &record else {
+                // The kind, a dead letter's last byte.
+                assert_eq!(bytes.pop(), Some(0));
+                bytes[0] = 9;
+                assert_eq!(decode(&bytes), Ok(record.clone()));
+                continue;
+            };
+            if task.remote_destination.is_some() {
+                bytes[0] = 9;
+                assert!(decode(&bytes).is_err(), "{record:?} as version 9");
+                continue;
+            }
+            // No remote destination: the flag, the last byte.
+            assert_eq!(bytes.pop(), Some(0));
+            bytes[0] = 9;
+            assert_eq!(decode(&bytes), Ok(record.clone()));
+        }
+        for record in kinds(move_kind(3)) {
+            let mut bytes = Vec::new();
+            encode(&record, &mut bytes);
+            bytes[0] = 9;
+            assert!(decode(&bytes).is_err(), "{record:?} as version 9");
         }
     }
 

@@ -44,4 +44,6 @@ pub use moves::{MoveStatus, MoveTask, MoveTaskChange, MovedMessage};
 pub use queue::{Message, MessageState, Queue, QueueCounters};
 pub use receipt::{Receipt, ReceiptKey};
 pub use record::{Record, TakenTransfer};
-pub use transfer::{bucket_of, IncomingTransfer, OutgoingTransfer, Placement, TransferAnswer};
+pub use transfer::{
+    bucket_of, IncomingTransfer, OutgoingTransfer, Placement, TransferAnswer, TransferKind,
+};

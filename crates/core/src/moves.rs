@@ -14,7 +14,13 @@
 //! that is leased (or delayed) when a batch is taken is skipped and picked up by a later batch
 //! once it is ready again; on a FIFO queue its whole group waits, so the group keeps its order.
 //! The task completes when none of those messages remains in the source (moved, deleted or
-//! expired).
+//! expired) nor is on its way to another bucket.
+//!
+//! A destination in another bucket (the task's, or the queue a message was dead-lettered from)
+//! is reached through a transfer ([`crate::transfer`]) instead of `MoveMessages`: each such
+//! message leaves in a `TransferOut` record of its own and counts as moved from then on; if the
+//! destination refuses it, it comes back to the source as it was, no longer counts, and the task
+//! fails.
 
 /// Where a move task is in its life. SQS names: `RUNNING`, `COMPLETED`, `CANCELLED`, `FAILED`;
 /// `Paused` is leaseq's own (a canary that reached its limit, or an operator's pause), reported
@@ -70,8 +76,13 @@ pub struct MoveTask {
     pub task_id: u64,
     /// The queue messages move out of (a dead-letter queue).
     pub source_queue_id: u64,
-    /// Where every message goes; `None`: each back to the queue it was dead-lettered from.
+    /// Where every message goes, if that queue is in this engine; `None` and no
+    /// `remote_destination`: each back to the queue it was dead-lettered from.
     pub destination_queue_id: Option<u64>,
+    /// Where every message goes, by name, if that queue lives in another bucket (then
+    /// `destination_queue_id` is `None`): its engine, not this one, knows whether it exists,
+    /// and refuses the messages if it does not (see [`crate::transfer`]). Format version 10.
+    pub remote_destination: Option<String>,
     /// Messages per second; `None`: the server picks the rate.
     pub rate_per_second: Option<u32>,
     /// Pause once this many messages moved in total (a canary); `None`: no limit.
@@ -91,6 +102,14 @@ pub struct MoveTask {
     pub status: MoveStatus,
     /// Why it failed (for `Failed`).
     pub failure_reason: Option<String>,
+}
+
+impl MoveTask {
+    /// Whether every message goes to one destination of the task's own (in this engine or in
+    /// another bucket) rather than back to the queue it was dead-lettered from.
+    pub fn has_destination(&self) -> bool {
+        self.destination_queue_id.is_some() || self.remote_destination.is_some()
+    }
 }
 
 /// One message of a [`crate::Record::MoveMessages`] batch.

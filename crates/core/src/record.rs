@@ -21,6 +21,7 @@ use crate::history::Client;
 use crate::message::{MessageId, Payload, PayloadRef};
 use crate::moves::{MoveTask, MovedMessage};
 use crate::queue::{Message, QueueCounters};
+use crate::transfer::TransferKind;
 
 /// One state change of the engine.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -304,8 +305,9 @@ pub enum Record {
         /// What happened on it so far.
         counters: QueueCounters,
     },
-    /// A message left its queue for a dead-letter queue of another bucket: it waits in the
-    /// outbox until the target answers (see [`crate::transfer`]).
+    /// A message left its queue for a queue of another bucket (its dead-letter queue, or the
+    /// destination of a move task): it waits in the outbox until the target answers (see
+    /// [`crate::transfer`]).
     TransferOut {
         /// When.
         now_ms: u64,
@@ -315,8 +317,10 @@ pub enum Record {
         seq: u64,
         /// The transfer's id (the source bucket's next).
         transfer_id: u64,
-        /// The dead-letter queue's name (the engine's name).
+        /// The destination queue's name (the engine's name).
         destination: String,
+        /// A dead letter or a redrive (format version 10; older records are dead letters).
+        kind: TransferKind,
         /// A fail-now's reason, if the move was one.
         reason: Option<String>,
     },
@@ -358,8 +362,10 @@ pub enum Record {
         source_name: String,
         /// Whether the source queue is a FIFO queue.
         from_fifo: bool,
-        /// The dead-letter queue's name.
+        /// The destination queue's name.
         destination: String,
+        /// A dead letter or a redrive (format version 10; older records are dead letters).
+        kind: TransferKind,
         /// A fail-now's reason, if the move was one.
         reason: Option<String>,
         /// The message as it left its queue.
@@ -393,12 +399,16 @@ pub enum Record {
 /// Where a transfer's message went in the target (see [`Record::TransferIn`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TakenTransfer {
-    /// The dead-letter queue.
+    /// The destination queue.
     pub queue_id: u64,
     /// The message's sequence number there.
     pub seq: u64,
-    /// The message as it arrives (its payload inline in the record; the log keeps it).
+    /// The message as it arrives (its payload inline in the record; the log keeps it): for a
+    /// redrive already the new message the move makes of it.
     pub message: Message,
+    /// A dead letter or a redrive (format version 10; older records are dead letters): a
+    /// redriven message counts as sent in its destination, as a local move's does.
+    pub kind: TransferKind,
     /// A fail-now's reason, if the move was one.
     pub reason: Option<String>,
 }

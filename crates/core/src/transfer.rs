@@ -5,24 +5,41 @@
 //! ids carry their bucket in their top 16 bits, so a receipt names its bucket and stays valid
 //! wherever the bucket is served.
 //!
-//! Most of what a queue does stays in its bucket. A dead-letter move (a receive past
-//! `maxReceiveCount`, or a consumer's fail-now) whose dead-letter queue hashes into another
-//! bucket cannot be one record: it becomes a **transfer**, exactly once, in three steps, each a
-//! record in one engine's log:
+//! Most of what a queue does stays in its bucket. Two kinds of moves may cross buckets
+//! ([`TransferKind`]): a dead-letter move (a receive past `maxReceiveCount`, or a consumer's
+//! fail-now) whose dead-letter queue hashes into another bucket, and a message of a move task
+//! (redrive) whose destination does (the task's own, or the queue the message was
+//! dead-lettered from). Such a move cannot be one record: it becomes a **transfer**, exactly
+//! once, in three steps, each a record in one engine's log:
 //!
 //! 1. The source engine takes the message out of its queue into its *outbox*
-//!    (`Record::TransferOut`), under the next transfer id of the source bucket. From here on
-//!    the message counts nowhere in the source queue, as after a local move.
+//!    (`Record::TransferOut`, with its kind; a redrive's also with the message's new id),
+//!    under the next transfer id of the source bucket. From here on the message counts nowhere
+//!    in the source queue, as after a local move, and a move task counts it as moved.
 //! 2. Whoever serves the two buckets hands the outbox's first transfer to the target engine
 //!    ([`crate::Engine::next_transfer`], then [`crate::Engine::ingest_transfer`]), body and
-//!    all. The target takes it into the dead-letter queue, or refuses it (no such queue, or a
+//!    all. The target takes it into the destination queue, or refuses it (no such queue, or a
 //!    queue of the other kind), and in both cases remembers, per source bucket, the last
-//!    transfer id it answered and its answer (`Record::TransferIn`).
+//!    transfer id it answered and its answer (`Record::TransferIn`). A dead letter arrives as
+//!    it left, with its source queue's name; a redriven message arrives as the new message a
+//!    local move makes of it (the same function makes both), counted as sent.
 //! 3. Once the target's record is durable, the source records the answer
 //!    (`Record::TransferDone`): a taken message leaves the outbox; a refused one goes back to
-//!    its queue, and its destination counts as missing for [`REFUSED_FOR_MS`], as a missing
-//!    local dead-letter queue does (the message is then delivered past its limit instead of
-//!    bouncing).
+//!    its queue as it was. A refused dead letter's destination then counts as missing for
+//!    [`REFUSED_FOR_MS`], as a missing local dead-letter queue does (the message is delivered
+//!    past its limit instead of bouncing). A refused redrive no longer counts as moved and
+//!    fails its task if still active, with a reason naming the destination; its destination
+//!    is not marked (the task stops at the first refusal, so nothing bounces, and a task
+//!    started right after the destination is created again must not fail on an older answer).
+//!    All of it follows from the outbox entry, so replaying `TransferDone` derives it.
+//!
+//! A move task completes only once none of its messages is in the outbox, so a refusal always
+//! finds it active (running or paused) unless an operator cancelled it. The engine of a
+//! dead-letter queue does not know the sources in other buckets, nor whether a destination in
+//! another bucket exists or is of the right kind: as for a `RedrivePolicy` naming a remote
+//! dead-letter queue, the caller checks those on the engines that know, then starts the task
+//! ([`crate::Engine::start_move_task_with_remote_sources`]); the task keeps a remote
+//! destination by name (`MoveTask::remote_destination`).
 //!
 //! Exactly once: the source hands out one transfer at a time, in id order, and the next only
 //! after the previous one's answer is durable in its own log. So the only transfer a target can
@@ -33,7 +50,7 @@
 
 use std::sync::Arc;
 
-use crate::message::Payload;
+use crate::message::{MessageId, Payload};
 use crate::queue::Message;
 
 /// How long a destination that refused a transfer counts as missing.
@@ -87,6 +104,23 @@ pub fn bucket_of_queue_id(queue_id: u64) -> u32 {
     (queue_id >> 48) as u32
 }
 
+/// What a transfer moves a message for, which decides how the target takes it in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TransferKind {
+    /// A dead-letter move (a receive past `maxReceiveCount`, or a fail-now): the message
+    /// arrives as it left, its id, receive count and history kept, its source queue's name as
+    /// its `dead_letter_source`.
+    DeadLetter,
+    /// A message of move task `task_id` (redrive): it arrives as a new message with id
+    /// `message_id`, as a local move makes it (see [`crate::moves`]).
+    Move {
+        /// The task, in the source engine (the target does not know it).
+        task_id: u64,
+        /// The message's new id, drawn by the source's caller when the message left.
+        message_id: MessageId,
+    },
+}
+
 /// The first transfer of a source engine's outbox, as [`crate::Engine::next_transfer`] hands
 /// it out: what the target needs but the body, which the caller reads from the source's log.
 #[derive(Clone, Debug)]
@@ -95,11 +129,14 @@ pub struct OutgoingTransfer {
     pub source_bucket: u32,
     /// Its id, unique and increasing in the source bucket.
     pub transfer_id: u64,
-    /// The dead-letter queue's name (the engine's name).
+    /// The destination queue's name (the engine's name).
     pub destination: Arc<str>,
     /// Whether the source queue is a FIFO queue (only a queue of the same kind takes it).
     pub from_fifo: bool,
-    /// A fail-now's reason, if the move was one.
+    /// A dead letter or a redrive.
+    pub kind: TransferKind,
+    /// A fail-now's reason, if the move was one (never for a redrive, which replays the
+    /// message without it).
     pub reason: Option<Arc<str>>,
     /// The message as it left its queue (its payload perhaps only a location in the source's
     /// log).
@@ -116,6 +153,7 @@ impl OutgoingTransfer {
             transfer_id: self.transfer_id,
             destination: self.destination,
             from_fifo: self.from_fifo,
+            kind: self.kind,
             reason: self.reason,
             message,
         }
@@ -129,13 +167,15 @@ pub struct IncomingTransfer {
     pub source_bucket: u32,
     /// Its id in the source bucket.
     pub transfer_id: u64,
-    /// The dead-letter queue's name (the engine's name).
+    /// The destination queue's name (the engine's name).
     pub destination: Arc<str>,
     /// Whether the source queue is a FIFO queue.
     pub from_fifo: bool,
+    /// A dead letter or a redrive.
+    pub kind: TransferKind,
     /// A fail-now's reason, if the move was one.
     pub reason: Option<Arc<str>>,
-    /// The message, its payload inline.
+    /// The message as it left its queue, its payload inline.
     pub message: Message,
 }
 

@@ -1,6 +1,8 @@
 //! Transfers between buckets (see `leaseq_core::transfer`): a dead-letter move whose
 //! dead-letter queue lives in another bucket's engine reaches it exactly once, through crashes
 //! of either side at every step, snapshots in between, and a destination that does not exist.
+//! So does a message of a move task (redrive) whose destination lives in another bucket, and it
+//! arrives as the same redrive in one engine would make it.
 //!
 //! Each engine here has a log (every record it journaled, through the byte codec); a crash
 //! rebuilds it from a prefix of that log, as recovery does.
@@ -8,10 +10,12 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use leaseq_core::engine::{destination_deleted, MoveProgress};
 use leaseq_core::transfer::{bucket_of_queue_id, REFUSED_FOR_MS};
 use leaseq_core::{
-    bucket_of, codec, Engine, EngineConfig, Journal, MessageId, Payload, PayloadRef, Placement,
-    QueueConfigPatch, ReceiptKey, ReceiveRequest, Record, RedrivePolicy, SendInput, TransferAnswer,
+    bucket_of, codec, Engine, EngineConfig, Error, Journal, Limits, Message, MessageId, MoveStatus,
+    MoveTask, Payload, PayloadRef, Placement, QueueConfigPatch, ReceiptKey, ReceiveRequest, Record,
+    RedriveAllowPolicy, RedrivePolicy, SendInput, TransferAnswer, TransferKind,
 };
 
 const BUCKETS: u32 = 4;
@@ -126,6 +130,12 @@ impl Node {
 fn config(placement: Placement) -> EngineConfig {
     EngineConfig {
         placement,
+        // Names can be used again at once, so that a test can delete a destination and create
+        // it again within `REFUSED_FOR_MS`.
+        limits: Limits {
+            queue_name_reuse_delay_ms: 0,
+            ..Limits::default()
+        },
         ..EngineConfig::default()
     }
 }
@@ -580,4 +590,581 @@ fn outbox_payloads_are_spilled_and_relocated() {
         PayloadRef::Inline(payload)
     );
     let _ = &mut target;
+}
+
+// Move tasks (redrive) across buckets.
+
+impl Node {
+    /// A one-bucket engine: every queue is local. A redrive across buckets is compared with the
+    /// same redrive in it.
+    fn single() -> Node {
+        let placement = Placement::default();
+        Node {
+            placement,
+            engine: Engine::new(config(placement), ReceiptKey::new([9; 16])),
+            log: Vec::new(),
+        }
+    }
+
+    /// Starts a move task out of `dlq`: its id. `remote_sources`: the dead-letter sources are
+    /// in other buckets (the caller checked them there).
+    fn start_redrive(
+        &mut self,
+        now_ms: u64,
+        dlq: &str,
+        destination: Option<&str>,
+        remote_sources: bool,
+    ) -> u64 {
+        self.run(|engine, journal| {
+            let info = if remote_sources {
+                engine.start_move_task_with_remote_sources(
+                    now_ms,
+                    dlq,
+                    destination,
+                    None,
+                    None,
+                    journal,
+                )
+            } else {
+                engine.start_move_task(now_ms, dlq, destination, None, None, journal)
+            };
+            info.unwrap().task.task_id
+        })
+    }
+
+    /// One batch of up to 20 messages, their new ids drawn from `first_id` on.
+    fn move_batch(&mut self, now_ms: u64, task_id: u64, first_id: u8) -> MoveProgress {
+        let ids: Vec<MessageId> = (0..20)
+            .map(|i| MessageId::from_random([first_id + i; 16]))
+            .collect();
+        self.run(|engine, journal| engine.move_batch(now_ms, task_id, &ids, journal))
+            .unwrap()
+    }
+
+    fn task(&self, task_id: u64) -> MoveTask {
+        self.engine.move_task(task_id).unwrap().task
+    }
+
+    /// A queue's messages, in order.
+    fn messages(&mut self, now_ms: u64, queue: &str) -> Vec<Message> {
+        self.engine
+            .peek(now_ms, queue, 0, 1000)
+            .unwrap()
+            .into_iter()
+            .map(|peeked| peeked.message)
+            .collect()
+    }
+}
+
+/// Hands the outbox's first transfer to the node of its destination's bucket, once.
+fn hand_over_to(source: &Node, targets: &mut [&mut Node], now_ms: u64) -> (u64, TransferAnswer) {
+    let destination = source.engine.next_transfer().unwrap().destination;
+    let bucket = bucket_of(&destination, BUCKETS);
+    let target = targets
+        .iter_mut()
+        .find(|node| node.placement.bucket == bucket)
+        .expect("a node for the destination's bucket");
+    hand_over(source, target, now_ms).unwrap()
+}
+
+/// Runs the protocol until the outbox is empty, each transfer to the node of its bucket.
+fn drain_to(source: &mut Node, targets: &mut [&mut Node], now_ms: u64) {
+    while source.engine.outbox_len() > 0 {
+        let (transfer_id, answer) = hand_over_to(source, targets, now_ms);
+        assert!(source.run(|engine, journal| {
+            engine.finish_transfer(now_ms, transfer_id, answer, journal)
+        }));
+    }
+}
+
+fn kind(fifo: bool) -> QueueConfigPatch {
+    QueueConfigPatch {
+        fifo_queue: fifo.then_some(true),
+        content_based_deduplication: fifo.then_some(true),
+        ..QueueConfigPatch::default()
+    }
+}
+
+/// Queues `a` (bucket 0) and `b` (bucket 2) whose dead-letter queue is `dlq` (bucket 1), each
+/// with `n` spent messages that went to `dlq` (through transfers); and `local`, one engine with
+/// the same queues and the same messages, moved the same way at the same times.
+struct Redrive {
+    /// The engines of buckets 0, 1, 2 and 3 (3 holds no queue unless a test makes one).
+    nodes: [Node; 4],
+    local: Node,
+    a: String,
+    b: String,
+    dlq: String,
+    /// When the messages are all in `dlq`.
+    now_ms: u64,
+}
+
+fn redrive_setup(fifo: bool, n: u8) -> Redrive {
+    let suffix = if fifo { ".fifo" } else { "" };
+    let (a, b, dlq) = (
+        name_in(0, "a", suffix),
+        name_in(2, "b", suffix),
+        name_in(1, "dlq", suffix),
+    );
+    let mut nodes = [Node::new(0), Node::new(1), Node::new(2), Node::new(3)];
+    let mut local = Node::single();
+    nodes[1].create(&dlq, &kind(fifo));
+    local.create(&dlq, &kind(fifo));
+    let mut now_ms = 1_000;
+    for (bucket, name, first_id) in [(0, &a, 0), (2, &b, 100)] {
+        let patch = with_dead_letter_queue(&dlq, 1).merged(&kind(fifo));
+        nodes[bucket].create(name, &patch);
+        local.create(name, &patch);
+        for i in 0..n {
+            let input = SendInput::body(format!("{name}/m{i}"));
+            let input = if fifo {
+                input.in_group(format!("g{}", i % 2))
+            } else {
+                input
+            };
+            nodes[bucket].send(now_ms, name, input.clone(), first_id + i);
+            local.send(now_ms, name, input, first_id + i);
+        }
+        // Receive (the one receive each has) until every message is spent and gone, the same
+        // calls on both sides.
+        for _ in 0..100 {
+            if nodes[bucket].bodies(now_ms, name).is_empty() {
+                break;
+            }
+            now_ms += 2_000;
+            let got = nodes[bucket].receive(now_ms, name);
+            let got_local = local.receive(now_ms, name);
+            let bodies = |got: Vec<(String, String)>| -> Vec<String> {
+                got.into_iter().map(|(body, _)| body).collect()
+            };
+            assert_eq!(bodies(got), bodies(got_local));
+        }
+        assert!(nodes[bucket].bodies(now_ms, name).is_empty());
+        assert!(local.bodies(now_ms, name).is_empty());
+        let [n0, n1, n2, _] = &mut nodes;
+        drain(if bucket == 0 { n0 } else { n2 }, n1, now_ms);
+    }
+    assert_eq!(
+        nodes[1].bodies(now_ms, &dlq),
+        local.bodies(now_ms, &dlq),
+        "the dead-letter queues hold the same messages"
+    );
+    assert_eq!(nodes[1].bodies(now_ms, &dlq).len(), 2 * usize::from(n));
+    Redrive {
+        nodes,
+        local,
+        a,
+        b,
+        dlq,
+        now_ms,
+    }
+}
+
+impl Redrive {
+    /// Runs the protocol from bucket 1 (the dead-letter queue's) to the others.
+    fn drain(&mut self, now_ms: u64) {
+        let [n0, n1, n2, n3] = &mut self.nodes;
+        drain_to(n1, &mut [n0, n2, n3], now_ms);
+    }
+
+    /// Hands bucket 1's first transfer over, once.
+    fn hand_over(&mut self, now_ms: u64) -> (u64, TransferAnswer) {
+        let [n0, n1, n2, n3] = &mut self.nodes;
+        hand_over_to(n1, &mut [n0, n2, n3], now_ms)
+    }
+
+    /// Checks that `a` and `b` hold what the same redrive in one engine gave them, message for
+    /// message (ids, bodies, times, receive counts, history, source, generation, groups), with
+    /// the same counts.
+    fn assert_like_local(&mut self, now_ms: u64) {
+        for (bucket, name) in [(0, self.a.clone()), (2, self.b.clone())] {
+            let node = &mut self.nodes[bucket];
+            let messages = node.messages(now_ms, &name);
+            assert!(!messages.is_empty(), "{name} holds the redriven messages");
+            assert_eq!(messages, self.local.messages(now_ms, &name), "{name}");
+            let counters = node.engine.queue_info(now_ms, &name).unwrap().counters;
+            let local = self
+                .local
+                .engine
+                .queue_info(now_ms, &name)
+                .unwrap()
+                .counters;
+            assert_eq!(counters, local, "{name}");
+        }
+    }
+}
+
+/// A redrive out of a dead-letter queue in one bucket back to the queues the messages came
+/// from, in two other buckets: every message lands in its source once, as the same redrive in
+/// one engine lands it, and the task completes once the last transfer was taken.
+#[test]
+fn a_redrive_reaches_sources_in_two_other_buckets_as_a_local_one() {
+    let mut r = redrive_setup(false, 3);
+    let now_ms = r.now_ms + 1_000;
+    // Without the caller's word that the sources are elsewhere, the engine sees none.
+    let not_a_dlq = r.nodes[1]
+        .run(|engine, journal| engine.start_move_task(now_ms, &r.dlq, None, None, None, journal));
+    assert_eq!(not_a_dlq.unwrap_err(), Error::NotADeadLetterQueue);
+    let task_id = r.nodes[1].start_redrive(now_ms, &r.dlq, None, true);
+    let local_task = r.local.start_redrive(now_ms, &r.dlq, None, false);
+    let progress = r.nodes[1].move_batch(now_ms, task_id, 200);
+    let local = r.local.move_batch(now_ms, local_task, 200);
+    assert_eq!(progress.moved, 6);
+    assert_eq!(local.moved, 6);
+    assert_eq!(local.status, MoveStatus::Completed);
+    // Moved out of the source, counted, but not complete while the transfers are on their way.
+    assert_eq!(progress.status, MoveStatus::Running);
+    assert_eq!(r.nodes[1].engine.outbox_len(), 6);
+    assert!(r.nodes[1].bodies(now_ms, &r.dlq).is_empty());
+    assert_eq!(r.nodes[1].task(task_id).moved, 6);
+    let transfer = r.nodes[1].engine.next_transfer().unwrap();
+    assert!(matches!(transfer.kind, TransferKind::Move { task_id: t, .. } if t == task_id));
+    assert_eq!(
+        r.nodes[1].move_batch(now_ms, task_id, 200).status,
+        MoveStatus::Running
+    );
+    r.drain(now_ms);
+    let done = r.nodes[1].move_batch(now_ms + 1, task_id, 200);
+    assert_eq!((done.moved, done.status), (0, MoveStatus::Completed));
+    assert_eq!(
+        r.nodes[1].task(task_id).moved,
+        r.local.task(local_task).moved
+    );
+    r.assert_like_local(now_ms + 1);
+    // Each side's log rebuilds the same state.
+    for node in &mut r.nodes {
+        node.crash(0);
+    }
+    r.assert_like_local(now_ms + 1);
+    assert!(r.nodes[1].bodies(now_ms + 1, &r.dlq).is_empty());
+    assert_eq!(r.nodes[1].task(task_id).status, MoveStatus::Completed);
+}
+
+/// A task with a destination of its own in another bucket: kept by name, checked against the
+/// source's `RedriveAllowPolicy` here (the rest is the caller's to check there), and its
+/// messages arrive as a local redrive to that queue gives them.
+#[test]
+fn a_redrive_to_a_destination_in_another_bucket() {
+    let mut r = redrive_setup(false, 2);
+    let elsewhere = name_in(3, "elsewhere", "");
+    r.nodes[3].create(&elsewhere, &QueueConfigPatch::default());
+    r.local.create(&elsewhere, &QueueConfigPatch::default());
+    let now_ms = r.now_ms + 1_000;
+    // A name of this bucket must exist here.
+    let missing = name_in(1, "missing", "");
+    let start = |node: &mut Node, destination: &str| {
+        node.run(|engine, journal| {
+            engine.start_move_task_with_remote_sources(
+                now_ms,
+                &r.dlq,
+                Some(destination),
+                None,
+                None,
+                journal,
+            )
+        })
+    };
+    assert!(matches!(
+        start(&mut r.nodes[1], &missing),
+        Err(Error::NotFound(_))
+    ));
+    // The dead-letter queue's allow policy is checked here, by name.
+    let deny = QueueConfigPatch {
+        redrive_allow_policy: Some(Some(RedriveAllowPolicy::ByQueue(vec![r.a.clone()]))),
+        ..QueueConfigPatch::default()
+    };
+    let set = |node: &mut Node, patch: &QueueConfigPatch| {
+        node.run(|engine, journal| {
+            engine
+                .set_queue_config(now_ms, &r.dlq, patch, journal)
+                .unwrap()
+        })
+    };
+    set(&mut r.nodes[1], &deny);
+    assert!(matches!(
+        start(&mut r.nodes[1], &elsewhere),
+        Err(Error::InvalidTarget { .. })
+    ));
+    let allow = QueueConfigPatch {
+        redrive_allow_policy: Some(None),
+        ..QueueConfigPatch::default()
+    };
+    set(&mut r.nodes[1], &allow);
+    let info = start(&mut r.nodes[1], &elsewhere).unwrap();
+    assert_eq!(info.task.remote_destination.as_deref(), Some(&*elsewhere));
+    assert_eq!(info.task.destination_queue_id, None);
+    assert!(info.task.has_destination());
+    assert_eq!(info.destination.as_deref(), Some(&*elsewhere));
+    // Kept through a snapshot (and the codec).
+    r.nodes[1].checkpoint();
+    let task_id = info.task.task_id;
+    assert_eq!(
+        r.nodes[1].task(task_id).remote_destination.as_deref(),
+        Some(&*elsewhere)
+    );
+    let local_task = r
+        .local
+        .start_redrive(now_ms, &r.dlq, Some(&elsewhere), false);
+    assert_eq!(r.nodes[1].move_batch(now_ms, task_id, 50).moved, 4);
+    r.local.move_batch(now_ms, local_task, 50);
+    r.drain(now_ms);
+    let done = r.nodes[1].move_batch(now_ms, task_id, 50);
+    assert_eq!(done.status, MoveStatus::Completed);
+    let messages = r.nodes[3].messages(now_ms, &elsewhere);
+    assert_eq!(messages.len(), 4);
+    assert_eq!(messages, r.local.messages(now_ms, &elsewhere));
+    assert!(r.nodes[0].bodies(now_ms, &r.a).is_empty());
+}
+
+/// Every way a hand-over of a move can be cut short, as for dead letters, and the source losing
+/// its `TransferOut`s (the messages are then still in the dead-letter queue, not counted as
+/// moved, and the next batch moves them): each message arrives once, as a local redrive makes
+/// it.
+#[test]
+fn a_move_transfer_is_taken_exactly_once_whatever_crashes() {
+    for (target_loses, source_loses) in [(true, false), (false, true), (false, false), (true, true)]
+    {
+        let mut r = redrive_setup(false, 2);
+        let now_ms = r.now_ms + 1_000;
+        let task_id = r.nodes[1].start_redrive(now_ms, &r.dlq, None, true);
+        let local_task = r.local.start_redrive(now_ms, &r.dlq, None, false);
+        r.nodes[1].move_batch(now_ms, task_id, 200);
+        // The source loses its batch: nothing left, nothing counted.
+        r.nodes[1].crash(4);
+        assert_eq!(r.nodes[1].engine.outbox_len(), 0);
+        assert_eq!(r.nodes[1].bodies(now_ms, &r.dlq).len(), 4);
+        assert_eq!(r.nodes[1].task(task_id).moved, 0);
+        assert_eq!(r.nodes[1].move_batch(now_ms, task_id, 200).moved, 4);
+        r.local.move_batch(now_ms, local_task, 200);
+        let target_bucket = bucket_of(
+            &r.nodes[1].engine.next_transfer().unwrap().destination,
+            BUCKETS,
+        );
+        let (transfer_id, answer) = r.hand_over(now_ms);
+        assert_eq!(answer, TransferAnswer::Taken);
+        if target_loses {
+            r.nodes[target_bucket as usize].crash(1);
+        }
+        assert!(r.nodes[1].run(|engine, journal| {
+            engine.finish_transfer(now_ms, transfer_id, answer, journal)
+        }));
+        if source_loses {
+            r.nodes[1].crash(1);
+        }
+        if target_loses && !source_loses {
+            // Not a state the protocol allows (see the dead-letter twin of this test).
+            continue;
+        }
+        r.drain(now_ms);
+        assert_eq!(
+            r.nodes[1].move_batch(now_ms, task_id, 200).status,
+            MoveStatus::Completed
+        );
+        assert_eq!(r.nodes[1].task(task_id).moved, 4);
+        r.assert_like_local(now_ms);
+    }
+}
+
+/// A destination that is gone when the messages arrive refuses them: each comes back to the
+/// dead-letter queue as it was, no longer counts as moved, and the task fails with a reason that
+/// names the destination, also through a crash that loses the refusal's answer and through a
+/// snapshot. The refusal does not mark the destination as missing: created again, it takes a
+/// new task's messages, and a dead letter for it, at once.
+#[test]
+fn a_refused_move_fails_its_task_and_the_message_comes_back() {
+    let mut r = redrive_setup(false, 2);
+    let elsewhere = name_in(3, "elsewhere", "");
+    r.nodes[3].create(&elsewhere, &QueueConfigPatch::default());
+    let now_ms = r.now_ms + 1_000;
+    let before = r.nodes[1].messages(now_ms, &r.dlq);
+    let counters = r.nodes[1]
+        .engine
+        .queue_info(now_ms, &r.dlq)
+        .unwrap()
+        .counters;
+    let task_id = r.nodes[1].start_redrive(now_ms, &r.dlq, Some(&elsewhere), true);
+    assert_eq!(r.nodes[1].move_batch(now_ms, task_id, 50).moved, 4);
+    let (first, answer) = r.hand_over(now_ms);
+    assert_eq!(answer, TransferAnswer::Taken);
+    r.nodes[1].run(|engine, journal| engine.finish_transfer(now_ms, first, answer, journal));
+    r.nodes[3].run(|engine, journal| engine.delete_queue(now_ms, &elsewhere, journal).unwrap());
+    let (second, answer) = r.hand_over(now_ms + 1);
+    assert_eq!(answer, TransferAnswer::Refused);
+    r.nodes[1].run(|engine, journal| engine.finish_transfer(now_ms + 1, second, answer, journal));
+    let failed = |node: &Node| {
+        let task = node.task(task_id);
+        (task.status, task.moved, task.failure_reason)
+    };
+    let expected = (MoveStatus::Failed, 3, Some(destination_deleted(&elsewhere)));
+    assert_eq!(failed(&r.nodes[1]), expected);
+    // The answer lost in a crash: the task runs again until the answer, repeated from memory,
+    // is recorded again.
+    r.nodes[1].crash(1);
+    assert_eq!(r.nodes[1].task(task_id).status, MoveStatus::Running);
+    assert_eq!(r.nodes[1].engine.outbox_len(), 3);
+    let logged = r.nodes[3].log.len();
+    assert_eq!(r.hand_over(now_ms + 2), (second, TransferAnswer::Refused));
+    assert_eq!(r.nodes[3].log.len(), logged);
+    r.nodes[1].run(|engine, journal| {
+        engine.finish_transfer(now_ms + 2, second, TransferAnswer::Refused, journal)
+    });
+    assert_eq!(failed(&r.nodes[1]), expected);
+    // The rest comes back too; the task stays failed with its first reason.
+    r.drain(now_ms + 3);
+    assert_eq!(r.nodes[1].task(task_id).moved, 1);
+    assert_eq!(r.nodes[1].task(task_id).status, MoveStatus::Failed);
+    // Each message but the one taken is back as it was (only its visibility is new), and the
+    // dead-letter queue's counts did not change.
+    let mut back = r.nodes[1].messages(now_ms + 3, &r.dlq);
+    assert_eq!(back.len(), 3);
+    for (message, was) in back.iter_mut().zip(&before[1..]) {
+        message.visible_at_ms = was.visible_at_ms;
+    }
+    assert_eq!(back, before[1..]);
+    let after = r.nodes[1]
+        .engine
+        .queue_info(now_ms + 3, &r.dlq)
+        .unwrap()
+        .counters;
+    assert_eq!(after, counters);
+    // Derived from the records alone: replay and a snapshot agree.
+    let state = |node: &mut Node| (failed(node), node.messages(now_ms + 3, &r.dlq));
+    let live = state(&mut r.nodes[1]);
+    r.nodes[1].crash(0);
+    assert_eq!(state(&mut r.nodes[1]), live);
+    r.nodes[1].checkpoint();
+    assert_eq!(state(&mut r.nodes[1]), live);
+    // Created again within `REFUSED_FOR_MS`: a new task's messages go there at once.
+    let later = now_ms + 10;
+    assert!(later < now_ms + REFUSED_FOR_MS);
+    r.nodes[3].create(&elsewhere, &QueueConfigPatch::default());
+    let again = r.nodes[1].start_redrive(later, &r.dlq, Some(&elsewhere), true);
+    assert_eq!(r.nodes[1].move_batch(later, again, 80).moved, 3);
+    r.drain(later);
+    assert_eq!(
+        r.nodes[1].move_batch(later, again, 80).status,
+        MoveStatus::Completed
+    );
+    assert_eq!(r.nodes[3].bodies(later, &elsewhere).len(), 3);
+    // And a dead letter for it is not held back as if it were missing.
+    let jobs = name_in(1, "jobs", "");
+    r.nodes[1].create(&jobs, &with_dead_letter_queue(&elsewhere, 1));
+    r.nodes[1].send(later, &jobs, SendInput::body("spent"), 90);
+    assert_eq!(r.nodes[1].receive(later, &jobs).len(), 1);
+    assert!(r.nodes[1].receive(later + 2_000, &jobs).is_empty());
+    assert_eq!(r.nodes[1].engine.outbox_len(), 1);
+}
+
+/// A redrive back to a source queue that was deleted meanwhile: its messages come back and the
+/// task fails, saying so; what reached the other source stays there.
+#[test]
+fn a_redrive_to_a_deleted_source_fails_its_task() {
+    let mut r = redrive_setup(false, 2);
+    let now_ms = r.now_ms + 1_000;
+    let b = r.b.clone();
+    r.nodes[2].run(|engine, journal| engine.delete_queue(now_ms, &b, journal).unwrap());
+    let task_id = r.nodes[1].start_redrive(now_ms, &r.dlq, None, true);
+    r.nodes[1].move_batch(now_ms, task_id, 50);
+    r.drain(now_ms);
+    let task = r.nodes[1].task(task_id);
+    assert_eq!((task.status, task.moved), (MoveStatus::Failed, 2));
+    let reason = task.failure_reason.unwrap();
+    assert!(
+        reason.starts_with(&format!("The original source queue {b} ")),
+        "{reason}"
+    );
+    assert_eq!(r.nodes[0].bodies(now_ms, &r.a).len(), 2);
+    let back = r.nodes[1].messages(now_ms, &r.dlq);
+    assert_eq!(back.len(), 2);
+    assert!(back
+        .iter()
+        .all(|m| m.dead_letter_source.as_deref() == Some(&*b) && m.receive_count == 1));
+}
+
+/// Snapshots in the middle of a redrive: the outbox keeps its transfers' kind and the task its
+/// count, so what arrives after them is still a redrive, once.
+#[test]
+fn snapshots_in_the_middle_of_a_redrive() {
+    let mut r = redrive_setup(false, 3);
+    let now_ms = r.now_ms + 1_000;
+    let task_id = r.nodes[1].start_redrive(now_ms, &r.dlq, None, true);
+    let local_task = r.local.start_redrive(now_ms, &r.dlq, None, false);
+    // Two batches of the same ids on both sides (a batch takes at most 20 messages).
+    r.nodes[1].move_batch(now_ms, task_id, 200);
+    r.local.move_batch(now_ms, local_task, 200);
+    // Two transfers finished, a third taken but not finished, when every node checkpoints.
+    for _ in 0..2 {
+        let (transfer_id, answer) = r.hand_over(now_ms);
+        r.nodes[1]
+            .run(|engine, journal| engine.finish_transfer(now_ms, transfer_id, answer, journal));
+    }
+    let (third, answer) = r.hand_over(now_ms);
+    for node in &mut r.nodes {
+        node.checkpoint();
+    }
+    assert_eq!(r.nodes[1].engine.outbox_len(), 4);
+    assert_eq!(r.nodes[1].task(task_id).moved, 6);
+    let transfer = r.nodes[1].engine.next_transfer().unwrap();
+    assert_eq!(transfer.transfer_id, third);
+    assert!(matches!(transfer.kind, TransferKind::Move { .. }));
+    // Handed over again after the snapshot: answered from memory.
+    assert_eq!(r.hand_over(now_ms), (third, answer));
+    r.drain(now_ms);
+    for node in &mut r.nodes {
+        node.checkpoint();
+    }
+    assert_eq!(
+        r.nodes[1].move_batch(now_ms, task_id, 200).status,
+        MoveStatus::Completed
+    );
+    r.assert_like_local(now_ms);
+}
+
+/// FIFO queues: a redrive across buckets keeps each group's order, and the messages arrive
+/// with their new ids as deduplication ids, as in one engine.
+#[test]
+fn a_fifo_redrive_across_buckets_keeps_group_order() {
+    let mut r = redrive_setup(true, 6);
+    let now_ms = r.now_ms + 1_000;
+    let task_id = r.nodes[1].start_redrive(now_ms, &r.dlq, None, true);
+    let local_task = r.local.start_redrive(now_ms, &r.dlq, None, false);
+    r.nodes[1].move_batch(now_ms, task_id, 200);
+    r.local.move_batch(now_ms, local_task, 200);
+    r.drain(now_ms);
+    r.assert_like_local(now_ms);
+    let a = r.a.clone();
+    let messages = r.nodes[0].messages(now_ms, &a);
+    let order = |group: &str| -> Vec<String> {
+        messages
+            .iter()
+            .filter(|m| &*m.fifo.as_ref().unwrap().group_id == group)
+            .map(|m| body(&m.payload))
+            .collect()
+    };
+    assert_eq!(order("g0"), [0, 2, 4].map(|i| format!("{a}/m{i}")));
+    assert_eq!(order("g1"), [1, 3, 5].map(|i| format!("{a}/m{i}")));
+    for m in &messages {
+        assert_eq!(m.redrive_generation, 1);
+        assert_eq!(
+            &*m.fifo.as_ref().unwrap().deduplication_id,
+            m.id.to_string()
+        );
+    }
+    // Delivered group by group, in order.
+    let mut delivered = Vec::new();
+    let mut at = now_ms;
+    while delivered.len() < 6 {
+        let got = r.nodes[0].receive(at, &a);
+        assert!(!got.is_empty());
+        for (body, receipt) in got {
+            delivered.push(body);
+            r.nodes[0].run(|engine, journal| engine.delete(at, &a, &receipt, journal).unwrap());
+        }
+        at += 10;
+    }
+    let g0: Vec<&String> = delivered
+        .iter()
+        .filter(|b| order("g0").contains(b))
+        .collect();
+    assert_eq!(g0, order("g0").iter().collect::<Vec<_>>());
 }

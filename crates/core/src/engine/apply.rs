@@ -327,6 +327,7 @@ impl Engine {
                 seq,
                 transfer_id,
                 destination,
+                kind,
                 reason,
                 ..
             } => self.apply_transfer_out(
@@ -335,6 +336,7 @@ impl Engine {
                 *seq,
                 *transfer_id,
                 destination,
+                *kind,
                 reason.as_deref(),
             ),
             Record::TransferIn {

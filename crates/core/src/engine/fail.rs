@@ -6,6 +6,8 @@ use crate::error::{Error, Result};
 use crate::queue::MessageState;
 use crate::record::Record;
 
+use crate::transfer::TransferKind;
+
 use super::{DeadLetterTarget, Engine, Journal};
 
 /// The longest failure reason kept (longer ones are cut at a character boundary).
@@ -46,7 +48,15 @@ impl Engine {
             DeadLetterTarget::Local(id) => id,
             DeadLetterTarget::Remote(destination) => {
                 let reason = Some(reason[..end].to_string());
-                self.transfer_out(now_ms, queue_id, receipt.seq, &destination, reason, journal);
+                self.transfer_out(
+                    now_ms,
+                    queue_id,
+                    receipt.seq,
+                    &destination,
+                    TransferKind::DeadLetter,
+                    reason,
+                    journal,
+                );
                 return Ok(());
             }
         };

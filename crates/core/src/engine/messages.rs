@@ -8,6 +8,7 @@ use crate::message::{validate_send, Location, MessageId, Payload, PayloadRef, Se
 use crate::queue::{MessageState, Queue};
 use crate::receipt::Receipt;
 use crate::record::Record;
+use crate::transfer::TransferKind;
 
 use super::{
     check_visibility, DeadLetterTarget, DeleteOutcome, Delivery, Engine, Journal, LeaseView,
@@ -228,7 +229,8 @@ impl Engine {
                 self.commit(record, journal);
             }
             DeadLetterTarget::Remote(destination) => {
-                self.transfer_out(now_ms, queue_id, seq, destination, None, journal);
+                let kind = TransferKind::DeadLetter;
+                self.transfer_out(now_ms, queue_id, seq, destination, kind, None, journal);
             }
         }
         true

@@ -1,5 +1,6 @@
 //! Move tasks (redrive): start, drive a batch, change, list; and peeking at messages without
-//! leasing them. See [`crate::moves`] for which messages a task moves and why it is safe.
+//! leasing them. See [`crate::moves`] for which messages a task moves and why it is safe, and
+//! [`crate::transfer`] for how a message whose destination lives in another bucket gets there.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -9,6 +10,7 @@ use crate::message::MessageId;
 use crate::moves::{MoveStatus, MoveTask, MoveTaskChange, MovedMessage};
 use crate::queue::{Message, MessageState};
 use crate::record::Record;
+use crate::transfer::TransferKind;
 
 use super::{Engine, Journal};
 
@@ -25,8 +27,17 @@ pub struct MoveTaskInfo {
     pub task: MoveTask,
     /// The source queue's name (`None` if it was deleted).
     pub source: Option<Arc<str>>,
-    /// The destination queue's name, if the task has one (`None` also if it was deleted).
+    /// The destination queue's name, if the task has one (`None` also if it was deleted; a
+    /// destination in another bucket is named even if it was).
     pub destination: Option<Arc<str>>,
+}
+
+/// Where a message of a move task goes.
+enum Destination {
+    /// A queue of this engine: part of a `MoveMessages` record.
+    Local(u64),
+    /// A queue of another bucket, by name: a transfer.
+    Remote(Arc<str>),
 }
 
 /// What one batch did.
@@ -50,9 +61,16 @@ pub struct PeekedMessage {
 }
 
 impl Engine {
-    /// Starts a move task out of `source`, which must be the dead-letter queue of some queue.
-    /// Without `destination` each message goes back to the queue it was dead-lettered from.
-    /// `limit` makes a canary: the task pauses once that many messages moved.
+    /// Starts a move task out of `source`, which must be the dead-letter queue of some queue of
+    /// this engine. Without `destination` each message goes back to the queue it was
+    /// dead-lettered from. `limit` makes a canary: the task pauses once that many messages
+    /// moved.
+    ///
+    /// A `destination` that lives in another bucket is taken as it is, as a `RedrivePolicy`'s
+    /// dead-letter queue is: its engine is the one that knows whether it exists and of what
+    /// kind, so the caller checks that there before starting the task (only the source's
+    /// `RedriveAllowPolicy` is checked here). Should it be gone when messages reach it, it
+    /// refuses them and the task fails (see [`crate::transfer`]).
     pub fn start_move_task(
         &mut self,
         now_ms: u64,
@@ -62,29 +80,71 @@ impl Engine {
         limit: Option<u64>,
         journal: &mut Journal,
     ) -> Result<MoveTaskInfo> {
+        let start = TaskStart {
+            source,
+            destination,
+            rate_per_second,
+            limit,
+            sources_elsewhere: false,
+        };
+        self.start_task(now_ms, start, journal)
+    }
+
+    /// Starts a move task as [`Engine::start_move_task`] does, out of a dead-letter queue whose
+    /// source queues may all live in other buckets: the caller has checked on their engines
+    /// that some queue names `source` as its dead-letter queue (the one check of
+    /// `start_move_task` this engine cannot make alone).
+    pub fn start_move_task_with_remote_sources(
+        &mut self,
+        now_ms: u64,
+        source: &str,
+        destination: Option<&str>,
+        rate_per_second: Option<u32>,
+        limit: Option<u64>,
+        journal: &mut Journal,
+    ) -> Result<MoveTaskInfo> {
+        let start = TaskStart {
+            source,
+            destination,
+            rate_per_second,
+            limit,
+            sources_elsewhere: true,
+        };
+        self.start_task(now_ms, start, journal)
+    }
+
+    fn start_task(
+        &mut self,
+        now_ms: u64,
+        start: TaskStart<'_>,
+        journal: &mut Journal,
+    ) -> Result<MoveTaskInfo> {
         let now_ms = self.tick(now_ms);
         let source_id = *self
             .names
-            .get(source)
+            .get(start.source)
             .ok_or(Error::NotFound(Field::SourceArn))?;
-        check_rate(rate_per_second)?;
-        if self.dead_letter_sources(source)?.is_empty() {
+        check_rate(start.rate_per_second)?;
+        if !start.sources_elsewhere && self.dead_letter_sources(start.source)?.is_empty() {
             return Err(Error::NotADeadLetterQueue);
         }
         if self.active_task(source_id).is_some() {
             return Err(Error::MoveTaskActive);
         }
-        let destination_queue_id = match destination {
-            None => None,
-            Some(name) => {
-                let id = *self
-                    .names
-                    .get(name)
-                    .ok_or(Error::NotFound(Field::DestinationArn))?;
-                self.check_destination(source_id, id)?;
-                Some(id)
+        let (mut destination_queue_id, mut remote_destination) = (None, None);
+        if let Some(name) = start.destination {
+            match self.names.get(name) {
+                Some(&id) => {
+                    self.check_destination(source_id, id)?;
+                    destination_queue_id = Some(id);
+                }
+                None if self.config.placement.is_remote(name) => {
+                    self.check_remote_destination(source_id, name)?;
+                    remote_destination = Some(name.to_string());
+                }
+                None => return Err(Error::NotFound(Field::DestinationArn)),
             }
-        };
+        }
         let task_id = self.next_task_id();
         let queue = self.queue_mut(source_id);
         queue.advance(now_ms);
@@ -92,8 +152,9 @@ impl Engine {
             task_id,
             source_queue_id: source_id,
             destination_queue_id,
-            rate_per_second,
-            limit,
+            remote_destination,
+            rate_per_second: start.rate_per_second,
+            limit: start.limit,
             cutoff_seq: queue.next_seq(),
             to_move: queue.len() as u64,
             moved: 0,
@@ -114,8 +175,13 @@ impl Engine {
 
     /// Moves the next batch of task `task_id`: at most `ids.len()` messages, each getting the
     /// next id of `ids` (drawn by the caller). Completes the task when none of its messages is
-    /// left in the source, pauses it when its limit is reached, fails it when a message has
-    /// nowhere to go. Does nothing to a task that is not running.
+    /// left in the source nor in the outbox, pauses it when its limit is reached, fails it when
+    /// a message has nowhere to go. Does nothing to a task that is not running.
+    ///
+    /// The messages for queues of this engine move in one `MoveMessages` record; each one for a
+    /// queue of another bucket leaves in a `TransferOut` record of its own (see
+    /// [`crate::transfer`]), in the scan's order, so a FIFO group reaches its destination in
+    /// order. Either way the task counts the message as moved when it leaves the source.
     pub fn move_batch(
         &mut self,
         now_ms: u64,
@@ -139,6 +205,8 @@ impl Engine {
         let max = ids.len().min(room);
         let generations_max = self.config.limits.redrive_generations_max;
         let mut moves: Vec<MovedMessage> = Vec::new();
+        // Messages for queues of other buckets: (seq, destination, new id).
+        let mut transfers: Vec<(u64, Arc<str>, MessageId)> = Vec::new();
         let mut failure = None;
         // Messages of the task left where they are: redriven too often (or behind one that was,
         // in its FIFO group), and waiting for a lease or delay to end (or behind one).
@@ -155,7 +223,7 @@ impl Engine {
                 if seq >= task.cutoff_seq {
                     break;
                 }
-                if moves.len() >= max {
+                if moves.len() + transfers.len() >= max {
                     full = true;
                     break;
                 }
@@ -185,42 +253,32 @@ impl Engine {
                     waiting_groups.extend(group);
                     continue;
                 }
-                let destination_id = match task.destination_queue_id {
-                    Some(id) => id,
-                    None => match message
-                        .dead_letter_source
-                        .as_ref()
-                        .and_then(|name| self.names.get(name))
-                    {
-                        Some(id) => *id,
-                        None => {
-                            failure = Some(match &message.dead_letter_source {
-                                Some(name) => format!(
-                                    "The original source queue {name} of a message no longer exists; redrive to a DestinationArn instead."
-                                ),
-                                None => "A message was sent to the dead-letter queue directly and has no source queue; redrive to a DestinationArn instead.".to_string(),
-                            });
-                            break;
-                        }
-                    },
+                let destination = match self.move_destination(&task, message) {
+                    Ok(destination) => destination,
+                    Err(reason) => {
+                        failure = Some(reason);
+                        break;
+                    }
                 };
-                if let Err(error) = self.check_destination(source_id, destination_id) {
-                    failure = Some(failure_reason(&error));
-                    break;
+                let message_id = ids[moves.len() + transfers.len()];
+                match destination {
+                    Destination::Local(destination_id) => {
+                        let earlier = moves
+                            .iter()
+                            .filter(|m| m.destination_queue_id == destination_id)
+                            .count() as u64;
+                        moves.push(MovedMessage {
+                            seq,
+                            destination_queue_id: destination_id,
+                            destination_seq: self.queues[&destination_id].next_seq() + earlier,
+                            message_id,
+                        });
+                    }
+                    Destination::Remote(name) => transfers.push((seq, name, message_id)),
                 }
-                let earlier = moves
-                    .iter()
-                    .filter(|m| m.destination_queue_id == destination_id)
-                    .count() as u64;
-                moves.push(MovedMessage {
-                    seq,
-                    destination_queue_id: destination_id,
-                    destination_seq: self.queues[&destination_id].next_seq() + earlier,
-                    message_id: ids[moves.len()],
-                });
             }
         }
-        let moved = moves.len();
+        let moved = moves.len() + transfers.len();
         if !moves.is_empty() {
             let record = Record::MoveMessages {
                 now_ms,
@@ -230,12 +288,20 @@ impl Engine {
             };
             self.commit(record, journal);
         }
+        for (seq, destination, message_id) in transfers {
+            let kind = TransferKind::Move {
+                task_id,
+                message_id,
+            };
+            self.transfer_out(now_ms, source_id, seq, &destination, kind, None, journal);
+        }
         let mut task = self.task(task_id)?.clone();
         let next = if let Some(reason) = failure {
             task.failure_reason = Some(reason);
             Some(MoveStatus::Failed)
-        } else if !full && waiting == 0 {
-            // Every message of the task has moved or left, but those held back.
+        } else if !full && waiting == 0 && self.task_transfers(task_id) == 0 {
+            // Every message of the task has moved or left, but those held back; none is on its
+            // way to another bucket still (its target may yet refuse it, which fails the task).
             task.held_back = held;
             Some(MoveStatus::Completed)
         } else if task.limit.is_some_and(|limit| task.moved >= limit) {
@@ -390,31 +456,7 @@ impl Engine {
                 moved.seq
             );
             let to_fifo = self.queues[&moved.destination_queue_id].fifo().is_some();
-            let fifo = old.fifo.map(|fifo| {
-                Box::new(crate::fifo::FifoMessage {
-                    group_id: fifo.group_id,
-                    deduplication_id: if to_fifo {
-                        Arc::from(moved.message_id.to_string())
-                    } else {
-                        Arc::default()
-                    },
-                })
-            });
-            let message = Message {
-                id: moved.message_id,
-                // The body stays where it is: a stored payload's log segment is kept while any
-                // message refers to it.
-                payload: old.payload,
-                sent_at_ms: now_ms,
-                visible_at_ms: now_ms,
-                leased_at_ms: 0,
-                history: None,
-                receive_count: 0,
-                state: MessageState::Ready,
-                dead_letter_source: None,
-                redrive_generation: old.redrive_generation.saturating_add(1),
-                fifo,
-            };
+            let message = redriven(old, moved.message_id, to_fifo, now_ms);
             let destination = self.advance(moved.destination_queue_id, now_ms);
             destination.insert(moved.destination_seq, message);
             destination.counters.sent += 1;
@@ -462,8 +504,63 @@ impl Engine {
         MoveTaskInfo {
             task: task.clone(),
             source: name(task.source_queue_id),
-            destination: task.destination_queue_id.and_then(name),
+            destination: task
+                .destination_queue_id
+                .and_then(name)
+                .or_else(|| task.remote_destination.as_deref().map(Arc::from)),
         }
+    }
+
+    /// Where `message` of `task` goes: the task's destination, or the queue the message was
+    /// dead-lettered from, in this engine or in another bucket. Or, if it cannot go there, the
+    /// reason the task fails with.
+    fn move_destination(
+        &self,
+        task: &MoveTask,
+        message: &Message,
+    ) -> std::result::Result<Destination, String> {
+        let destination = if let Some(name) = &task.remote_destination {
+            Destination::Remote(Arc::from(name.as_str()))
+        } else if let Some(id) = task.destination_queue_id {
+            Destination::Local(id)
+        } else {
+            let Some(name) = &message.dead_letter_source else {
+                return Err("A message was sent to the dead-letter queue directly and has no source queue; redrive to a DestinationArn instead.".to_string());
+            };
+            match self.names.get(name) {
+                Some(&id) => Destination::Local(id),
+                None if self.config.placement.is_remote(name) => Destination::Remote(name.clone()),
+                None => return Err(source_missing(name)),
+            }
+        };
+        let checked = match &destination {
+            Destination::Local(id) => self.check_destination(task.source_queue_id, *id),
+            Destination::Remote(name) => self.check_remote_destination(task.source_queue_id, name),
+        };
+        checked.map_err(|error| failure_reason(&error))?;
+        Ok(destination)
+    }
+
+    /// Whether messages of `source_id` may move to queue `name` of another bucket: whether the
+    /// source's `RedriveAllowPolicy` allows it, the one check that needs only the name (the
+    /// target's kind is its engine's to check: it refuses a message of the other kind).
+    fn check_remote_destination(&self, source_id: u64, name: &str) -> Result<()> {
+        let source = &self.queues[&source_id];
+        let allowed = source
+            .config
+            .redrive_allow_policy
+            .as_ref()
+            .is_none_or(|allow| allow.allows(name));
+        if allowed {
+            return Ok(());
+        }
+        Err(Error::InvalidTarget {
+            field: Field::DestinationArn,
+            queue: source.name.to_string(),
+            target: name.to_string(),
+            source_fifo: source.fifo().is_some(),
+            problem: TargetProblem::NotAllowed,
+        })
     }
 
     /// Whether messages of `source_id` may move to `destination_id`: not to the same queue, nor
@@ -498,6 +595,71 @@ impl Engine {
         }
         Ok(())
     }
+}
+
+/// What a start of a move task asks for (see [`Engine::start_move_task`]).
+struct TaskStart<'a> {
+    source: &'a str,
+    destination: Option<&'a str>,
+    rate_per_second: Option<u32>,
+    limit: Option<u64>,
+    /// Whether the caller checked in other buckets that `source` is a dead-letter queue.
+    sources_elsewhere: bool,
+}
+
+/// The new message a move makes of `old` in its destination, for a local move
+/// (`MoveMessages`) and a transfer (`TransferIn`) alike: "redrive is replay, not undo" (see
+/// [`crate::moves`]). A new id, sent (and retained from) `now_ms`, ready, no receives, no
+/// history, no dead-letter source, one more redrive generation; its group kept, with its new id
+/// as deduplication id on a FIFO destination. The body stays where it is: a stored payload's
+/// log segment is kept while any message refers to it.
+pub(super) fn redriven(old: Message, message_id: MessageId, to_fifo: bool, now_ms: u64) -> Message {
+    let fifo = old.fifo.map(|fifo| {
+        Box::new(crate::fifo::FifoMessage {
+            group_id: fifo.group_id,
+            deduplication_id: if to_fifo {
+                Arc::from(message_id.to_string())
+            } else {
+                Arc::default()
+            },
+        })
+    });
+    Message {
+        id: message_id,
+        payload: old.payload,
+        sent_at_ms: now_ms,
+        visible_at_ms: now_ms,
+        leased_at_ms: 0,
+        history: None,
+        receive_count: 0,
+        state: MessageState::Ready,
+        dead_letter_source: None,
+        redrive_generation: old.redrive_generation.saturating_add(1),
+        fifo,
+    }
+}
+
+/// The failure reason of a task one of whose messages the engine of another bucket refused
+/// (see `Engine::apply_transfer_done`): the target says only that it has no queue of that name
+/// and kind. The caller checked an explicit destination when the task started, so it was
+/// deleted since (worded as a local one's deletion is, so that listings name it alike); a
+/// message's original source may never have been checked.
+pub(super) fn refused_move(task: &MoveTask, destination: &str) -> String {
+    if task.remote_destination.is_some() {
+        destination_deleted(destination)
+    } else {
+        format!(
+            "The original source queue {destination} of a message no longer exists or is not of the same kind (FIFO or standard) as the dead-letter queue; redrive to a DestinationArn instead."
+        )
+    }
+}
+
+/// The failure reason of a task when the original source queue `name` of a message does not
+/// exist.
+fn source_missing(name: &str) -> String {
+    format!(
+        "The original source queue {name} of a message no longer exists; redrive to a DestinationArn instead."
+    )
 }
 
 /// The failure reason of a task whose destination queue `name` was deleted while the task was

@@ -1,6 +1,6 @@
 //! Transfers between buckets: the outbox of a source engine, the inbox marks of a target
-//! engine, and the three records between them. The protocol and why it is exactly once are in
-//! [`crate::transfer`].
+//! engine, and the three records between them, for dead letters and for the messages of move
+//! tasks alike. The protocol and why it is exactly once are in [`crate::transfer`].
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -10,10 +10,14 @@ use rustc_hash::FxHashMap;
 use crate::fifo::FifoMessage;
 use crate::history::AttemptOutcome;
 use crate::message::PayloadRef;
+use crate::moves::MoveStatus;
 use crate::queue::{Message, MessageState};
 use crate::record::{Record, TakenTransfer};
-use crate::transfer::{IncomingTransfer, OutgoingTransfer, TransferAnswer, REFUSED_FOR_MS};
+use crate::transfer::{
+    IncomingTransfer, OutgoingTransfer, TransferAnswer, TransferKind, REFUSED_FOR_MS,
+};
 
+use super::moves::{redriven, refused_move};
 use super::{Engine, Journal};
 
 /// An engine's transfers: its outbox (as a source) and its inbox marks (as a target).
@@ -29,7 +33,8 @@ pub(super) struct Transfers {
     next_id: u64,
     /// Per source bucket, the last transfer answered: its id, and whether it was taken.
     inbox: BTreeMap<u32, (u64, bool)>,
-    /// Destinations that refused a transfer, and until when they count as missing.
+    /// Dead-letter queues that refused a transfer, and until when they count as missing. A
+    /// refused move does not enter it (see `apply_transfer_done`).
     refused: BTreeMap<Arc<str>, u64>,
 }
 
@@ -51,12 +56,15 @@ struct Outbound {
     /// Its queue, and its sequence number there, when it left.
     queue_id: u64,
     seq: u64,
-    /// The source queue's name (the target's `dead_letter_source`).
+    /// The source queue's name (a dead letter's `dead_letter_source` in the target).
     source_name: Arc<str>,
     /// Whether the source queue is a FIFO queue (only a queue of the same kind takes it).
     from_fifo: bool,
     destination: Arc<str>,
+    kind: TransferKind,
     reason: Option<Arc<str>>,
+    /// The message as it was in its queue (as a dead letter, its last attempt ended): what
+    /// comes back if the target refuses it.
     message: Message,
 }
 
@@ -67,12 +75,15 @@ impl Engine {
     pub fn next_transfer(&self) -> Option<OutgoingTransfer> {
         let (&transfer_id, outbound) = self.transfers.outbox.first_key_value()?;
         let mut message = outbound.message.clone();
-        message.dead_letter_source = Some(outbound.source_name.clone());
+        if outbound.kind == TransferKind::DeadLetter {
+            message.dead_letter_source = Some(outbound.source_name.clone());
+        }
         Some(OutgoingTransfer {
             source_bucket: self.config.placement.bucket,
             transfer_id,
             destination: outbound.destination.clone(),
             from_fifo: outbound.from_fifo,
+            kind: outbound.kind,
             reason: outbound.reason.clone(),
             message,
         })
@@ -83,9 +94,21 @@ impl Engine {
         self.transfers.outbox.len()
     }
 
+    /// Messages of move task `task_id` in the outbox: moved out of the source, not yet taken
+    /// (the task completes only once there are none).
+    pub(super) fn task_transfers(&self, task_id: u64) -> usize {
+        self.transfers
+            .outbox
+            .values()
+            .filter(|outbound| matches!(outbound.kind, TransferKind::Move { task_id: id, .. } if id == task_id))
+            .count()
+    }
+
     /// Takes a transfer from another bucket into its destination queue, or refuses it (no such
-    /// queue here, or one of the other kind). Answers a transfer it already answered (the last
-    /// one of its source bucket) from memory, journaling nothing.
+    /// queue here, or one of the other kind). A dead letter arrives as it left; a message of a
+    /// move task arrives as the new message a local move makes of it (`redriven`). Answers a
+    /// transfer it already answered (the last one of its source bucket) from memory, journaling
+    /// nothing.
     pub fn ingest_transfer(
         &mut self,
         now_ms: u64,
@@ -113,23 +136,36 @@ impl Engine {
         let taken = target.map(|queue_id| {
             let queue = self.queue_mut(queue_id);
             queue.advance(now_ms);
-            let mut message = transfer.message;
-            message.state = MessageState::Ready;
-            message.visible_at_ms = now_ms;
-            // As a local move does (see `Engine::dead_letter`): a FIFO dead-letter queue's
-            // message keeps its group, and its message id becomes its deduplication id.
-            if queue.fifo().is_some() {
-                message.fifo = message.fifo.take().map(|fifo| {
-                    Box::new(FifoMessage {
-                        group_id: fifo.group_id,
-                        deduplication_id: Arc::from(message.id.to_string()),
-                    })
-                });
-            }
+            let to_fifo = queue.fifo().is_some();
+            let message = match transfer.kind {
+                TransferKind::DeadLetter => {
+                    let mut message = transfer.message;
+                    message.state = MessageState::Ready;
+                    message.visible_at_ms = now_ms;
+                    // As a local move does (see `Engine::dead_letter`): a FIFO dead-letter
+                    // queue's message keeps its group, and its message id becomes its
+                    // deduplication id.
+                    if to_fifo {
+                        message.fifo = message.fifo.take().map(|fifo| {
+                            Box::new(FifoMessage {
+                                group_id: fifo.group_id,
+                                deduplication_id: Arc::from(message.id.to_string()),
+                            })
+                        });
+                    }
+                    message
+                }
+                // The same function as a local move's, so the two cannot drift. Retention
+                // counts from the arrival: that is when the message is in its destination.
+                TransferKind::Move { message_id, .. } => {
+                    redriven(transfer.message, message_id, to_fifo, now_ms)
+                }
+            };
             Box::new(TakenTransfer {
                 queue_id,
                 seq: queue.next_seq(),
                 message,
+                kind: transfer.kind,
                 reason: transfer.reason.as_deref().map(str::to_string),
             })
         });
@@ -149,9 +185,10 @@ impl Engine {
     }
 
     /// Records the target's answer to transfer `transfer_id` of the outbox: a taken message
-    /// leaves the outbox; a refused one goes back to its queue (if the queue still exists) and
-    /// its destination counts as missing for a while. Returns false, journaling nothing, if the
-    /// outbox holds no such transfer.
+    /// leaves the outbox; a refused one goes back to its queue (if the queue still exists).
+    /// Then a dead letter's destination counts as missing for a while, and a move's task fails
+    /// (see `apply_transfer_done`). Returns false, journaling nothing, if the outbox holds no
+    /// such transfer.
     pub fn finish_transfer(
         &mut self,
         now_ms: u64,
@@ -183,13 +220,15 @@ impl Engine {
     }
 
     /// Takes message `seq` out of queue `queue_id` into the outbox, for `destination` in
-    /// another bucket (a dead-letter move; `reason` for a fail-now).
+    /// another bucket (a dead-letter move, `reason` for a fail-now; or a move task's).
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn transfer_out(
         &mut self,
         now_ms: u64,
         queue_id: u64,
         seq: u64,
         destination: &str,
+        kind: TransferKind,
         reason: Option<String>,
         journal: &mut Journal,
     ) {
@@ -199,12 +238,14 @@ impl Engine {
             seq,
             transfer_id: self.transfers.next_id,
             destination: destination.to_string(),
+            kind,
             reason,
         };
         self.commit(record, journal);
     }
 
-    /// Whether `destination` refused a transfer recently (then it counts as missing).
+    /// Whether dead-letter queue `destination` refused a transfer recently (then it counts as
+    /// missing).
     pub(super) fn refused_recently(&self, destination: &str) -> bool {
         self.transfers
             .refused
@@ -223,7 +264,11 @@ impl Engine {
         Some(&mut outbound.message.payload)
     }
 
-    /// Applies `TransferOut`.
+    /// Applies `TransferOut`. A dead letter leaves as a local dead-letter move does (counted,
+    /// its history ended); a move task's message leaves as in `MoveMessages` (it must be ready,
+    /// and counts as moved by its task from here on), and unchanged, so that it comes back as
+    /// it was if its destination refuses it.
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn apply_transfer_out(
         &mut self,
         now_ms: u64,
@@ -231,17 +276,27 @@ impl Engine {
         seq: u64,
         transfer_id: u64,
         destination: &str,
+        kind: TransferKind,
         reason: Option<&str>,
     ) {
         let source = self.advance(queue_id, now_ms);
         let mut message = source.remove(seq).expect("transferred message exists");
-        source.counters.dead_lettered += 1;
         let (source_name, from_fifo) = (source.name.clone(), source.fifo().is_some());
-        if let Some(history) = &mut message.history {
-            if reason.is_some() {
-                history.end(AttemptOutcome::Failed, now_ms);
+        match kind {
+            TransferKind::DeadLetter => {
+                source.counters.dead_lettered += 1;
+                if let Some(history) = &mut message.history {
+                    if reason.is_some() {
+                        history.end(AttemptOutcome::Failed, now_ms);
+                    }
+                    history.dead_lettered(now_ms);
+                }
             }
-            history.dead_lettered(now_ms);
+            TransferKind::Move { task_id, .. } => {
+                assert_eq!(message.state, MessageState::Ready, "moved message {seq}");
+                let task = self.moves.get_mut(&task_id).expect("moving task exists");
+                task.moved += 1;
+            }
         }
         self.insert_outbound(
             transfer_id,
@@ -251,6 +306,7 @@ impl Engine {
                 source_name,
                 from_fifo,
                 destination: Arc::from(destination),
+                kind,
                 reason: reason.map(Arc::from),
                 message,
             },
@@ -291,12 +347,24 @@ impl Engine {
         }
         let queue = self.advance(taken.queue_id, now_ms);
         queue.insert(taken.seq, message);
+        if let TransferKind::Move { .. } = taken.kind {
+            queue.counters.sent += 1;
+        }
         if let Some(reason) = &taken.reason {
             queue.set_failure_reason(taken.seq, Arc::from(reason.as_str()));
         }
     }
 
-    /// Applies `TransferDone`.
+    /// Applies `TransferDone`. What a refusal changes besides the message's return follows
+    /// from the outbox entry, so replay derives it from the record alone:
+    /// - a dead letter's destination counts as missing for [`REFUSED_FOR_MS`], so that a spent
+    ///   message is delivered past its limit rather than bouncing between its queue and the
+    ///   outbox at every receive;
+    /// - a move's task no longer counts the message as moved and, if still active, fails (as a
+    ///   local task whose destination is missing does). A move does not mark its destination
+    ///   as missing: its task stops at the first refusal, so nothing bounces, and a task an
+    ///   operator starts right after creating the destination must not fail on an answer given
+    ///   before (nor does a move consult the marks of dead letters, for the same reason).
     pub(super) fn apply_transfer_done(
         &mut self,
         now_ms: u64,
@@ -315,18 +383,35 @@ impl Engine {
         if taken {
             return;
         }
-        self.transfers
-            .refused
-            .retain(|_, &mut until| now_ms < until);
-        self.transfers
-            .refused
-            .insert(outbound.destination.clone(), now_ms + REFUSED_FOR_MS);
+        match outbound.kind {
+            TransferKind::DeadLetter => {
+                self.transfers
+                    .refused
+                    .retain(|_, &mut until| now_ms < until);
+                self.transfers
+                    .refused
+                    .insert(outbound.destination.clone(), now_ms + REFUSED_FOR_MS);
+            }
+            TransferKind::Move { task_id, .. } => {
+                // A finished task may have been dropped from the list already.
+                if let Some(task) = self.moves.get_mut(&task_id) {
+                    task.moved = task.moved.saturating_sub(1);
+                    if task.status.is_active() {
+                        let reason = refused_move(task, &outbound.destination);
+                        task.status = MoveStatus::Failed;
+                        task.failure_reason = Some(reason);
+                    }
+                }
+            }
+        }
         let Some(queue) = self.queues.get_mut(&outbound.queue_id) else {
             // Its queue was deleted meanwhile, and the message with it.
             return;
         };
         queue.advance(now_ms);
-        queue.counters.dead_lettered = queue.counters.dead_lettered.saturating_sub(1);
+        if outbound.kind == TransferKind::DeadLetter {
+            queue.counters.dead_lettered = queue.counters.dead_lettered.saturating_sub(1);
+        }
         let mut message = outbound.message;
         message.state = MessageState::Ready;
         message.visible_at_ms = now_ms;
@@ -342,6 +427,7 @@ impl Engine {
             source_name,
             from_fifo,
             destination,
+            kind,
             reason,
             message,
             ..
@@ -357,6 +443,7 @@ impl Engine {
                 source_name: Arc::from(source_name.as_str()),
                 from_fifo: *from_fifo,
                 destination: Arc::from(destination.as_str()),
+                kind: *kind,
                 reason: reason.as_deref().map(Arc::from),
                 message: message.clone(),
             },
@@ -397,6 +484,7 @@ impl Engine {
                     source_name: outbound.source_name.to_string(),
                     from_fifo: outbound.from_fifo,
                     destination: outbound.destination.to_string(),
+                    kind: outbound.kind,
                     reason: outbound.reason.as_deref().map(str::to_string),
                     message: outbound.message.clone(),
                 });
