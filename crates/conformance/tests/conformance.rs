@@ -8,6 +8,12 @@ fn memory() {
     run_all(&MemoryStore::default());
 }
 
+/// One engine per bucket behind the service's router: every script answers as on one engine.
+#[test]
+fn memory_buckets() {
+    run_all(&MemoryStore::buckets(16));
+}
+
 #[test]
 fn file() {
     run_all(&FileStore::new());

@@ -1168,3 +1168,60 @@ fn a_fifo_redrive_across_buckets_keeps_group_order() {
         .collect();
     assert_eq!(g0, order("g0").iter().collect::<Vec<_>>());
 }
+
+/// A task whose destination lives in another bucket fails when that queue is deleted there
+/// (the deleting side says so with `remote_destination_deleted`), as a task whose destination is
+/// deleted in its own engine does, paused or running, through a snapshot and a replay; a task
+/// into another queue goes on.
+#[test]
+fn a_task_fails_when_its_destination_in_another_bucket_is_deleted() {
+    let mut r = redrive_setup(false, 2);
+    let (doomed, other) = (name_in(3, "doomed", ""), name_in(2, "other", ""));
+    let now_ms = r.now_ms + 1_000;
+    let start = |node: &mut Node, destination: &str| {
+        node.run(|engine, journal| {
+            engine.start_move_task_with_remote_sources(
+                now_ms,
+                &r.dlq,
+                Some(destination),
+                Some(1),
+                None,
+                journal,
+            )
+        })
+        .unwrap()
+        .task
+        .task_id
+    };
+    let task_id = start(&mut r.nodes[1], &doomed);
+    // Another name: nothing fails, nothing is journaled.
+    let logged = r.nodes[1].log.len();
+    let failed = r.nodes[1]
+        .run(|engine, journal| engine.remote_destination_deleted(now_ms, &other, journal));
+    assert_eq!((failed, r.nodes[1].log.len()), (0, logged));
+    r.nodes[1].run(|engine, journal| {
+        engine
+            .change_move_task(now_ms, task_id, leaseq_core::MoveTaskChange::Pause, journal)
+            .unwrap()
+    });
+    let failed = r.nodes[1]
+        .run(|engine, journal| engine.remote_destination_deleted(now_ms, &doomed, journal));
+    assert_eq!(failed, 1);
+    let task = r.nodes[1].task(task_id);
+    assert_eq!(task.status, MoveStatus::Failed);
+    assert_eq!(
+        task.failure_reason.as_deref(),
+        Some(leaseq_core::engine::destination_deleted(&doomed).as_str())
+    );
+    r.nodes[1].crash(0);
+    assert_eq!(r.nodes[1].task(task_id).status, MoveStatus::Failed);
+    r.nodes[1].checkpoint();
+    assert_eq!(r.nodes[1].task(task_id).status, MoveStatus::Failed);
+    // Failed tasks are not active: a new one may start, into another queue, and is not failed
+    // by the old name.
+    let next = start(&mut r.nodes[1], &other);
+    let failed = r.nodes[1]
+        .run(|engine, journal| engine.remote_destination_deleted(now_ms, &doomed, journal));
+    assert_eq!(failed, 0);
+    assert_eq!(r.nodes[1].task(next).status, MoveStatus::Running);
+}

@@ -80,13 +80,7 @@ impl Engine {
         limit: Option<u64>,
         journal: &mut Journal,
     ) -> Result<MoveTaskInfo> {
-        let start = TaskStart {
-            source,
-            destination,
-            rate_per_second,
-            limit,
-            sources_elsewhere: false,
-        };
+        let start = TaskStart::new(source, destination, rate_per_second, limit, false);
         self.start_task(now_ms, start, journal)
     }
 
@@ -103,13 +97,7 @@ impl Engine {
         limit: Option<u64>,
         journal: &mut Journal,
     ) -> Result<MoveTaskInfo> {
-        let start = TaskStart {
-            source,
-            destination,
-            rate_per_second,
-            limit,
-            sources_elsewhere: true,
-        };
+        let start = TaskStart::new(source, destination, rate_per_second, limit, true);
         self.start_task(now_ms, start, journal)
     }
 
@@ -483,6 +471,36 @@ impl Engine {
         }
     }
 
+    /// Fails the active tasks whose destination, `name`, lives in another bucket and was just
+    /// deleted there, as a task whose destination in this engine fails when it is deleted
+    /// (`fail_tasks_of_deleted`). The caller that deleted it says so to every other bucket.
+    /// Returns how many tasks failed.
+    pub fn remote_destination_deleted(
+        &mut self,
+        now_ms: u64,
+        name: &str,
+        journal: &mut Journal,
+    ) -> usize {
+        let now_ms = self.tick(now_ms);
+        let failed: Vec<MoveTask> = self
+            .moves
+            .values()
+            .filter(|task| {
+                task.status.is_active() && task.remote_destination.as_deref() == Some(name)
+            })
+            .map(|task| MoveTask {
+                status: MoveStatus::Failed,
+                failure_reason: Some(destination_deleted(name)),
+                ..task.clone()
+            })
+            .collect();
+        let count = failed.len();
+        for task in failed {
+            self.commit(Record::SetMoveTask { now_ms, task }, journal);
+        }
+        count
+    }
+
     fn task(&self, task_id: u64) -> Result<&MoveTask> {
         self.moves
             .get(&task_id)
@@ -605,6 +623,24 @@ struct TaskStart<'a> {
     limit: Option<u64>,
     /// Whether the caller checked in other buckets that `source` is a dead-letter queue.
     sources_elsewhere: bool,
+}
+
+impl<'a> TaskStart<'a> {
+    fn new(
+        source: &'a str,
+        destination: Option<&'a str>,
+        rate_per_second: Option<u32>,
+        limit: Option<u64>,
+        sources_elsewhere: bool,
+    ) -> TaskStart<'a> {
+        TaskStart {
+            source,
+            destination,
+            rate_per_second,
+            limit,
+            sources_elsewhere,
+        }
+    }
 }
 
 /// The new message a move makes of `old` in its destination, for a local move

@@ -401,17 +401,23 @@ impl Service {
         self.run(queue, |engine, _| read(engine)).await
     }
 
-    /// A read of every bucket's engine, each answer after its log is durable up to what it
-    /// saw, in bucket order.
-    async fn read_all<T>(
+    /// The queue names `names` finds in every bucket's engine, merged in name order, each
+    /// bucket's after its log is durable up to what it saw.
+    async fn names_in_every_bucket(
         &self,
-        read: impl Fn(&mut Engine) -> Result<T, Error>,
-    ) -> Result<Vec<T>, SqsError> {
-        let mut answers = Vec::with_capacity(self.hosts.len());
+        names: impl Fn(&Engine) -> Vec<Arc<str>>,
+    ) -> Result<Vec<Arc<str>>, SqsError> {
+        let mut all = Vec::new();
         for host in self.hosts.iter() {
-            answers.push(self.run_on(host, |engine, _| read(engine)).await?);
+            all.extend(
+                self.run_on(host, |engine, _| Ok::<_, SqsError>(names(engine)))
+                    .await?,
+            );
         }
-        Ok(answers)
+        if self.hosts.len() > 1 {
+            all.sort_unstable();
+        }
+        Ok(all)
     }
 }
 

@@ -102,9 +102,17 @@ impl Service {
         rate_per_second: Option<u32>,
         limit: Option<u64>,
     ) -> Result<Outcome, SqsError> {
+        let sources_elsewhere =
+            self.check_move_in_other_buckets(&source, destination.as_deref())?;
         let info = self
             .run(&source, |engine, journal| {
-                engine.start_move_task(
+                let start = if sources_elsewhere {
+                    leaseq_core::Engine::start_move_task_with_remote_sources
+                } else {
+                    leaseq_core::Engine::start_move_task
+                };
+                start(
+                    engine,
                     self.now_ms(),
                     &source,
                     destination.as_deref(),
@@ -118,6 +126,50 @@ impl Service {
             task_id: info.task.task_id,
             source: Arc::from(source),
         })
+    }
+
+    /// What a move task out of `source` needs checked in other buckets than `source`'s, which
+    /// its engine cannot see: whether queues of other buckets name `source` as their
+    /// dead-letter queue (returned), and that a `destination` of another bucket exists and is
+    /// of `source`'s kind (as its engine checks a destination of its own). Nothing to check
+    /// for a source that does not exist: its engine says so.
+    fn check_move_in_other_buckets(
+        &self,
+        source: &str,
+        destination: Option<&str>,
+    ) -> Result<bool, SqsError> {
+        let source_host = self.host_for(source);
+        let Some(source_fifo) = source_host
+            .engine()
+            .queue(source)
+            .map(|queue| queue.fifo().is_some())
+        else {
+            return Ok(false);
+        };
+        if let Some(destination) = destination {
+            let destination_host = self.host_for(destination);
+            if !std::ptr::eq(destination_host, source_host) {
+                let engine = destination_host.engine();
+                let queue = engine
+                    .queue(destination)
+                    .ok_or(Error::NotFound(Field::DestinationArn))?;
+                if queue.fifo().is_some() != source_fifo {
+                    return Err(Error::InvalidTarget {
+                        field: Field::DestinationArn,
+                        queue: source.to_string(),
+                        target: destination.to_string(),
+                        source_fifo,
+                        problem: leaseq_core::TargetProblem::OtherKind,
+                    }
+                    .into());
+                }
+            }
+        }
+        Ok(self
+            .hosts
+            .iter()
+            .filter(|host| !std::ptr::eq(*host, source_host))
+            .any(|host| !host.engine().sources_naming(source).is_empty()))
     }
 
     pub(super) async fn list_move_tasks(

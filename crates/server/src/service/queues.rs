@@ -47,14 +47,9 @@ impl Service {
         max_results: Option<usize>,
         next_token: Option<String>,
     ) -> Result<Outcome, SqsError> {
-        // Every bucket's queues, in name order.
-        let mut names: Vec<Arc<str>> = self
-            .read_all(|e| Ok(e.list_queues(prefix)))
-            .await?
-            .into_iter()
-            .flatten()
-            .collect();
-        names.sort_unstable();
+        let mut names = self
+            .names_in_every_bucket(|e| e.list_queues(prefix))
+            .await?;
         // The home namespace's names hold no separator; another's prefix holds one. Either way
         // a caller lists its own namespace's queues only (see `leaseq_sqs::namespace`).
         let separator = leaseq_sqs::namespace::SEPARATOR;
@@ -73,20 +68,27 @@ impl Service {
         // The dead-letter queue must exist; its sources may live in any bucket.
         self.read(name, |e| e.dead_letter_sources(name).map(drop))
             .await?;
-        let mut names: Vec<Arc<str>> = self
-            .read_all(|e| Ok(e.sources_naming(name)))
-            .await?
-            .into_iter()
-            .flatten()
-            .collect();
-        names.sort_unstable();
+        let names = self
+            .names_in_every_bucket(|e| e.sources_naming(name))
+            .await?;
         let (names, next_token) = leaseq_sqs::paginate(names, max_results, next_token.as_deref())?;
         Ok(Outcome::DeadLetterSourceQueues { names, next_token })
     }
 
     pub(super) async fn delete_queue(&self, name: &str) -> Result<Outcome, SqsError> {
-        self.simple(name, |e, now, j| e.delete_queue(now, name, j))
-            .await
+        let outcome = self
+            .simple(name, |e, now, j| e.delete_queue(now, name, j))
+            .await?;
+        // Move tasks of other buckets into this queue fail now, as those of its own bucket did
+        // in the delete's record.
+        let own = self.host_for(name);
+        for host in self.hosts.iter().filter(|host| !std::ptr::eq(*host, own)) {
+            self.run_on(host, |e, j| {
+                Ok::<_, SqsError>(e.remote_destination_deleted(self.now_ms(), name, j))
+            })
+            .await?;
+        }
+        Ok(outcome)
     }
 
     pub(super) async fn get_queue_attributes(&self, name: &str) -> Result<Outcome, SqsError> {

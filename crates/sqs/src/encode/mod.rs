@@ -256,7 +256,7 @@ fn move_task<'a>(info: &'a leaseq_core::engine::MoveTaskInfo, ctx: &Context) -> 
     }
     members.push(("Status", text(crate::moves::status_name(task.status))));
     members.push(("SourceArn", text(crate::queue_arn(ctx, source))));
-    if task.destination_queue_id.is_some() {
+    if task.has_destination() {
         // A task whose destination was deleted still names it, as SQS lists it (LocalStack's
         // test_move_task_delete_destination_queue_while_running, recorded from AWS).
         let destination = info
