@@ -107,6 +107,7 @@ async fn metrics(State(service): State<Arc<Service>>) -> Response {
         process: ProcessStats::read(),
         storage: service.storage_stats(),
         connections: Some(service.connection_stats().counts()),
+        buckets: service.bucket_stats(),
     });
     (
         [(CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")],

@@ -32,7 +32,7 @@ mod connections;
 mod operations;
 
 pub use connections::{ConnectionCounts, ConnectionStats, OpenConnection};
-pub use operations::{ProcessStats, StorageStats};
+pub use operations::{BucketStats, ProcessStats, StorageStats};
 
 /// Bucket bounds of processing time and lease time left, in milliseconds (5 ms to 12 h, the
 /// longest lease).
@@ -225,6 +225,8 @@ pub struct Scrape<'a> {
     pub storage: Option<StorageStats>,
     /// The SQS listener's connections (`None`: no accept loop counts them).
     pub connections: Option<ConnectionCounts>,
+    /// The buckets and the transfers between them (`None`: a node of one bucket).
+    pub buckets: Option<BucketStats>,
 }
 
 /// The Prometheus text exposition (format 0.0.4) of a scrape.
@@ -249,6 +251,9 @@ pub fn render(scrape: &Scrape) -> String {
     }
     if let Some(connections) = &scrape.connections {
         connections::render_connections(&mut page, connections);
+    }
+    if let Some(buckets) = &scrape.buckets {
+        operations::render_buckets(&mut page, buckets);
     }
     render_queue_gauges(&mut page, scrape);
     render_fifo_groups(&mut page, scrape);
@@ -854,6 +859,7 @@ mod tests {
             process: None,
             storage: None,
             connections: None,
+            buckets: None,
         });
         check_format(&page);
         for expected in [
@@ -931,6 +937,10 @@ mod tests {
                 limit_reached: 2,
                 max: 10,
             }),
+            buckets: Some(BucketStats {
+                buckets: 16,
+                transfers_waiting: 3,
+            }),
         });
         check_format(&page);
         for expected in [
@@ -951,6 +961,8 @@ mod tests {
             "leaseq_http_connections_max 10",
             "leaseq_http_connections_accepted_total 40",
             "leaseq_http_connection_limit_reached_total 2",
+            "leaseq_buckets 16",
+            "leaseq_transfers_waiting 3",
         ] {
             assert!(
                 page.lines().any(|line| line == expected),

@@ -308,6 +308,7 @@ async fn storage_gauges_follow_checkpoints_on_the_services_clock() {
             process: None,
             storage: Some(stats),
             connections: None,
+            buckets: None,
         })
     };
     let page = render(1_700_000_003_000, stats);

@@ -121,6 +121,32 @@ pub struct StorageStats {
     pub checkpoints: CheckpointStats,
 }
 
+/// A node of several buckets: how many, and the messages on their way between them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BucketStats {
+    /// The buckets this node serves (an engine each).
+    pub buckets: u64,
+    /// Messages in the outboxes: dead letters and redriven messages waiting for the bucket
+    /// they go to (see `leaseq_core::transfer`).
+    pub transfers_waiting: u64,
+}
+
+pub(super) fn render_buckets(page: &mut Page, buckets: &BucketStats) {
+    page.family(
+        "leaseq_buckets",
+        "gauge",
+        "Buckets this node serves, an engine and a log each.",
+    );
+    page.sample("leaseq_buckets", &[], buckets.buckets);
+    page.family(
+        "leaseq_transfers_waiting",
+        "gauge",
+        "Messages on their way to another bucket (dead letters and redriven messages whose \
+         destination's engine has not taken them yet).",
+    );
+    page.sample("leaseq_transfers_waiting", &[], buckets.transfers_waiting);
+}
+
 pub(super) fn render_process(page: &mut Page, process: &ProcessStats) {
     page.family(
         "process_cpu_seconds_total",

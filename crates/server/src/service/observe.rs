@@ -304,6 +304,22 @@ impl Service {
         })
     }
 
+    /// How many buckets this node serves and how many messages wait in their outboxes
+    /// (`None` for a node of one bucket, which has no transfers).
+    pub fn bucket_stats(&self) -> Option<crate::metrics::BucketStats> {
+        if self.hosts.len() < 2 {
+            return None;
+        }
+        Some(crate::metrics::BucketStats {
+            buckets: self.hosts.len() as u64,
+            transfers_waiting: self
+                .hosts
+                .iter()
+                .map(|host| host.engine().outbox_len() as u64)
+                .sum(),
+        })
+    }
+
     /// The log store's measurements (`None` for one that keeps nothing); with several
     /// buckets, the first bucket's log's.
     pub fn log_stats(&self) -> Option<LogStats> {
