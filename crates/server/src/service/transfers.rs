@@ -77,3 +77,93 @@ impl Service {
         Ok(true)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use leaseq_core::{
+        EngineConfig, MessageId, QueueConfigPatch, ReceiptKey, ReceiveRequest, RedrivePolicy,
+        SendInput,
+    };
+
+    use super::*;
+    use crate::service::ServiceConfig;
+
+    /// A dead letter for a queue of another bucket waits in its outbox, counted by the
+    /// metrics, until the driver hands it over; then the dead-letter queue has it.
+    #[tokio::test]
+    async fn a_dead_letter_waits_in_the_outbox_until_handed_over() {
+        let config = ServiceConfig {
+            engine: EngineConfig::default(),
+            region: "us-east-1".into(),
+            account_id: "000000000000".into(),
+        };
+        let service = Service::in_memory_buckets(config, ReceiptKey::new([1; 16]), 16);
+        let (queue, dlq) = ("q", "dlq");
+        assert!(!std::ptr::eq(
+            service.host_for(queue),
+            service.host_for(dlq)
+        ));
+        let create = |name: &'static str, patch: QueueConfigPatch| {
+            let service = &service;
+            async move {
+                service
+                    .run(name, |e, j| {
+                        e.create_queue(0, name, &patch, BTreeMap::new(), j)
+                    })
+                    .await
+                    .unwrap();
+            }
+        };
+        create(dlq, QueueConfigPatch::default()).await;
+        let policy = QueueConfigPatch {
+            redrive_policy: Some(Some(RedrivePolicy {
+                dead_letter_queue: dlq.into(),
+                max_receive_count: 1,
+            })),
+            ..QueueConfigPatch::default()
+        };
+        create(queue, policy).await;
+        service
+            .run(queue, |e, j| {
+                e.send(
+                    0,
+                    queue,
+                    SendInput::body("m"),
+                    MessageId::from_random([2; 16]),
+                    j,
+                )
+            })
+            .await
+            .unwrap();
+        let receive = |now_ms: u64| {
+            let service = &service;
+            async move {
+                let request = ReceiveRequest {
+                    max_messages: 10,
+                    visibility_timeout_seconds: Some(0),
+                    client: None,
+                };
+                service
+                    .run(queue, |e, j| e.receive(now_ms, queue, request, j))
+                    .await
+                    .unwrap()
+                    .len()
+            }
+        };
+        assert_eq!(receive(1).await, 1);
+        // Spent: it leaves for the outbox instead of being delivered.
+        assert_eq!(receive(2).await, 0);
+        let waiting = |service: &Service| service.bucket_stats().unwrap().transfers_waiting;
+        assert_eq!(waiting(&service), 1);
+        let in_dlq = |service: &Service| {
+            let engine = service.host_for(dlq).engine();
+            engine.queue(dlq).unwrap().len()
+        };
+        assert_eq!(in_dlq(&service), 0);
+        service.hand_over_transfers().await;
+        assert_eq!((waiting(&service), in_dlq(&service)), (0, 1));
+        assert_eq!(service.bucket_stats().unwrap().buckets, 16);
+    }
+}
