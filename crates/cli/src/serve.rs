@@ -73,6 +73,13 @@ pub struct ServeArgs {
     /// run 1 ms. Acknowledgements stay in log order whatever the number.
     #[arg(long, env = "LEASEQ_POSTGRES_FLUSHES", value_parser = clap::value_parser!(u16).range(1..=64))]
     postgres_flushes: Option<u16>,
+    /// With `--postgres`, how many buckets the log has: queues hash into them, and each has an
+    /// engine, a flusher and a PostgreSQL session of its own, so the node uses more cores
+    /// [default: 1; at most 256]. Fixed for the life of a log: a new log records it, and a
+    /// node started with another count than its log's refuses to start. Not yet with
+    /// `--cluster`.
+    #[arg(long, env = "LEASEQ_POSTGRES_BUCKETS", value_parser = clap::value_parser!(u16).range(1..=256))]
+    postgres_buckets: Option<u16>,
     /// Run as a node of a cluster on the `--postgres` log: several nodes share it, one owns it
     /// and runs the engine, the others forward every request to it and take over within
     /// `--node-timeout-ms` when it dies or stops answering. Any node answers any request
@@ -195,6 +202,7 @@ struct FileConfig {
     postgres: Option<String>,
     postgres_schema: Option<String>,
     postgres_flushes: Option<u16>,
+    postgres_buckets: Option<u16>,
     cluster: Option<bool>,
     node_id: Option<String>,
     advertise: Option<String>,
@@ -278,6 +286,8 @@ struct Settings {
     postgres: Option<String>,
     postgres_schema: String,
     postgres_flushes: usize,
+    /// Buckets of the PostgreSQL log (1 unless `--postgres-buckets`).
+    postgres_buckets: u32,
     /// `Some` for a cluster node (`--cluster`).
     cluster: Option<cluster::ClusterSettings>,
     in_memory: bool,
@@ -418,6 +428,25 @@ fn check_exposure(
     }
 }
 
+/// The bucket count of the PostgreSQL log, checked: 1 to `leaseq_postgres::BUCKETS_MAX` (the
+/// flag's parser bounds it too, but not the TOML file), and 1 in a cluster.
+fn postgres_buckets(buckets: Option<u16>, cluster: bool) -> anyhow::Result<u32> {
+    let buckets = buckets.map_or(1, u32::from);
+    if !(1..=leaseq_postgres::BUCKETS_MAX).contains(&buckets) {
+        bail!(
+            "postgres_buckets must be 1 to {}, not {buckets}",
+            leaseq_postgres::BUCKETS_MAX
+        );
+    }
+    if cluster && buckets > 1 {
+        bail!(
+            "--postgres-buckets {buckets} with --cluster true: {}",
+            leaseq_postgres::CLUSTER_OF_BUCKETS
+        );
+    }
+    Ok(buckets)
+}
+
 fn parse_fsync(text: &str) -> anyhow::Result<FsyncPolicy> {
     match text {
         "always" => Ok(FsyncPolicy::Always),
@@ -495,6 +524,10 @@ fn settings(args: ServeArgs) -> anyhow::Result<Settings> {
         cluster_listen: args.cluster_listen.or(file.cluster_listen),
         node_timeout_ms: args.node_timeout_ms.or(file.node_timeout_ms),
     })?;
+    let postgres_buckets = postgres_buckets(
+        args.postgres_buckets.or(file.postgres_buckets),
+        cluster.is_some(),
+    )?;
     if let Some(cluster_listen) = cluster.as_ref().and_then(|c| c.cluster_listen) {
         check_exposure(auth, allow_anonymous, cluster_listen, &credentials)?;
     }
@@ -530,6 +563,7 @@ fn settings(args: ServeArgs) -> anyhow::Result<Settings> {
             Some(flushes) => usize::from(flushes),
             None => leaseq_postgres::FLUSHES_IN_FLIGHT_DEFAULT,
         },
+        postgres_buckets,
         cluster,
         in_memory,
         salvage: args.salvage.or(file.salvage).unwrap_or(false),
@@ -730,6 +764,7 @@ fn open_service(
         let config = leaseq_postgres::PgConfig {
             schema: settings.postgres_schema.clone(),
             flushes_in_flight: settings.postgres_flushes,
+            buckets: settings.postgres_buckets,
             ..leaseq_postgres::PgConfig::new(connection.clone())
         };
         let checkpoint_bytes = settings.checkpoint_bytes;

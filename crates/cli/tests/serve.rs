@@ -216,6 +216,78 @@ async fn a_bad_config_file_is_refused_with_a_clear_message() {
     assert!(stderr.contains("connecting to PostgreSQL"), "{stderr}");
 }
 
+/// [`refused`], for a start that would otherwise not end (a cluster node waits for its
+/// PostgreSQL): refused within 10 s, or killed and the test fails.
+fn refused_at_once(args: &[&str]) -> String {
+    let mut child = common::leaseq_command()
+        .arg("serve")
+        .args(args)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() > deadline {
+            child.kill().unwrap();
+            child.wait().unwrap();
+            panic!("leaseq serve {args:?} was not refused at start");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let output = child.wait_with_output().unwrap();
+    assert!(!output.status.success(), "{output:?}");
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_buckets_are_bounded_and_refused_in_a_cluster() {
+    let dir = scratch("postgres-buckets");
+    let config = dir.path().join("buckets.toml");
+    let config_arg = config.to_str().unwrap();
+    // Out of bounds: from the flag (clap's range), the environment and the file.
+    for count in ["0", "257"] {
+        let stderr = refused(&["--postgres-buckets", count]);
+        assert!(stderr.contains("--postgres-buckets"), "{stderr}");
+    }
+    let output = common::leaseq_command()
+        .arg("serve")
+        .env("LEASEQ_POSTGRES_BUCKETS", "300")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "{output:?}");
+    assert!(stderr.contains("--postgres-buckets"), "{stderr}");
+    std::fs::write(&config, "postgres_buckets = 1000\n").unwrap();
+    let stderr = refused(&["--config", config_arg]);
+    assert!(
+        stderr.contains("postgres_buckets must be 1 to 256, not 1000"),
+        "{stderr}"
+    );
+    // A cluster node serves one bucket: refused at start, before PostgreSQL is reached (the
+    // port is closed), from the flag and from the file.
+    let cluster = [
+        "--postgres",
+        "host=127.0.0.1 port=1 user=postgres",
+        "--cluster",
+        "true",
+        "--node-id",
+        "n1",
+        "--advertise",
+        "127.0.0.1:9",
+    ];
+    let stderr = refused_at_once(&[&cluster[..], &["--postgres-buckets", "2"]].concat());
+    assert!(
+        stderr.contains("several buckets in a cluster are not built yet"),
+        "{stderr}"
+    );
+    std::fs::write(&config, "postgres_buckets = 4\n").unwrap();
+    let stderr = refused_at_once(&[&cluster[..], &["--config", config_arg]].concat());
+    assert!(
+        stderr.contains("--postgres-buckets 4 with --cluster true"),
+        "{stderr}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_corrupt_log_stops_the_start_unless_salvage_is_asked_for() {
     let dir = scratch("corrupt");

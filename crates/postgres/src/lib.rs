@@ -8,9 +8,11 @@
 //! behind, however long another session holds back the xmin horizon.
 //!
 //! - [`PgLogOpening`]: connects, migrates the schema ([`SCHEMA_VERSION`]), reads the receipt
-//!   key, takes over the bucket (raising its epoch) and recovers (`Recoverable`).
+//!   key and the log's bucket count, takes over a bucket (raising its epoch) and recovers it
+//!   (`Recoverable`); [`PgLogOpening::open_buckets`] takes over every bucket of the log.
 //! - [`PgLog`]: the `LogStore` (group commit, the fence, poisoning, cached body reads).
-//! - [`open_service`]: all of it, as `leaseq serve --postgres` runs it.
+//! - [`open_service`]: all of it, as `leaseq serve --postgres` runs it: one engine host per
+//!   bucket ([`PgConfig::buckets`]), each on a `PgLog` of its own.
 //!
 //! `docs/design/postgres.md` has the schema, the fence and why it is correct under READ
 //! COMMITTED, frames and locations, recovery, poisoning, and what a failover keeps.
@@ -30,7 +32,8 @@ mod tests;
 use std::sync::Arc;
 use std::time::Duration;
 
-use leaseq_server::host::EngineHost;
+use leaseq_core::{EngineConfig, Placement};
+use leaseq_server::host::{EngineHost, Hosts};
 use leaseq_server::log_store::{LogError, LogStore};
 use leaseq_server::recovery::{self, RecoverError};
 use leaseq_server::{Service, ServiceConfig};
@@ -38,6 +41,13 @@ use leaseq_server::{Service, ServiceConfig};
 pub use log::{PgLog, Sizes, FLUSHES_IN_FLIGHT_DEFAULT};
 pub use opening::{PgLogOpening, SINGLE_NODE_BUCKET};
 pub use schema::SCHEMA_VERSION;
+
+/// Buckets of a log at most. Each bucket has a flusher with a PostgreSQL session of its own
+/// (`--postgres-flushes` of them at most), so a node of `N` buckets holds at least `N + 1`
+/// sessions, and PostgreSQL's default `max_connections` is 100; 256 also leaves a cluster
+/// (when it serves several buckets) room to spread buckets over many nodes. Queue ids could
+/// name 65 536 buckets (`leaseq_core::Placement`).
+pub const BUCKETS_MAX: u32 = 256;
 
 /// How long connecting may take before the node reports PostgreSQL unreachable.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -56,8 +66,12 @@ pub struct PgConfig {
     pub schema: String,
     /// Sizes of segments.
     pub sizes: Sizes,
-    /// Flushes in flight at once, each on a PostgreSQL session of its own (at least 1).
+    /// Flushes in flight at once, per bucket, each on a PostgreSQL session of its own (at
+    /// least 1).
     pub flushes_in_flight: usize,
+    /// Buckets of the log (1 to [`BUCKETS_MAX`]): the count a new log records, and the one an
+    /// existing log must have recorded (it is fixed for the life of a log).
+    pub buckets: u32,
     /// The cluster node opening the log, recorded as the bucket's owner when it takes the
     /// bucket over (`None`: a single node).
     pub node: Option<NodeIdentity>,
@@ -80,6 +94,7 @@ impl PgConfig {
             schema: "leaseq".into(),
             sizes: Sizes::default(),
             flushes_in_flight: FLUSHES_IN_FLIGHT_DEFAULT,
+            buckets: 1,
             node: None,
         }
     }
@@ -104,6 +119,21 @@ pub enum PostgresError {
         found: i32,
         /// The newest version this build knows.
         known: i32,
+    },
+    /// The node was configured with another bucket count than the log records.
+    #[error(
+        "the PostgreSQL log in schema {schema:?} has {recorded} bucket(s), fixed when it was \
+         created, but this node was started with {configured} (--postgres-buckets, \
+         LEASEQ_POSTGRES_BUCKETS, postgres_buckets): start it with --postgres-buckets \
+         {recorded}, or use another --postgres-schema for a log of {configured}"
+    )]
+    BucketCount {
+        /// The schema of the log.
+        schema: String,
+        /// The count the log records.
+        recorded: u32,
+        /// The count the node was started with.
+        configured: u32,
     },
     /// The store's runtime could not be started.
     #[error("starting the PostgreSQL store's runtime: {0}")]
@@ -131,37 +161,68 @@ impl From<LogError> for PostgresError {
     }
 }
 
-/// Opens the log `config` names and recovers the service from it, checkpointing after at
-/// least `checkpoint_log_bytes_min` logged bytes. The receipt key comes from PostgreSQL, so a
-/// node started anywhere with the same configuration serves the same queues and receipts.
+/// Opens the log `config` names and recovers the service from it, one engine host per bucket
+/// of the log, checkpointing after at least `checkpoint_log_bytes_min` logged bytes. The
+/// receipt key comes from PostgreSQL, so a node started anywhere with the same configuration
+/// serves the same queues and receipts.
 pub fn open_service(
     config: &PgConfig,
     service: ServiceConfig,
     checkpoint_log_bytes_min: u64,
 ) -> Result<Service, PostgresError> {
-    open_service_with_epoch(config, service, checkpoint_log_bytes_min).map(|(service, _)| service)
+    let openings = PgLogOpening::open_buckets(config)?;
+    let buckets = openings.len() as u32;
+    let mut hosts = Vec::with_capacity(openings.len());
+    // One bucket after the other: their replays share the readers' session (see
+    // `PgLogOpening::open_buckets`).
+    for opening in openings {
+        let mut engine = service.engine.clone();
+        engine.placement = Placement {
+            bucket: opening.bucket(),
+            buckets,
+        };
+        hosts.push(recover_host(opening, engine, checkpoint_log_bytes_min)?);
+    }
+    Ok(Service::with_hosts(service, Hosts::buckets(hosts)))
 }
 
-/// [`open_service`], and the epoch the node took the bucket over with and whether the epoch it
-/// replaced was released (`PgLogOpening::previous_released`).
+/// The engine host of one bucket, recovered from its opening.
+fn recover_host(
+    opening: PgLogOpening,
+    engine: EngineConfig,
+    checkpoint_log_bytes_min: u64,
+) -> Result<EngineHost, PostgresError> {
+    let key = opening.receipt_key();
+    let recovered = recovery::recover(opening, engine, key, checkpoint_log_bytes_min)?;
+    let store: Arc<dyn LogStore> = recovered.store;
+    Ok(EngineHost::new(
+        recovered.engine,
+        store,
+        recovered.checkpoints,
+    ))
+}
+
+/// [`open_service`] for a cluster node, which serves a log of one bucket, and the epoch the
+/// node took the bucket over with and whether the epoch it replaced was released
+/// (`PgLogOpening::previous_released`).
 pub(crate) fn open_service_with_epoch(
     config: &PgConfig,
     service: ServiceConfig,
     checkpoint_log_bytes_min: u64,
 ) -> Result<(Service, (i64, bool)), PostgresError> {
+    if config.buckets != 1 {
+        return Err(PostgresError::Config(CLUSTER_OF_BUCKETS.into()));
+    }
     let opening = PgLogOpening::open(config)?;
     let epoch = (opening.epoch(), opening.previous_released());
-    let key = opening.receipt_key();
-    let recovered = recovery::recover(
-        opening,
-        service.engine.clone(),
-        key,
-        checkpoint_log_bytes_min,
-    )?;
-    let store: Arc<dyn LogStore> = recovered.store;
-    let host = EngineHost::new(recovered.engine, store, recovered.checkpoints);
+    let host = recover_host(opening, service.engine.clone(), checkpoint_log_bytes_min)?;
     Ok((Service::new(service, host), epoch))
 }
+
+/// Why a cluster node refuses a bucket count above one.
+pub const CLUSTER_OF_BUCKETS: &str =
+    "several buckets in a cluster are not built yet: a cluster node serves a log of one bucket \
+     (--postgres-buckets 1)";
 
 /// Drops `schema` and everything in it (for tests that each run in a schema of their own).
 /// Blocks the calling thread, whatever runtime it may be in.

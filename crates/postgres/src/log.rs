@@ -38,6 +38,7 @@ use tokio_postgres::Client;
 
 use crate::flusher::{FlushConnection, Flusher};
 use crate::frames::{Frame, FrameCache, Tail, LENGTH_PREFIX_BYTES};
+use crate::opening::Readers;
 use crate::runtime::StoreRuntime;
 use crate::schema::{self, Schema};
 use crate::snapshot::SnapshotWriter;
@@ -67,9 +68,32 @@ SELECT start_offset, first_lsn, last_lsn, body FROM {schema}.frame
 WHERE bucket = $1 AND segment = $2 AND start_offset <= $3
 ORDER BY start_offset DESC LIMIT 1";
 
-/// The fence of a segment removal: the bucket's row locked as a flush locks it, in the
-/// transaction that then drops the segments' partitions.
-const FENCE: &str = "SELECT 1 FROM {schema}.bucket WHERE bucket = $1 AND epoch = $2 FOR SHARE";
+/// The SQLSTATE a removal raises when the bucket's epoch is no longer the store's.
+const FENCED_OUT_SQLSTATE: &str = "LQF01";
+
+/// The statement removing `segments` of `bucket`, fenced: it locks the bucket's row as a flush
+/// locks it (`FOR SHARE`), raises [`FENCED_OUT_SQLSTATE`] if the epoch moved on, and drops the
+/// segments' partitions, all in one statement, so the row lock is held until they are gone.
+/// One statement rather than `BEGIN … COMMIT`: it runs on the readers' session, which every
+/// bucket's store shares, and a transaction there would take in the other stores' statements
+/// (commit or roll back their snapshot chunks with it). The bucket, the epoch and the segments
+/// are numbers and the schema a checked identifier, so pasting them in is safe.
+fn removal(schema: &Schema, bucket: i32, epoch: i64, segments: &[u64]) -> String {
+    let partitions: Vec<String> = segments
+        .iter()
+        .map(|&segment| schema.partition(bucket, segment))
+        .collect();
+    schema.sql(&format!(
+        "DO $$ BEGIN
+            PERFORM 1 FROM {{schema}}.bucket WHERE bucket = {bucket} AND epoch = {epoch} FOR SHARE;
+            IF NOT FOUND THEN
+                RAISE EXCEPTION 'fenced out' USING ERRCODE = '{FENCED_OUT_SQLSTATE}';
+            END IF;
+            DROP TABLE IF EXISTS {};
+        END $$",
+        partitions.join(", ")
+    ))
+}
 
 /// What the flusher has published: the durable LSN, and why the store is unavailable (a flush
 /// of unknown outcome being resolved) or poisoned, if it is.
@@ -106,8 +130,9 @@ pub(crate) struct Shared {
     pub(crate) flushes_in_flight: usize,
     /// The process ids of the flusher's sessions (tests end them with `pg_terminate_backend`).
     pub(crate) flush_backends: Mutex<Vec<i32>>,
-    /// Reads, snapshots and removals: reconnected when found closed (see [`Shared::other`]).
-    other_client: tokio::sync::Mutex<Arc<Client>>,
+    /// Reads, snapshots and removals, on the node's one readers' session (shared by every
+    /// bucket's store): reconnected when found closed (see [`Shared::other`]).
+    other_client: Readers,
     /// Segments whose partition of `frame` exists (created by this store or found at start).
     pub(crate) partitions: Mutex<std::collections::BTreeSet<u64>>,
     sizes: Sizes,
@@ -134,7 +159,7 @@ pub(crate) struct Resumed {
     pub(crate) epoch: i64,
     pub(crate) connection: String,
     pub(crate) flush_client: Client,
-    pub(crate) other_client: Arc<Client>,
+    pub(crate) readers: Readers,
     pub(crate) sizes: Sizes,
     pub(crate) flushes_in_flight: usize,
     pub(crate) tail: Tail,
@@ -153,7 +178,7 @@ impl PgLog {
             connection: resumed.connection,
             flushes_in_flight: resumed.flushes_in_flight.max(1),
             flush_backends: Mutex::new(Vec::new()),
-            other_client: tokio::sync::Mutex::new(resumed.other_client),
+            other_client: resumed.readers,
             partitions: Mutex::new(resumed.tail.segments.keys().copied().collect()),
             sizes: resumed.sizes,
             tail: Mutex::new(resumed.tail),
@@ -459,51 +484,21 @@ impl LogStore for PgLog {
             return Ok(removable);
         }
         let shared = self.shared.clone();
-        let drop_partitions = format!(
-            "DROP TABLE IF EXISTS {}",
-            removable
-                .iter()
-                .map(|&segment| shared.schema.partition(shared.bucket, segment))
-                .collect::<Vec<_>>()
-                .join(", ")
-        );
+        let remove = removal(&shared.schema, shared.bucket, shared.epoch, &removable);
         self.runtime.block(async move {
-            // One transaction: the fence's row lock is held until the partitions are gone.
-            let client = shared.other().await?;
-            client.batch_execute("BEGIN").await.map_err(database)?;
-            let fence = shared.schema.sql(FENCE);
-            let fenced_in = client
-                .query_opt(&fence, &[&shared.bucket, &shared.epoch])
-                .await
-                .map_err(database);
-            let fenced_in = match fenced_in {
-                Ok(row) => row.is_some(),
-                Err(error) => {
-                    let _ = client.batch_execute("ROLLBACK").await;
-                    return Err(error);
+            let removed = shared.other().await?.batch_execute(&remove).await;
+            match removed {
+                Ok(()) => Ok(()),
+                Err(error) if error.code().map(|c| c.code()) == Some(FENCED_OUT_SQLSTATE) => {
+                    let reason = format!(
+                        "fenced out while removing segments (epoch {})",
+                        shared.epoch
+                    );
+                    shared.poison(reason.clone());
+                    Err(Shared::poisoned_error(&reason))
                 }
-            };
-            let dropped = match fenced_in {
-                true => client.batch_execute(&drop_partitions).await,
-                false => Ok(()),
-            };
-            let ended = match dropped {
-                Ok(()) => client.batch_execute("COMMIT").await,
-                Err(error) => {
-                    let _ = client.batch_execute("ROLLBACK").await;
-                    return Err(database(error));
-                }
-            };
-            ended.map_err(database)?;
-            if !fenced_in {
-                let reason = format!(
-                    "fenced out while removing segments (epoch {})",
-                    shared.epoch
-                );
-                shared.poison(reason.clone());
-                return Err(Shared::poisoned_error(&reason));
+                Err(error) => Err(database(error)),
             }
-            Ok::<(), LogError>(())
         })?;
         let mut tail = self.shared.tail.lock();
         for segment in &removable {

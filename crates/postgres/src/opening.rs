@@ -25,8 +25,8 @@ use crate::runtime::StoreRuntime;
 use crate::schema::{self, Schema};
 use crate::{PgConfig, PostgresError};
 
-/// The one bucket of a single node (see `docs/design/postgres.md`: buckets are the unit a
-/// cluster will hand from node to node).
+/// The bucket of a log of one bucket (the default; a cluster node's log). A log of `N` buckets
+/// has buckets `0..N` (see `docs/design/postgres.md`, "Buckets").
 pub const SINGLE_NODE_BUCKET: i32 = 0;
 
 /// Frames per batch handed from the runtime to the replaying thread.
@@ -51,7 +51,13 @@ SELECT segment, min(first_lsn), max(last_lsn),
        sum(octet_length(body))::bigint
 FROM {schema}.frame WHERE bucket = $1 GROUP BY segment ORDER BY segment";
 
-/// A PostgreSQL log taken over and about to be recovered.
+/// The readers' session of a node: bodies read back, snapshots, segment removals and recovery,
+/// shared by every bucket's store (statements of several buckets pipeline on it; none of them
+/// opens a transaction, which would take in the others'). Reconnected by whichever store finds
+/// it closed first (`log::Shared::other`).
+pub(crate) type Readers = Arc<tokio::sync::Mutex<Arc<Client>>>;
+
+/// A PostgreSQL log taken over and about to be recovered: one bucket of it.
 pub struct PgLogOpening {
     runtime: Arc<StoreRuntime>,
     schema: Schema,
@@ -62,58 +68,103 @@ pub struct PgLogOpening {
     key: ReceiptKey,
     connection: String,
     flush_client: Client,
+    /// The readers' session as the opening found it (recovery runs on it).
     other_client: Arc<Client>,
+    /// The same session, shared with the other buckets' stores once they run.
+    readers: Readers,
     sizes: Sizes,
     flushes_in_flight: usize,
 }
 
 impl PgLogOpening {
-    /// Connects to `config`'s database, creates or migrates its schema, and takes over the
-    /// bucket. Fails promptly if PostgreSQL cannot be reached.
+    /// Connects to `config`'s database, creates or migrates its schema, and takes over its one
+    /// bucket. Fails promptly if PostgreSQL cannot be reached; refuses a `config` or a log of
+    /// several buckets ([`PgLogOpening::open_buckets`] opens those).
     pub fn open(config: &PgConfig) -> Result<PgLogOpening, PostgresError> {
+        if config.buckets != 1 {
+            return Err(PostgresError::Config(format!(
+                "a log of {} buckets opens with PgLogOpening::open_buckets",
+                config.buckets
+            )));
+        }
+        let mut openings = PgLogOpening::open_buckets(config)?;
+        Ok(openings.pop().expect("a log of one bucket has one"))
+    }
+
+    /// Connects to `config`'s database, creates or migrates its schema, checks the log's
+    /// bucket count against `config.buckets` (recording it if the log is new), and takes over
+    /// every bucket, in order: one opening per bucket, each with its own epoch and flush
+    /// session. They share the store's runtime and the readers' session, so a node of `N`
+    /// buckets holds `N` flush sessions (up to `N * flushes_in_flight` under load) and one
+    /// more. Recover them one after the other: their replays share that session and set its
+    /// statement timeout.
+    pub fn open_buckets(config: &PgConfig) -> Result<Vec<PgLogOpening>, PostgresError> {
+        if !(1..=crate::BUCKETS_MAX).contains(&config.buckets) {
+            return Err(PostgresError::Config(format!(
+                "a log has 1 to {} buckets, not {}",
+                crate::BUCKETS_MAX,
+                config.buckets
+            )));
+        }
         let schema = Schema::new(&config.schema)?;
         let runtime = Arc::new(StoreRuntime::new().map_err(PostgresError::Runtime)?);
         let (connection, name) = (config.connection.clone(), schema.clone());
-        let owner = config.node.clone();
-        let (flush_client, other_client, key, claimed) = runtime.block(async move {
+        let (owner, configured) = (config.node.clone(), config.buckets);
+        let (flush_clients, other_client, key, claims) = runtime.block(async move {
             let mut other = schema::connect(&connection).await?;
             schema::migrate(&mut other, &name).await?;
             let key = schema::receipt_key(&other, &name).await?;
-            if owner.is_none() {
-                // A single node would take the log over from a running cluster (fencing its
-                // owner), and the cluster would take it back: refuse, naming the owner.
-                if let Some(node) =
-                    schema::live_cluster_owner(&other, &name, SINGLE_NODE_BUCKET).await?
-                {
-                    return Err(PostgresError::Config(format!(
-                        "cluster node {node:?} owns the log in this schema: start this node with \
-                         --cluster true to join the cluster, or use another --postgres-schema"
-                    )));
-                }
+            let recorded = schema::bucket_count(&other, &name, configured).await?;
+            if recorded != configured {
+                return Err(PostgresError::BucketCount {
+                    schema: name.name().to_string(),
+                    recorded,
+                    configured,
+                });
             }
-            let flush = schema::connect(&connection).await?;
-            let claimed = schema::claim(&other, &name, SINGLE_NODE_BUCKET, owner.as_ref()).await?;
-            Ok::<_, PostgresError>((flush, other, key, claimed))
+            let buckets = 0..configured as i32;
+            if owner.is_none() {
+                refuse_a_live_cluster(&other, &name, buckets.clone()).await?;
+            }
+            let flushes = buckets.clone().map(|_| schema::connect(&connection));
+            let flushes = futures_util::future::try_join_all(flushes).await?;
+            let mut claims = Vec::with_capacity(flushes.len());
+            for bucket in buckets {
+                claims.push(schema::claim(&other, &name, bucket, owner.as_ref()).await?);
+            }
+            Ok::<_, PostgresError>((flushes, other, key, claims))
         })?;
-        let epoch = claimed.epoch;
+        let epochs: Vec<i64> = claims.iter().map(|claimed| claimed.epoch).collect();
         tracing::info!(
             schema = config.schema,
-            epoch,
+            ?epochs,
             "took over the PostgreSQL log"
         );
-        Ok(PgLogOpening {
-            runtime,
-            schema,
-            bucket: SINGLE_NODE_BUCKET,
-            epoch,
-            previous_released: claimed.previous_released,
-            key: ReceiptKey::new(key),
-            connection: config.connection.clone(),
-            flush_client,
-            other_client: Arc::new(other_client),
-            sizes: config.sizes,
-            flushes_in_flight: config.flushes_in_flight,
-        })
+        let other_client = Arc::new(other_client);
+        let readers: Readers = Arc::new(tokio::sync::Mutex::new(other_client.clone()));
+        let openings = (0..)
+            .zip(flush_clients.into_iter().zip(claims))
+            .map(|(bucket, (flush_client, claimed))| PgLogOpening {
+                runtime: runtime.clone(),
+                schema: schema.clone(),
+                bucket,
+                epoch: claimed.epoch,
+                previous_released: claimed.previous_released,
+                key: ReceiptKey::new(key),
+                connection: config.connection.clone(),
+                flush_client,
+                other_client: other_client.clone(),
+                readers: readers.clone(),
+                sizes: config.sizes,
+                flushes_in_flight: config.flushes_in_flight,
+            })
+            .collect();
+        Ok(openings)
+    }
+
+    /// The bucket this opening took over.
+    pub fn bucket(&self) -> u32 {
+        self.bucket as u32
     }
 
     /// The receipt key kept in the schema.
@@ -199,6 +250,27 @@ impl PgLogOpening {
                 .collect())
         })
     }
+}
+
+/// Refuses to open a log whose cluster owner holds its lock: a single node would take the log
+/// over from a running cluster (fencing its owner), and the cluster would take it back. Every
+/// bucket is checked, not only bucket 0: a cluster serves one bucket today, so only bucket 0
+/// can be owned (and a log a cluster ran on records one bucket), but once a cluster serves
+/// several, any of them may be; a check per bucket costs one statement at start-up.
+async fn refuse_a_live_cluster(
+    client: &Client,
+    schema: &Schema,
+    buckets: std::ops::Range<i32>,
+) -> Result<(), PostgresError> {
+    for bucket in buckets {
+        if let Some(node) = schema::live_cluster_owner(client, schema, bucket).await? {
+            return Err(PostgresError::Config(format!(
+                "cluster node {node:?} owns the log in this schema: start this node with \
+                 --cluster true to join the cluster, or use another --postgres-schema"
+            )));
+        }
+    }
+    Ok(())
 }
 
 impl Recoverable for PgLogOpening {
@@ -389,7 +461,7 @@ impl PgLogOpening {
             epoch: self.epoch,
             connection: self.connection,
             flush_client: self.flush_client,
-            other_client: self.other_client,
+            readers: self.readers,
             sizes: self.sizes,
             flushes_in_flight: self.flushes_in_flight,
             tail,

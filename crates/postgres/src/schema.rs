@@ -17,6 +17,7 @@
 //! snapshot       (bucket, lsn, len_bytes, chunks,   a complete snapshot (its header row is
 //!                 from_segment, epoch)               written last, fenced)
 //! snapshot_chunk (bucket, lsn, chunk, bytes)        the snapshot's bytes, in 1 MiB chunks
+//! settings       (id = 1, buckets)                  the bucket count, fixed for the log's life
 //! ```
 //! Migrations run in one transaction under an advisory lock (two nodes starting at once
 //! serialize), and a node refuses a schema whose version is newer than the newest it knows: an
@@ -141,6 +142,22 @@ EXCEPTION WHEN feature_not_supported OR syntax_error OR undefined_object THEN
 END
 $$;
 "#,
+    // 6: the bucket count, fixed for the life of the log (a queue's bucket is its name's hash
+    // modulo the count, so another count would look for queues where they are not). A log that
+    // already holds anything (a bucket taken over, a frame, a snapshot) was written by a node
+    // of one bucket, the only kind there was; a new log gets its count from the first node
+    // that opens it (`bucket_count`). Its own table, of one row, rather than a column of
+    // `bucket`: the count is the log's, not a bucket's, and it must exist before any bucket row.
+    r#"
+CREATE TABLE {schema}.settings (
+    id int PRIMARY KEY CHECK (id = 1),
+    buckets int NOT NULL CHECK (buckets BETWEEN 1 AND 65536)
+);
+INSERT INTO {schema}.settings (id, buckets)
+SELECT 1, 1 WHERE EXISTS (SELECT 1 FROM {schema}.bucket)
+    OR EXISTS (SELECT 1 FROM {schema}.frame)
+    OR EXISTS (SELECT 1 FROM {schema}.snapshot);
+"#,
 ];
 
 /// The newest schema version this build knows.
@@ -168,6 +185,11 @@ impl Schema {
         Ok(Schema {
             name: name.to_string(),
         })
+    }
+
+    /// The name, unquoted.
+    pub(crate) fn name(&self) -> &str {
+        &self.name
     }
 
     /// `sql` with `{schema}` replaced by the quoted name.
@@ -335,6 +357,36 @@ pub(crate) async fn receipt_key(
     let key: &[u8] = row.get(0);
     key.try_into()
         .map_err(|_| PostgresError::Config("the stored receipt key is not 16 bytes".into()))
+}
+
+/// The log's bucket count: the one recorded, or `configured` if the log has none yet (a new
+/// log: this node is its first, and its count is recorded for good). Two nodes creating a log
+/// at once record one count, whichever inserts first; the other reads it back and is refused
+/// by its caller if it differs.
+pub(crate) async fn bucket_count(
+    client: &Client,
+    schema: &Schema,
+    configured: u32,
+) -> Result<u32, PostgresError> {
+    let configured = i32::try_from(configured)
+        .map_err(|_| PostgresError::Config(format!("{configured} buckets is too many")))?;
+    client
+        .execute(
+            &schema.sql(
+                "INSERT INTO {schema}.settings (id, buckets) VALUES (1, $1) ON CONFLICT (id) DO NOTHING",
+            ),
+            &[&configured],
+        )
+        .await?;
+    let row = client
+        .query_one(
+            &schema.sql("SELECT buckets FROM {schema}.settings WHERE id = 1"),
+            &[],
+        )
+        .await?;
+    let recorded: i32 = row.get(0);
+    u32::try_from(recorded)
+        .map_err(|_| PostgresError::Config(format!("the log records {recorded} buckets")))
 }
 
 /// The condition, in SQL over `pg_locks` as `l`, that `l` is the granted ownership lock whose

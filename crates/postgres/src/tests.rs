@@ -594,3 +594,187 @@ fn migration_5_compresses_frames_and_snapshots_with_lz4() {
     assert_eq!(compressions(&migrating, "frame", "body"), ["l", "l", "l"]);
     assert_eq!(compressions(&migrating, "snapshot_chunk", "bytes"), ["l"]);
 }
+
+/// The bucket count the log records, if any.
+fn recorded_buckets(migrating: &Migrating) -> Option<i32> {
+    let sql = migrating
+        .name
+        .sql("SELECT buckets FROM {schema}.settings WHERE id = 1");
+    let row = migrating
+        .runtime
+        .block_on(migrating.client.query_opt(&sql, &[]))
+        .unwrap();
+    row.map(|row| row.get(0))
+}
+
+#[test]
+fn migration_6_records_one_bucket_for_a_log_that_exists() {
+    // A log of version 5 that a node took over (a bucket row, no frame yet).
+    let mut claimed = Migrating::new("buckets_claimed");
+    claimed.migrate(&KNOWN_MIGRATIONS[..5]);
+    claimed.execute("INSERT INTO {schema}.bucket (bucket, epoch) VALUES (0, 3)");
+    assert_eq!(claimed.migrate(KNOWN_MIGRATIONS), 5);
+    assert_eq!(recorded_buckets(&claimed), Some(1));
+    // One with frames only (as a bucket row would be there too, this checks the frames alone).
+    let mut framed = Migrating::new("buckets_framed");
+    framed.migrate(&KNOWN_MIGRATIONS[..5]);
+    framed.execute(&framed.name.create_partition(0, 1));
+    framed.execute("INSERT INTO {schema}.frame VALUES (0, 1, 0, 1, 1, 1, '\\x01')");
+    framed.migrate(KNOWN_MIGRATIONS);
+    assert_eq!(recorded_buckets(&framed), Some(1));
+    // Such a log opens with one bucket and refuses another count.
+    let mut config = framed.schema.0.clone();
+    config.buckets = 2;
+    match PgLogOpening::open_buckets(&config) {
+        Err(PostgresError::BucketCount {
+            recorded: 1,
+            configured: 2,
+            ..
+        }) => {}
+        Err(other) => panic!("expected the bucket count refused, got {other}"),
+        Ok(_) => panic!("a log of one bucket opened with two"),
+    }
+    // An empty log of version 5 (migrated, never taken over) records nothing yet: its first
+    // node's count is the log's.
+    let mut empty = Migrating::new("buckets_empty");
+    empty.migrate(&KNOWN_MIGRATIONS[..5]);
+    empty.migrate(KNOWN_MIGRATIONS);
+    assert_eq!(recorded_buckets(&empty), None);
+    let mut config = empty.schema.0.clone();
+    config.buckets = 3;
+    let openings = PgLogOpening::open_buckets(&config).unwrap();
+    assert_eq!(openings.len(), 3);
+    assert_eq!(recorded_buckets(&empty), Some(3));
+}
+
+#[test]
+fn a_node_with_another_bucket_count_than_its_log_is_refused() {
+    let schema = TestSchema::new("bucket_count");
+    let mut config = schema.0.clone();
+    config.buckets = 3;
+    drop(PgLogOpening::open_buckets(&config).unwrap());
+    for configured in [1, 2, 4] {
+        config.buckets = configured;
+        let error = match PgLogOpening::open_buckets(&config) {
+            Err(error) => error,
+            Ok(_) => panic!("a log of 3 buckets opened with {configured}"),
+        };
+        assert!(
+            matches!(error, PostgresError::BucketCount { recorded: 3, configured: c, .. } if c == configured),
+            "{error}"
+        );
+        let text = error.to_string();
+        assert!(
+            text.contains("has 3 bucket(s)")
+                && text.contains(&format!("started with {configured}"))
+                && text.contains("--postgres-buckets 3"),
+            "the refusal names both counts and the flag: {text}"
+        );
+    }
+    // The refusal claimed nothing: every bucket is still at the epoch of the first opening.
+    config.buckets = 3;
+    let epochs: Vec<i64> = PgLogOpening::open_buckets(&config)
+        .unwrap()
+        .iter()
+        .map(PgLogOpening::epoch)
+        .collect();
+    assert_eq!(epochs, [2, 2, 2]);
+    // One bucket's opening refuses a log of several, and a cluster node does too.
+    config.buckets = 1;
+    assert!(matches!(
+        PgLogOpening::open(&config),
+        Err(PostgresError::BucketCount { recorded: 3, .. })
+    ));
+    config.buckets = 3;
+    let service = leaseq_server::ServiceConfig {
+        engine: EngineConfig::default(),
+        region: "us-east-1".into(),
+        account_id: "000000000000".into(),
+    };
+    match crate::open_service_with_epoch(&config, service, 1 << 20) {
+        Err(PostgresError::Config(text)) => {
+            assert!(text.contains("not built yet"), "{text}")
+        }
+        Err(other) => panic!("expected a cluster node refused, got {other}"),
+        Ok(_) => panic!("a cluster node opened a log of several buckets"),
+    }
+}
+
+#[test]
+fn each_bucket_has_its_own_epoch_frames_and_replay() {
+    let schema = TestSchema::new("buckets");
+    let mut config = schema.0.clone();
+    config.buckets = 3;
+    let runtime = runtime();
+    let replay_all = |config: &PgConfig| -> Vec<(PgLog, u64)> {
+        PgLogOpening::open_buckets(config)
+            .unwrap()
+            .into_iter()
+            .enumerate()
+            .map(|(bucket, opening)| {
+                assert_eq!(opening.bucket() as usize, bucket);
+                let mut replayed = 0;
+                let log = opening
+                    .replay(0, &mut |_| {
+                        replayed += 1;
+                        Ok(())
+                    })
+                    .unwrap();
+                (log, replayed)
+            })
+            .collect()
+    };
+    let logs = replay_all(&config);
+    assert_eq!(
+        logs.iter().map(|(log, _)| log.epoch()).collect::<Vec<_>>(),
+        [1, 1, 1]
+    );
+    // Two records in bucket 1, one in bucket 2, none in bucket 0.
+    append_and_wait(&runtime, &logs[1].0, 1).unwrap();
+    append_and_wait(&runtime, &logs[1].0, 2).unwrap();
+    append_and_wait(&runtime, &logs[2].0, 3).unwrap();
+    drop(logs);
+    let logs = replay_all(&config);
+    let seen: Vec<(i64, u64)> = logs.iter().map(|(l, n)| (l.epoch(), *n)).collect();
+    assert_eq!(
+        seen,
+        [(2, 0), (2, 2), (2, 1)],
+        "(epoch, records replayed) per bucket"
+    );
+    // Frames carry their bucket; bucket 0 wrote none.
+    let client = side_client(&runtime);
+    let name = Schema::new(&config.schema).unwrap();
+    let buckets: Vec<i32> = runtime.block_on(async {
+        let sql = name.sql("SELECT bucket FROM {schema}.frame ORDER BY bucket");
+        let rows = client.query(&sql, &[]).await.unwrap();
+        rows.iter().map(|row| row.get(0)).collect()
+    });
+    assert_eq!(buckets, [1, 1, 2]);
+}
+
+#[test]
+fn a_segment_removal_under_an_old_epoch_removes_nothing_and_poisons() {
+    let schema = TestSchema::new("removal_fence");
+    let mut config = schema.0.clone();
+    config.sizes.segment_bytes_max = 64;
+    let runtime = runtime();
+    let (old, _) = open(&config);
+    for queue_id in 0..20 {
+        append_and_wait(&runtime, &old, queue_id).unwrap();
+    }
+    let client = side_client(&runtime);
+    let name = Schema::new(&config.schema).unwrap();
+    let before = partitions_and_segments(&runtime, &client, &name);
+    assert!(before.0 > 2, "several segments: {before:?}");
+    // Another node takes the bucket over; the old one's removal must be fenced out.
+    let _new = PgLogOpening::open(&config).unwrap();
+    let error = old
+        .remove_segments(old.tail_lsn(), &|_| false)
+        .expect_err("the old owner's removal is fenced out");
+    assert!(
+        error.is_poisoned() && error.to_string().contains("fenced out"),
+        "{error}"
+    );
+    assert_eq!(partitions_and_segments(&runtime, &client, &name), before);
+    assert!(old.poisoned().is_some());
+}
