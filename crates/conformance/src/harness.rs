@@ -39,9 +39,8 @@ const YIELDS_PER_ROUND: usize = 16;
 /// The header line of scripts that reboot.
 const PERSISTENT_HEADER: &str = "# stores: persistent";
 
-/// Runs every script the stores can all run; panics with a diff of each that differs, except
-/// those named in `known_to_differ`, which must differ (see `crate::run_all_but`).
-pub fn run_scripts(stores: &[&dyn Store], known_to_differ: &[&str]) {
+/// Runs every script the stores can all run; panics with a diff of each that differs.
+pub fn run_scripts(stores: &[&dyn Store]) {
     let label: Vec<String> = stores.iter().map(|store| store.name()).collect();
     let label = label.join(" = ");
     let update = std::env::var("UPDATE_GOLDEN").is_ok_and(|value| value == "1");
@@ -63,19 +62,6 @@ pub fn run_scripts(stores: &[&dyn Store], known_to_differ: &[&str]) {
             continue;
         }
         ran += 1;
-        if known_to_differ.contains(&name.as_str()) {
-            // It must still run through (and in a mirror, the stores must agree), but its
-            // answers must not be the script's.
-            match run_script(stores, &expected) {
-                Err(problem) => failures.push(format!("--- {name} on {label}: {problem}")),
-                Ok(actual) if actual == expected => failures.push(format!(
-                    "--- {name} on {label}: passes now; remove it from the scripts known to \
-                     differ"
-                )),
-                Ok(_) => {}
-            }
-            continue;
-        }
         match run_script(stores, &expected) {
             Err(problem) => failures.push(format!("--- {name} on {label}: {problem}")),
             Ok(actual) if actual == expected => {}
@@ -87,12 +73,6 @@ pub fn run_scripts(stores: &[&dyn Store], known_to_differ: &[&str]) {
         }
     }
     assert!(ran > 0, "no script ran on {label}");
-    for name in known_to_differ {
-        assert!(
-            script_paths().iter().any(|path| path.ends_with(name)),
-            "{name}, known to differ on {label}, is not a script"
-        );
-    }
     assert!(
         failures.is_empty(),
         "{} conformance script(s) failed on {label} (`-` expected, `+` actual); rerun with \

@@ -142,26 +142,12 @@ pub fn scripts_directory() -> PathBuf {
 
 /// Runs every script that `store` can run, and panics with a diff of every one that differs.
 pub fn run_all(store: &dyn Store) {
-    harness::run_scripts(&[store], &[]);
-}
-
-/// [`run_all`], but the answers of the scripts named in `known_to_differ` (file names, such as
-/// `moves.txt`) must differ from the script's: for a store that lacks a feature not built yet.
-/// They must still run through; one that passes fails the run, so the list cannot outlive the
-/// gap it names.
-pub fn run_all_but(store: &dyn Store, known_to_differ: &[&str]) {
-    harness::run_scripts(&[store], known_to_differ);
-}
-
-/// [`run_mirror`], but the answers of the scripts named in `known_to_differ` must differ from
-/// the script's, alike on both stores (see [`run_all_but`]).
-pub fn run_mirror_but(first: &dyn Store, second: &dyn Store, known_to_differ: &[&str]) {
-    harness::run_scripts(&[first, second], known_to_differ);
+    harness::run_scripts(&[store]);
 }
 
 /// Runs every script that both stores can run on both at once, asserting after every command
 /// that they answered alike (each with its own names for ids and receipts), and that the
 /// answers are the script's.
 pub fn run_mirror(first: &dyn Store, second: &dyn Store) {
-    harness::run_scripts(&[first, second], &[]);
+    harness::run_scripts(&[first, second]);
 }

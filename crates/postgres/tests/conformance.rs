@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use leaseq_conformance::stores::MemoryStore;
 use leaseq_conformance::stores::{self, FileStore, Running};
-use leaseq_conformance::{run_all, run_all_but, run_mirror, run_mirror_but, Node, Service, Store};
+use leaseq_conformance::{run_all, run_mirror, Node, Service, Store};
 use leaseq_postgres::{drop_schema, open_service, PgConfig, Sizes};
 use leaseq_server::clock::SharedClock;
 use leaseq_server::host::CHECKPOINT_LOG_BYTES_MIN;
@@ -191,35 +191,23 @@ fn postgres_checkpointing() {
     run_all(&PostgresStore::checkpointing());
 }
 
-/// The scripts that start move tasks (redrive) on a dead-letter queue whose source queues
-/// hash into other buckets. The service does not run those across buckets yet (the engine
-/// checks "configured as a dead-letter queue" against its own queues only), so on any store
-/// of several buckets, the in-memory one too, these scripts get `Source queue must be
-/// configured as a Dead Letter Queue`. `mirror_memory_buckets_and_postgres_buckets_checkpointing`
-/// checks that the PostgreSQL log answers them exactly as the in-memory node of as many buckets.
-const NOT_YET_ACROSS_BUCKETS: &[&str] = &["fidelity.txt", "moves.txt", "reboot_fifo_moves.txt"];
-
 #[test]
 fn postgres_buckets() {
-    run_all_but(&PostgresStore::buckets(), NOT_YET_ACROSS_BUCKETS);
+    run_all(&PostgresStore::buckets());
 }
 
 #[test]
 fn postgres_buckets_checkpointing() {
-    run_all_but(
-        &PostgresStore::buckets_checkpointing(),
-        NOT_YET_ACROSS_BUCKETS,
-    );
+    run_all(&PostgresStore::buckets_checkpointing());
 }
 
-/// Every script but those that reboot, the ones known to differ included, answered alike by
-/// the in-memory node and the PostgreSQL log of as many buckets.
+/// Every script but those that reboot, answered alike by the in-memory node and the
+/// PostgreSQL log of as many buckets.
 #[test]
 fn mirror_memory_buckets_and_postgres_buckets_checkpointing() {
-    run_mirror_but(
+    run_mirror(
         &MemoryStore::buckets(BUCKETS),
         &PostgresStore::buckets_checkpointing(),
-        NOT_YET_ACROSS_BUCKETS,
     );
 }
 
