@@ -74,10 +74,11 @@ pub struct ServeArgs {
     #[arg(long, env = "LEASEQ_POSTGRES_FLUSHES", value_parser = clap::value_parser!(u16).range(1..=64))]
     postgres_flushes: Option<u16>,
     /// With `--postgres`, how many buckets the log has: queues hash into them, and each has an
-    /// engine, a flusher and a PostgreSQL session of its own, so the node uses more cores
-    /// [default: 1; at most 256]. Fixed for the life of a log: a new log records it, and a
-    /// node started with another count than its log's refuses to start. Not yet with
-    /// `--cluster`.
+    /// engine, a flusher and a PostgreSQL session of its own, the shape a cluster will spread
+    /// over nodes (in one node it costs single sends a third of their throughput: keep 1 unless
+    /// preparing such a log) [default: 1; at most 256]. Fixed for the life of a log: a new log
+    /// records it, and a node started with another count than its log's refuses to start. Not
+    /// yet with `--cluster`.
     #[arg(long, env = "LEASEQ_POSTGRES_BUCKETS", value_parser = clap::value_parser!(u16).range(1..=256))]
     postgres_buckets: Option<u16>,
     /// Run as a node of a cluster on the `--postgres` log: several nodes share it, one owns it
