@@ -266,17 +266,9 @@ impl Engine {
                 payload,
                 ..
             } => {
-                let slot = match self
-                    .queues
-                    .get_mut(queue_id)
-                    .and_then(|q| q.message_mut(*seq))
-                {
-                    Some(message) => &mut message.payload,
-                    // A message in the outbox (see `transfer.rs`) is relocated as well.
-                    None => self
-                        .outbox_payload_mut(*queue_id, *seq)
-                        .expect("relocated message exists"),
-                };
+                let slot = self
+                    .payload_mut(*queue_id, *seq)
+                    .expect("relocated message exists");
                 *slot = PayloadRef::Inline(payload.clone());
             }
             Record::SetMoveTask { task, .. } => self.apply_set_move_task(task),

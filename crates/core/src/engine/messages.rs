@@ -423,16 +423,8 @@ impl Engine {
         let Some((queue_id, seq, payload)) = record.carried_payload() else {
             return;
         };
-        let slot = match self
-            .queues
-            .get_mut(&queue_id)
-            .and_then(|queue| queue.message_mut(seq))
-        {
-            Some(message) => &mut message.payload,
-            None => match self.outbox_payload_mut(queue_id, seq) {
-                Some(slot) => slot,
-                None => return,
-            },
+        let Some(slot) = self.payload_mut(queue_id, seq) else {
+            return;
         };
         if matches!(slot, PayloadRef::Inline(held) if Arc::ptr_eq(held, payload)) {
             *slot = PayloadRef::Stored(location);
@@ -451,12 +443,9 @@ impl Engine {
         payload: Arc<Payload>,
         journal: &mut Journal,
     ) -> bool {
-        let still_there = match self.queues.get(&queue_id).and_then(|q| q.message(seq)) {
-            Some(message) => message.payload == PayloadRef::Stored(from),
-            None => self
-                .outbox_payload_mut(queue_id, seq)
-                .is_some_and(|payload| *payload == PayloadRef::Stored(from)),
-        };
+        let still_there = self
+            .payload_mut(queue_id, seq)
+            .is_some_and(|payload| *payload == PayloadRef::Stored(from));
         if still_there {
             let now_ms = self.clock_ms;
             let record = Record::Relocate {

@@ -253,12 +253,17 @@ impl Engine {
             .is_some_and(|&until_ms| self.clock_ms < until_ms)
     }
 
-    /// The payload of a message in the outbox, by the queue and sequence number it left.
-    pub(super) fn outbox_payload_mut(
-        &mut self,
-        queue_id: u64,
-        seq: u64,
-    ) -> Option<&mut PayloadRef> {
+    /// The payload of message `seq` of queue `queue_id`, wherever the engine keeps it: in the
+    /// queue, or in the outbox if the message left for another bucket (the outbox's bodies are
+    /// spilled and relocated like a queue's).
+    pub(super) fn payload_mut(&mut self, queue_id: u64, seq: u64) -> Option<&mut PayloadRef> {
+        if let Some(message) = self
+            .queues
+            .get_mut(&queue_id)
+            .and_then(|queue| queue.message_mut(seq))
+        {
+            return Some(&mut message.payload);
+        }
         let transfer_id = self.transfers.by_message.get(&(queue_id, seq))?;
         let outbound = self.transfers.outbox.get_mut(transfer_id)?;
         Some(&mut outbound.message.payload)
