@@ -161,7 +161,8 @@ pub trait Api: Send + Sync + 'static {
 
 /// The service of one node.
 pub struct Service {
-    /// The engine hosts, one per bucket this node serves (one today but in tests).
+    /// The engine hosts, one per bucket this node serves (one unless `--postgres-buckets`
+    /// says more).
     hosts: Hosts,
     waiters: Waiters,
     shutdown: watch::Sender<bool>,
