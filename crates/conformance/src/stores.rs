@@ -6,6 +6,11 @@
 //! `Store` beside these (in its own crate) and calls [`crate::run_all`].
 //!
 //! - [`MemoryStore`]: the service on the in-memory log. It keeps nothing, so it cannot reboot.
+//!   [`MemoryStore::buckets`] runs one engine per bucket behind one service;
+//!   [`MemoryStore::split`] runs the buckets on several services (a cluster's shape: each node
+//!   serves some buckets, executes the requests for their queues and answers the others' bucket
+//!   calls), with a router in front that sends each request to the service of its queue's
+//!   bucket.
 //! - [`FileStore`]: the service on the file log, on a [`FaultStorage`] under `--fsync always`.
 //!   A reboot is a power loss that keeps only what was synced, then recovery with the same
 //!   receipt key, as a restarted server does. [`FileStore::checkpointing`] checkpoints after a
@@ -20,7 +25,8 @@ use leaseq_core::{EngineConfig, ReceiptKey};
 use leaseq_server::clock::SharedClock;
 use leaseq_server::data_dir::recover_with;
 use leaseq_server::host::CHECKPOINT_LOG_BYTES_MIN;
-use leaseq_server::{Api, Caller, Service as ServerService, ServiceConfig};
+use leaseq_server::service::{BucketCall, RemoteAnswer, RemoteBuckets};
+use leaseq_server::{bucket_of_action, Api, Caller, Service as ServerService, ServiceConfig};
 use leaseq_sqs::{Action, Outcome, SqsError};
 use leaseq_wal::fault::{CrashMode, FaultStorage};
 use leaseq_wal::FsyncPolicy;
@@ -104,15 +110,20 @@ impl Running {
 }
 
 /// The service on the in-memory log: one engine, or one per bucket
-/// ([`MemoryStore::buckets`]).
+/// ([`MemoryStore::buckets`]), perhaps on several services ([`MemoryStore::split`]).
 #[derive(Clone, Copy, Debug)]
 pub struct MemoryStore {
     buckets: u32,
+    /// Services the buckets are spread over (bucket `b` on service `b % nodes`).
+    nodes: u32,
 }
 
 impl Default for MemoryStore {
     fn default() -> MemoryStore {
-        MemoryStore { buckets: 1 }
+        MemoryStore {
+            buckets: 1,
+            nodes: 1,
+        }
     }
 }
 
@@ -121,15 +132,25 @@ impl MemoryStore {
     /// router in front of them, and transfers between them (a script's dead-letter queue
     /// mostly hashes into another bucket than its source).
     pub fn buckets(buckets: u32) -> MemoryStore {
-        MemoryStore { buckets }
+        MemoryStore { buckets, nodes: 1 }
+    }
+
+    /// `buckets` buckets spread over `nodes` services, as a cluster spreads them over its
+    /// nodes: a request goes to the service of its queue's bucket (`bucket_of_action`), and
+    /// whatever crosses buckets (listings, `RedrivePolicy` checks, transfers, move tasks)
+    /// goes between services as bucket calls (`RemoteBuckets`).
+    pub fn split(buckets: u32, nodes: u32) -> MemoryStore {
+        assert!(nodes >= 1 && nodes <= buckets, "every node serves a bucket");
+        MemoryStore { buckets, nodes }
     }
 }
 
 impl Store for MemoryStore {
     fn name(&self) -> String {
-        match self.buckets {
-            1 => "memory".into(),
-            n => format!("memory-{n}-buckets"),
+        match (self.buckets, self.nodes) {
+            (1, _) => "memory".into(),
+            (n, 1) => format!("memory-{n}-buckets"),
+            (n, nodes) => format!("memory-{n}-buckets-on-{nodes}-nodes"),
         }
     }
 
@@ -139,6 +160,14 @@ impl Store for MemoryStore {
 
     fn open(&self, clock: SharedClock) -> Result<Box<dyn Node>, String> {
         let key = ReceiptKey::new(RECEIPT_KEY);
+        if self.nodes > 1 {
+            return Ok(Box::new(SplitNode::start(
+                self.buckets,
+                self.nodes,
+                key,
+                &clock,
+            )));
+        }
         let service = match self.buckets {
             1 => ServerService::in_memory(config(), key),
             n => ServerService::in_memory_buckets(config(), key, n),
@@ -164,6 +193,93 @@ impl Node for MemoryNode {
 
     fn background_sleepers(&self) -> usize {
         self.0.background_sleepers()
+    }
+}
+
+/// The services of [`MemoryStore::split`], each serving bucket `b` when `b % nodes` is its
+/// index.
+struct SplitNode {
+    buckets: u32,
+    running: Vec<Running>,
+}
+
+/// How one split service reaches the buckets of the others: a call to the service that serves
+/// the bucket, as a cluster's node forwards it to the bucket's owner.
+struct SplitPeers(std::sync::OnceLock<Vec<std::sync::Weak<ServerService>>>);
+
+impl RemoteBuckets for SplitPeers {
+    fn call(&self, bucket: u32, call: BucketCall) -> RemoteAnswer<'_> {
+        Box::pin(async move {
+            let services = self.0.get().expect("set when the node starts");
+            let service = services[bucket as usize % services.len()]
+                .upgrade()
+                .ok_or_else(|| SqsError::service_unavailable("the node stopped"))?;
+            service.answer_bucket_call(bucket, call).await
+        })
+    }
+}
+
+impl SplitNode {
+    fn start(buckets: u32, nodes: u32, key: ReceiptKey, clock: &SharedClock) -> SplitNode {
+        let peers = Arc::new(SplitPeers(std::sync::OnceLock::new()));
+        let running: Vec<Running> = (0..nodes)
+            .map(|node| {
+                let served: Vec<u32> = (0..buckets).filter(|b| b % nodes == node).collect();
+                let service =
+                    ServerService::in_memory_some_buckets(config(), key.clone(), buckets, &served)
+                        .with_remote_buckets(peers.clone());
+                Running::start(service, clock)
+            })
+            .collect();
+        let services = running
+            .iter()
+            .map(|running| Arc::downgrade(&running.service))
+            .collect();
+        let _ = peers.0.set(services);
+        SplitNode { buckets, running }
+    }
+}
+
+/// The router in front of the split services.
+struct SplitRouter {
+    buckets: u32,
+    services: Vec<Arc<ServerService>>,
+}
+
+impl Service for SplitRouter {
+    fn execute(
+        &self,
+        action: Action,
+        caller: Caller,
+    ) -> Pin<Box<dyn Future<Output = Result<Outcome, SqsError>> + Send>> {
+        let bucket = bucket_of_action(&config(), self.buckets, &action, &caller).unwrap_or(0);
+        let service = self.services[bucket as usize % self.services.len()].clone();
+        Box::pin(async move { service.execute(action, &caller).await })
+    }
+}
+
+impl Node for SplitNode {
+    fn service(&self) -> Arc<dyn Service> {
+        Arc::new(SplitRouter {
+            buckets: self.buckets,
+            services: self
+                .running
+                .iter()
+                .map(|running| running.service.clone())
+                .collect(),
+        })
+    }
+
+    fn shut_down(&self) {
+        self.running.iter().for_each(Running::shut_down);
+    }
+
+    fn reboot(&mut self) -> Result<(), String> {
+        Err("the in-memory store keeps nothing, so it cannot reboot".into())
+    }
+
+    fn background_sleepers(&self) -> usize {
+        self.running.iter().map(Running::background_sleepers).sum()
     }
 }
 

@@ -14,6 +14,14 @@ fn memory_buckets() {
     run_all(&MemoryStore::buckets(16));
 }
 
+/// The buckets spread over three services, as a cluster spreads them over its nodes: each
+/// request runs on its queue's bucket's service, and what crosses buckets goes between
+/// services as bucket calls. Every script answers as on one engine.
+#[test]
+fn memory_buckets_on_three_nodes() {
+    run_all(&MemoryStore::split(16, 3));
+}
+
 #[test]
 fn file() {
     run_all(&FileStore::new());

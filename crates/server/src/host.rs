@@ -26,81 +26,124 @@ use crate::checkpoint::Checkpoints;
 use crate::log_store::{LogError, LogStore, Lsn};
 use crate::payloads;
 
-/// The engine hosts of a node: one per bucket (see `leaseq_core::transfer`), each with its own
-/// engine, mutex and log. A node of one bucket (the embedded default, and every store today)
-/// has one host serving every queue.
+/// The engine hosts of a node: one per bucket it serves (see `leaseq_core::transfer`), each
+/// with its own engine, mutex and log. A node of one bucket (the embedded default) has one host
+/// serving every queue; a single node of several buckets (`--postgres-buckets`) has every
+/// bucket's; a cluster's owner of a bucket has that bucket's only, and reaches the others through
+/// [`crate::service::RemoteBuckets`].
 pub struct Hosts {
-    /// Host `b` serves bucket `b` of `hosts.len()`.
-    hosts: Vec<EngineHost>,
+    /// `slots[b]` serves bucket `b` of `slots.len()`, if this node serves it.
+    slots: Vec<Option<EngineHost>>,
+    /// How many slots hold a host.
+    served: usize,
 }
 
 impl Hosts {
     /// One host serving every queue.
     pub fn one(host: EngineHost) -> Hosts {
-        Hosts { hosts: vec![host] }
+        Hosts::buckets(vec![host])
     }
 
     /// One host per bucket: `hosts[b]`'s engine serves bucket `b` of `hosts.len()`.
     pub fn buckets(hosts: Vec<EngineHost>) -> Hosts {
         assert!(!hosts.is_empty(), "a node serves at least one bucket");
-        for (bucket, host) in hosts.iter().enumerate() {
-            let placement = host.engine().placement();
-            assert_eq!(
-                (placement.bucket as usize, placement.buckets as usize),
-                (bucket, hosts.len()),
-                "host {bucket} serves another bucket"
-            );
-        }
-        Hosts { hosts }
+        let buckets = hosts.len() as u32;
+        Hosts::some(buckets, hosts)
     }
 
-    /// The host of the queue named `name` (the engine's name): one hash and an index.
-    pub fn for_queue(&self, name: &str) -> &EngineHost {
-        match self.hosts.len() {
-            1 => &self.hosts[0],
-            n => &self.hosts[leaseq_core::bucket_of(name, n as u32) as usize],
+    /// The hosts of some of a log's `buckets`, each serving the bucket its engine's placement
+    /// names (of `buckets`); the other buckets are served elsewhere.
+    pub fn some(buckets: u32, hosts: Vec<EngineHost>) -> Hosts {
+        assert!(buckets > 0, "a log has at least one bucket");
+        let mut slots: Vec<Option<EngineHost>> = (0..buckets).map(|_| None).collect();
+        let served = hosts.len();
+        for host in hosts {
+            let placement = host.engine().placement();
+            assert_eq!(
+                placement.buckets, buckets,
+                "a host of a log of other buckets"
+            );
+            let slot = &mut slots[placement.bucket as usize];
+            assert!(
+                slot.is_none(),
+                "two hosts serve bucket {}",
+                placement.bucket
+            );
+            *slot = Some(host);
         }
+        Hosts { slots, served }
+    }
+
+    /// The log's bucket count (whether this node serves them all or not).
+    pub fn bucket_count(&self) -> u32 {
+        self.slots.len() as u32
+    }
+
+    /// The bucket of the queue named `name` (the engine's name): no hash with one bucket.
+    pub fn bucket_of(&self, name: &str) -> u32 {
+        match self.slots.len() {
+            1 => 0,
+            n => leaseq_core::bucket_of(name, n as u32),
+        }
+    }
+
+    /// The host of `bucket`, if this node serves it.
+    pub fn get(&self, bucket: u32) -> Option<&EngineHost> {
+        self.slots.get(bucket as usize)?.as_ref()
+    }
+
+    /// The host of the queue named `name` (the engine's name), if this node serves its bucket:
+    /// one hash and an index.
+    pub fn for_queue(&self, name: &str) -> Option<&EngineHost> {
+        self.get(self.bucket_of(name))
     }
 
     /// The one host of a node of one bucket. Panics with several (for tests and tools that
     /// know they run one).
     pub fn only(&self) -> &EngineHost {
         assert_eq!(
-            self.hosts.len(),
-            1,
+            (self.slots.len(), self.served),
+            (1, 1),
             "a node of several buckets has no only host"
         );
-        &self.hosts[0]
+        self.slots[0].as_ref().expect("checked above")
     }
 
-    /// Every host, in bucket order.
-    pub fn iter(&self) -> std::slice::Iter<'_, EngineHost> {
-        self.hosts.iter()
+    /// Every host this node serves, in bucket order.
+    pub fn iter(&self) -> impl Iterator<Item = &EngineHost> {
+        self.slots.iter().flatten()
+    }
+
+    /// Every host this node serves, with its bucket, in bucket order.
+    pub fn iter_buckets(&self) -> impl Iterator<Item = (u32, &EngineHost)> {
+        (0u32..)
+            .zip(&self.slots)
+            .filter_map(|(bucket, slot)| Some((bucket, slot.as_ref()?)))
     }
 
     /// How many buckets this node serves.
     pub fn len(&self) -> usize {
-        self.hosts.len()
+        self.served
     }
 
-    /// Whether this node serves no bucket (never: see [`Hosts::buckets`]).
+    /// Whether this node serves no bucket (never: see [`Hosts::some`]).
     pub fn is_empty(&self) -> bool {
-        self.hosts.is_empty()
+        self.served == 0
     }
 
     /// Why a host serves nothing any more (its log failed), if one does not.
     pub fn stopped_reason(&self) -> Option<&str> {
-        self.hosts.iter().find_map(EngineHost::stopped_reason)
+        self.iter().find_map(EngineHost::stopped_reason)
     }
 
     /// Writes a checkpoint of every host now (see [`EngineHost::checkpoint`]).
     pub fn checkpoint(&self) -> Result<(), LogError> {
-        self.hosts.iter().try_for_each(EngineHost::checkpoint)
+        self.iter().try_for_each(EngineHost::checkpoint)
     }
 
     /// Dates every host's snapshots by `clock` (the service's).
     pub fn set_clock(&self, clock: &crate::clock::SharedClock) {
-        for host in &self.hosts {
+        for host in self.iter() {
             host.set_clock(clock.clone());
         }
     }

@@ -40,4 +40,4 @@ pub use data_dir::{DataDir, OpenError};
 pub use http::{router, router_with_metrics, HttpConfig};
 pub use log_store::LogStore;
 pub use metrics::Metrics;
-pub use service::{Api, Caller, Service, ServiceConfig};
+pub use service::{bucket_of_action, Api, Caller, Service, ServiceConfig};

@@ -186,6 +186,21 @@ pub fn addressed_queue(action: &Action) -> Option<(&str, Option<&str>)> {
     }
 }
 
+/// The queue whose engine executes `action`, by the name the request gives it (before
+/// [`qualify`]): the queue it addresses, the queue `CreateQueue` creates, a move task's source.
+/// `None` for `ListQueues`, which gathers every bucket's queues wherever it runs.
+pub fn executing_queue(action: &Action) -> Option<&str> {
+    match action {
+        Action::CreateQueue { name, .. } => Some(name),
+        Action::StartMessageMoveTask { source, .. }
+        | Action::ListMessageMoveTasks { source, .. } => Some(source),
+        Action::CancelMessageMoveTask { task }
+        | Action::LeaseqChangeMessageMoveTask { task, .. } => Some(&task.source),
+        Action::ListQueues { .. } => None,
+        _ => addressed_queue(action).map(|(name, _)| name),
+    }
+}
+
 fn qualify_patch(patch: &mut leaseq_core::QueueConfigPatch, prefix: &str) {
     // Names from ARNs: `queue_name_of_arn` never yields one with a separator.
     if prefix.is_empty() {

@@ -18,7 +18,7 @@ impl Service {
     ) -> Result<Outcome, SqsError> {
         // As a receive does: bodies are read under the guard that keeps their segments, before
         // waiting for the log to be durable up to what the peek saw.
-        let host = self.host_for(&name);
+        let host = self.host_for(&name)?;
         let reads = host.payload_reads();
         let (peeked, tail_lsn) = self.apply_on(host, |engine, _| {
             engine.peek(self.now_ms(), &name, after_seq, max_messages)
@@ -91,7 +91,7 @@ impl Service {
             }
         };
         // What it saw may include records not yet durable.
-        self.host_for(name).durable(tail_lsn).await?;
+        self.host_for(name)?.durable(tail_lsn).await?;
         match found {
             Some(history) => Ok(Outcome::MessageHistory(history)),
             None => Err(SqsError::new(

@@ -19,6 +19,7 @@
 //! ends) are found by waiters themselves: they sleep on the service's clock no longer than the
 //! queue's next deadline, and a changed lease wakes one of them to recompute it.
 
+mod buckets;
 mod history;
 mod messages;
 mod moves;
@@ -48,6 +49,7 @@ use crate::log_store::{LogStore, Lsn, MemoryLog};
 use crate::metrics::{ConnectionStats, Metrics};
 use crate::waiters::Waiters;
 
+pub use buckets::{BucketAnswer, BucketCall, RemoteAnswer, RemoteBuckets};
 pub use moves::AUTOMATIC_RATE_PER_SECOND;
 pub use route::{ForwardStats, Peer, Route};
 
@@ -180,6 +182,8 @@ pub struct Service {
     connection_stats: Arc<ConnectionStats>,
     /// Told when a message left for another bucket's outbox (see `transfers.rs`).
     transfers_waiting: tokio::sync::Notify,
+    /// The buckets this node does not serve (a cluster's), see `buckets.rs`.
+    remote: Option<Arc<dyn RemoteBuckets>>,
 }
 
 impl Service {
@@ -201,7 +205,15 @@ impl Service {
             policies: policy::PolicyCache::default(),
             connection_stats: Arc::default(),
             transfers_waiting: tokio::sync::Notify::new(),
+            remote: None,
         }
+    }
+
+    /// Reaches the buckets this service does not serve through `remote` (a cluster node's
+    /// service, which serves the buckets the node owns).
+    pub fn with_remote_buckets(mut self, remote: Arc<dyn RemoteBuckets>) -> Service {
+        self.remote = Some(remote);
+        self
     }
 
     /// A service that keeps everything in memory ([`MemoryLog`]), with no queues. `key` seals
@@ -216,8 +228,22 @@ impl Service {
     /// A service that keeps everything in memory, with one engine per bucket (`buckets` of
     /// them, see `leaseq_core::transfer`): the shape of a node of several buckets, for tests.
     pub fn in_memory_buckets(config: ServiceConfig, key: ReceiptKey, buckets: u32) -> Service {
-        let hosts = (0..buckets)
-            .map(|bucket| {
+        let all: Vec<u32> = (0..buckets).collect();
+        Service::in_memory_some_buckets(config, key, buckets, &all)
+    }
+
+    /// A service that keeps everything in memory and serves the `served` buckets of `buckets`,
+    /// each with its own engine; the others it reaches through
+    /// [`Service::with_remote_buckets`]: the shape of a cluster's node, for tests.
+    pub fn in_memory_some_buckets(
+        config: ServiceConfig,
+        key: ReceiptKey,
+        buckets: u32,
+        served: &[u32],
+    ) -> Service {
+        let hosts = served
+            .iter()
+            .map(|&bucket| {
                 let mut engine_config = config.engine.clone();
                 engine_config.placement = leaseq_core::Placement { bucket, buckets };
                 let engine = Engine::new(engine_config, key.clone());
@@ -226,7 +252,7 @@ impl Service {
                 EngineHost::new(engine, store, checkpoints)
             })
             .collect();
-        Service::with_hosts(config, Hosts::buckets(hosts))
+        Service::with_hosts(config, Hosts::some(buckets, hosts))
     }
 
     /// Replaces the real clock, so tests can jump time instead of sleeping. The engine ignores a
@@ -242,9 +268,14 @@ impl Service {
         &self.hosts
     }
 
-    /// The host of the named queue (the engine's name).
-    fn host_for(&self, queue: &str) -> &EngineHost {
-        self.hosts.for_queue(queue)
+    /// The host of the named queue (the engine's name), if this node serves its bucket (a
+    /// cluster routes each request to the node that does).
+    fn host_for(&self, queue: &str) -> Result<&EngineHost, SqsError> {
+        self.hosts.for_queue(queue).ok_or_else(|| {
+            SqsError::service_unavailable(
+                "this node does not serve the queue's bucket right now; try again",
+            )
+        })
     }
 
     /// The time now, by this service's clock.
@@ -263,7 +294,7 @@ impl Service {
     where
         SqsError: From<E>,
     {
-        self.run_on(self.host_for(queue), operation).await
+        self.run_on(self.host_for(queue)?, operation).await
     }
 
     /// [`Service::run`] on `host`.
@@ -287,7 +318,7 @@ impl Service {
         queue: &str,
         operation: impl FnOnce(&mut Engine, &mut Journal) -> Result<T, E>,
     ) -> Result<(Result<T, E>, Lsn), SqsError> {
-        self.apply_on(self.host_for(queue), operation)
+        self.apply_on(self.host_for(queue)?, operation)
     }
 
     /// [`Service::apply_now`] on `host`.
@@ -347,28 +378,6 @@ impl Service {
         }
     }
 
-    /// The prefix of the engine's names of the caller's queues: empty for the home namespace.
-    fn namespace_prefix(&self, caller: &Caller) -> String {
-        caller
-            .namespace
-            .as_ref()
-            .map_or_else(String::new, |namespace| {
-                self.prefix_of(&namespace.account_id, &namespace.region)
-            })
-    }
-
-    /// The prefix of the engine's names of the queues of `account_id` in `region`: empty for
-    /// the home namespace (the service's `account_id` and `region`), whose queues keep their
-    /// plain names. The one place that decides it, for the caller's own queues and for
-    /// another account's queue alike (see `policy.rs`).
-    fn prefix_of(&self, account_id: &str, region: &str) -> String {
-        if account_id == self.config.account_id && region == self.config.region {
-            String::new()
-        } else {
-            leaseq_sqs::namespace::prefix(account_id, region)
-        }
-    }
-
     /// The wire context of this node's queues (for ARNs in policies).
     fn context(&self) -> Context {
         Context {
@@ -401,25 +410,48 @@ impl Service {
     ) -> Result<T, SqsError> {
         self.run(queue, |engine, _| read(engine)).await
     }
+}
 
-    /// The queue names `names` finds in every bucket's engine, merged in name order, each
-    /// bucket's after its log is durable up to what it saw.
-    async fn names_in_every_bucket(
-        &self,
-        names: impl Fn(&Engine) -> Vec<Arc<str>>,
-    ) -> Result<Vec<Arc<str>>, SqsError> {
-        let mut all = Vec::new();
-        for host in self.hosts.iter() {
-            all.extend(
-                self.run_on(host, |engine, _| Ok::<_, SqsError>(names(engine)))
-                    .await?,
-            );
-        }
-        if self.hosts.len() > 1 {
-            all.sort_unstable();
-        }
-        Ok(all)
+/// The prefix of the engine's names of the caller's queues: empty for the home namespace.
+fn namespace_prefix(config: &ServiceConfig, caller: &Caller) -> String {
+    caller
+        .namespace
+        .as_ref()
+        .map_or_else(String::new, |namespace| {
+            prefix_of(config, &namespace.account_id, &namespace.region)
+        })
+}
+
+/// The prefix of the engine's names of the queues of `account_id` in `region`: empty for the
+/// home namespace (the node's `account_id` and `region`), whose queues keep their plain names.
+/// The one place that decides it, for the caller's own queues and for another account's queue
+/// alike (see `policy.rs`).
+fn prefix_of(config: &ServiceConfig, account_id: &str, region: &str) -> String {
+    if account_id == config.account_id && region == config.region {
+        String::new()
+    } else {
+        leaseq_sqs::namespace::prefix(account_id, region)
     }
+}
+
+/// The bucket (of `buckets`) whose engine executes `action` for `caller` on a node configured
+/// by `config`: its queue's, by the engine name [`Service::execute`] gives it. `None` for an
+/// action that any node's service runs (`ListQueues` gathers every bucket), and for one that
+/// names its queue so badly that any service refuses it alike.
+pub fn bucket_of_action(
+    config: &ServiceConfig,
+    buckets: u32,
+    action: &Action,
+    caller: &Caller,
+) -> Option<u32> {
+    let name = leaseq_sqs::namespace::executing_queue(action)?;
+    if buckets == 1 {
+        return Some(0);
+    }
+    let target = policy::target_of(config, action, caller).ok()?;
+    let mut engine_name = target.prefix;
+    engine_name.push_str(name);
+    Some(leaseq_core::bucket_of(&engine_name, buckets))
 }
 
 impl Api for Service {

@@ -17,7 +17,7 @@ use leaseq_core::{Error, Field, MessageId, MoveTaskChange};
 use leaseq_sqs::error::SqsError;
 use leaseq_sqs::{Outcome, TaskHandle};
 
-use super::Service;
+use super::{BucketCall, Service};
 
 /// How often the driver looks for work.
 const DRIVE_TICK_MS: u64 = 50;
@@ -102,8 +102,9 @@ impl Service {
         rate_per_second: Option<u32>,
         limit: Option<u64>,
     ) -> Result<Outcome, SqsError> {
-        let sources_elsewhere =
-            self.check_move_in_other_buckets(&source, destination.as_deref())?;
+        let sources_elsewhere = self
+            .check_move_in_other_buckets(&source, destination.as_deref())
+            .await?;
         let info = self
             .run(&source, |engine, journal| {
                 let start = if sources_elsewhere {
@@ -133,43 +134,43 @@ impl Service {
     /// dead-letter queue (returned), and that a `destination` of another bucket exists and is
     /// of `source`'s kind (as its engine checks a destination of its own). Nothing to check
     /// for a source that does not exist: its engine says so.
-    fn check_move_in_other_buckets(
+    async fn check_move_in_other_buckets(
         &self,
         source: &str,
         destination: Option<&str>,
     ) -> Result<bool, SqsError> {
-        let source_host = self.host_for(source);
-        let Some(source_fifo) = source_host
+        let Some(source_fifo) = self
+            .host_for(source)?
             .engine()
             .queue(source)
             .map(|queue| queue.fifo().is_some())
         else {
             return Ok(false);
         };
-        if let Some(destination) = destination {
-            let destination_host = self.host_for(destination);
-            if !std::ptr::eq(destination_host, source_host) {
-                let engine = destination_host.engine();
-                let queue = engine
-                    .queue(destination)
-                    .ok_or(Error::NotFound(Field::DestinationArn))?;
-                if queue.fifo().is_some() != source_fifo {
-                    return Err(Error::InvalidTarget {
-                        field: Field::DestinationArn,
-                        queue: source.to_string(),
-                        target: destination.to_string(),
-                        source_fifo,
-                        problem: leaseq_core::TargetProblem::OtherKind,
-                    }
-                    .into());
+        let source_bucket = self.hosts.bucket_of(source);
+        if let Some(destination) =
+            destination.filter(|destination| self.hosts.bucket_of(destination) != source_bucket)
+        {
+            let fifo = self
+                .queue_kind(destination)
+                .await?
+                .ok_or(Error::NotFound(Field::DestinationArn))?;
+            if fifo != source_fifo {
+                return Err(Error::InvalidTarget {
+                    field: Field::DestinationArn,
+                    queue: source.to_string(),
+                    target: destination.to_string(),
+                    source_fifo,
+                    problem: leaseq_core::TargetProblem::OtherKind,
                 }
+                .into());
             }
         }
-        Ok(self
-            .hosts
-            .iter()
-            .filter(|host| !std::ptr::eq(*host, source_host))
-            .any(|host| !host.engine().sources_naming(source).is_empty()))
+        let call = BucketCall::SourcesNaming {
+            dead_letter_queue: source.into(),
+        };
+        let elsewhere = self.names_in_buckets(call, Some(source_bucket)).await?;
+        Ok(!elsewhere.is_empty())
     }
 
     pub(super) async fn list_move_tasks(

@@ -176,7 +176,11 @@ impl Service {
         if first_receives.peek().is_none() {
             return;
         }
-        let Some(queue_id) = self.host_for(name).engine().queue_id(name) else {
+        let Some(queue_id) = self
+            .host_for(name)
+            .ok()
+            .and_then(|host| host.engine().queue_id(name))
+        else {
             return;
         };
         let stats = metrics.queue(queue_id);
@@ -188,7 +192,11 @@ impl Service {
     /// Counts a receive of the named queue that returned nothing.
     pub(super) fn observe_empty_receive(&self, name: &str) {
         if let Some(metrics) = &self.metrics {
-            if let Some(queue_id) = self.host_for(name).engine().queue_id(name) {
+            if let Some(queue_id) = self
+                .host_for(name)
+                .ok()
+                .and_then(|host| host.engine().queue_id(name))
+            {
                 metrics
                     .queue(queue_id)
                     .empty_receives
@@ -307,7 +315,7 @@ impl Service {
     /// How many buckets this node serves and how many messages wait in their outboxes
     /// (`None` for a node of one bucket, which has no transfers).
     pub fn bucket_stats(&self) -> Option<crate::metrics::BucketStats> {
-        if self.hosts.len() < 2 {
+        if self.hosts.bucket_count() < 2 {
             return None;
         }
         Some(crate::metrics::BucketStats {

@@ -28,7 +28,7 @@ use leaseq_sqs::{Action, Outcome};
 use parking_lot::Mutex;
 use rustc_hash::FxHashMap;
 
-use super::{Caller, Service};
+use super::{Caller, Service, ServiceConfig};
 
 /// Queues whose parsed policy is kept at most.
 const POLICY_CACHE_QUEUES_MAX: usize = 4096;
@@ -57,45 +57,55 @@ pub(super) struct Grant {
     queue: String,
 }
 
+/// [`Service::target`] for a node configured by `config` (a cluster's router asks it before
+/// any service of its own runs the action).
+pub(super) fn target_of(
+    config: &ServiceConfig,
+    action: &Action,
+    caller: &Caller,
+) -> Result<Target, SqsError> {
+    let own = Target {
+        prefix: super::namespace_prefix(config, caller),
+        grant: None,
+    };
+    let (Some(account_id), Some((name, Some(owner)))) = (
+        &caller.account_id,
+        leaseq_sqs::namespace::addressed_queue(action),
+    ) else {
+        return Ok(own);
+    };
+    if **account_id == *owner {
+        return Ok(own);
+    }
+    // A client-sent `QueueOwnerAWSAccountId` becomes part of an engine name: only a 12-digit
+    // account id may (a URL's account is one by construction).
+    if !leaseq_sqs::namespace::is_account_id(owner) {
+        return Err(SqsError::access_denied());
+    }
+    let iam_action = evaluate::iam_action(action).ok_or_else(SqsError::access_denied)?;
+    // The owner's queue in the region the caller's endpoint names (SQS's queue URLs are
+    // regional: `sqs.REGION.amazonaws.com/ACCOUNT/NAME`).
+    let region = caller
+        .namespace
+        .as_ref()
+        .map_or(config.region.as_str(), |namespace| &namespace.region);
+    let prefix = super::prefix_of(config, owner, region);
+    let queue = format!("{prefix}{name}");
+    Ok(Target {
+        prefix,
+        grant: Some(Grant {
+            account_id: account_id.clone(),
+            iam_action,
+            queue,
+        }),
+    })
+}
+
 impl Service {
     /// The namespace whose queues `action` addresses, and for another account's queue the grant
     /// its policy must give. An owner-only action on another account's queue is refused here.
     pub(super) fn target(&self, action: &Action, caller: &Caller) -> Result<Target, SqsError> {
-        let own = Target {
-            prefix: self.namespace_prefix(caller),
-            grant: None,
-        };
-        let (Some(account_id), Some((name, Some(owner)))) = (
-            &caller.account_id,
-            leaseq_sqs::namespace::addressed_queue(action),
-        ) else {
-            return Ok(own);
-        };
-        if **account_id == *owner {
-            return Ok(own);
-        }
-        // A client-sent `QueueOwnerAWSAccountId` becomes part of an engine name: only a 12-digit
-        // account id may (a URL's account is one by construction).
-        if !leaseq_sqs::namespace::is_account_id(owner) {
-            return Err(SqsError::access_denied());
-        }
-        let iam_action = evaluate::iam_action(action).ok_or_else(SqsError::access_denied)?;
-        // The owner's queue in the region the caller's endpoint names (SQS's queue URLs are
-        // regional: `sqs.REGION.amazonaws.com/ACCOUNT/NAME`).
-        let region = caller
-            .namespace
-            .as_ref()
-            .map_or(self.config.region.as_str(), |namespace| &namespace.region);
-        let prefix = self.prefix_of(owner, region);
-        let queue = format!("{prefix}{name}");
-        Ok(Target {
-            prefix,
-            grant: Some(Grant {
-                account_id: account_id.clone(),
-                iam_action,
-                queue,
-            }),
-        })
+        target_of(&self.config, action, caller)
     }
 
     /// Whether the policy of the grant's queue allows the grant; `AccessDenied` if not, or if
@@ -118,7 +128,7 @@ impl Service {
     /// was parsed from (one comparison under the engine lock), else parsed without the lock.
     fn parsed_policy(&self, name: &str) -> Result<Arc<Policy>, SqsError> {
         let cached = {
-            let engine = self.host_for(name).engine();
+            let engine = self.host_for(name)?.engine();
             let text = engine
                 .queue(name)
                 .and_then(|queue| queue.config.policy.as_deref())

@@ -14,7 +14,7 @@ use leaseq_core::{Error, QueueConfigPatch};
 use leaseq_sqs::error::SqsError;
 use leaseq_sqs::Outcome;
 
-use super::Service;
+use super::{BucketCall, Service};
 
 impl Service {
     pub(super) async fn create_queue(
@@ -24,7 +24,8 @@ impl Service {
         tags: BTreeMap<String, String>,
     ) -> Result<Outcome, SqsError> {
         let source_fifo = attributes.fifo_queue == Some(true);
-        self.check_remote_dead_letter_queue(&name, source_fifo, &attributes)?;
+        self.check_remote_dead_letter_queue(&name, source_fifo, &attributes)
+            .await?;
         self.run(&name, |e, j| {
             e.create_queue(self.now_ms(), &name, &attributes, tags, j)
         })
@@ -47,9 +48,10 @@ impl Service {
         max_results: Option<usize>,
         next_token: Option<String>,
     ) -> Result<Outcome, SqsError> {
-        let mut names = self
-            .names_in_every_bucket(|e| e.list_queues(prefix))
-            .await?;
+        let call = BucketCall::ListQueues {
+            prefix: prefix.into(),
+        };
+        let mut names = self.names_in_buckets(call, None).await?;
         // The home namespace's names hold no separator; another's prefix holds one. Either way
         // a caller lists its own namespace's queues only (see `leaseq_sqs::namespace`).
         let separator = leaseq_sqs::namespace::SEPARATOR;
@@ -68,9 +70,10 @@ impl Service {
         // The dead-letter queue must exist; its sources may live in any bucket.
         self.read(name, |e| e.dead_letter_sources(name).map(drop))
             .await?;
-        let names = self
-            .names_in_every_bucket(|e| e.sources_naming(name))
-            .await?;
+        let call = BucketCall::SourcesNaming {
+            dead_letter_queue: name.into(),
+        };
+        let names = self.names_in_buckets(call, None).await?;
         let (names, next_token) = leaseq_sqs::paginate(names, max_results, next_token.as_deref())?;
         Ok(Outcome::DeadLetterSourceQueues { names, next_token })
     }
@@ -81,13 +84,7 @@ impl Service {
             .await?;
         // Move tasks of other buckets into this queue fail now, as those of its own bucket did
         // in the delete's record.
-        let own = self.host_for(name);
-        for host in self.hosts.iter().filter(|host| !std::ptr::eq(*host, own)) {
-            self.run_on(host, |e, j| {
-                Ok::<_, SqsError>(e.remote_destination_deleted(self.now_ms(), name, j))
-            })
-            .await?;
-        }
+        self.tell_destination_deleted(name).await?;
         Ok(outcome)
     }
 
@@ -106,11 +103,12 @@ impl Service {
         attributes: &QueueConfigPatch,
     ) -> Result<Outcome, SqsError> {
         let source_fifo = self
-            .host_for(name)
+            .host_for(name)?
             .engine()
             .queue(name)
             .is_some_and(|queue| queue.fifo().is_some());
-        self.check_remote_dead_letter_queue(name, source_fifo, attributes)?;
+        self.check_remote_dead_letter_queue(name, source_fifo, attributes)
+            .await?;
         self.simple(name, |e, now, j| {
             e.set_queue_config(now, name, attributes, j)
         })
@@ -154,7 +152,7 @@ impl Service {
     /// Checks a `RedrivePolicy` whose dead-letter queue lives in another bucket on that
     /// bucket's engine, as the source's engine checks one of its own (which it cannot: it
     /// takes a remote name as it is). Nothing to do for a policy of the source's own bucket.
-    fn check_remote_dead_letter_queue(
+    async fn check_remote_dead_letter_queue(
         &self,
         source: &str,
         source_fifo: bool,
@@ -163,13 +161,12 @@ impl Service {
         let Some(Some(policy)) = &attributes.redrive_policy else {
             return Ok(());
         };
-        let target_host = self.host_for(&policy.dead_letter_queue);
-        if std::ptr::eq(target_host, self.host_for(source)) {
+        let target = &policy.dead_letter_queue;
+        let bucket = self.hosts.bucket_of(target);
+        if bucket == self.hosts.bucket_of(source) {
             return Ok(());
         }
-        let engine = target_host.engine();
-        let target = engine.queue(&policy.dead_letter_queue);
-        leaseq_core::engine::check_dead_letter_target(source, source_fifo, target)?;
-        Ok(())
+        self.check_dead_letter_target_in(bucket, source, source_fifo, target)
+            .await
     }
 }

@@ -120,7 +120,7 @@ impl Service {
     /// refers to can go between the lease and the read (even if the message is purged or
     /// relocated meanwhile).
     async fn try_receive(&self, name: &str, receive: &Receive) -> Result<ReceiveProbe, SqsError> {
-        let host = self.host_for(name);
+        let host = self.host_for(name)?;
         let reads = host.payload_reads();
         let (probe, tail_lsn) = self.apply_on(host, |engine, journal| {
             // A record per message leased, reserved at once rather than grown 1, 4, 8, 16.

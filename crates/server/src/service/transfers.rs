@@ -20,7 +20,7 @@ impl Service {
     /// Hands over every waiting transfer of every host, until the outboxes are empty or a
     /// hand-over fails (it is tried again at the next tick).
     pub(super) async fn hand_over_transfers(&self) {
-        if self.hosts.len() < 2 {
+        if self.hosts.bucket_count() < 2 {
             return;
         }
         for source in self.hosts.iter() {
@@ -55,12 +55,7 @@ impl Service {
             transfer.with_payload(payload)
         };
         let transfer_id = transfer.transfer_id;
-        let target = self.host_for(&transfer.destination);
-        let answer = self
-            .run_on(target, |engine, journal| {
-                Ok::<_, SqsError>(engine.ingest_transfer(self.now_ms(), transfer, journal))
-            })
-            .await?;
+        let answer = self.hand_transfer_to(transfer).await?;
         if answer == TransferAnswer::OutOfOrder {
             // Cannot happen while one driver hands transfers over in order; answering either way
             // could lose the message or take it twice, so it stays in the outbox.
@@ -102,8 +97,8 @@ mod tests {
         let service = Service::in_memory_buckets(config, ReceiptKey::new([1; 16]), 16);
         let (queue, dlq) = ("q", "dlq");
         assert!(!std::ptr::eq(
-            service.host_for(queue),
-            service.host_for(dlq)
+            service.host_for(queue).unwrap(),
+            service.host_for(dlq).unwrap()
         ));
         let create = |name: &'static str, patch: QueueConfigPatch| {
             let service = &service;
@@ -158,7 +153,7 @@ mod tests {
         let waiting = |service: &Service| service.bucket_stats().unwrap().transfers_waiting;
         assert_eq!(waiting(&service), 1);
         let in_dlq = |service: &Service| {
-            let engine = service.host_for(dlq).engine();
+            let engine = service.host_for(dlq).unwrap().engine();
             engine.queue(dlq).unwrap().len()
         };
         assert_eq!(in_dlq(&service), 0);
