@@ -138,11 +138,11 @@ impl Service for ClusterService {
             let started = Instant::now();
             let mut node = cluster.random_node();
             loop {
-                match node.route() {
+                match node.route(&action, &caller) {
                     Route::Here => return node.execute(action, &caller).await,
                     Route::Peer(peer) => match cluster.node(&peer.node_id) {
                         // One hop, as a forward: the peer serves it or says it does not.
-                        Some(owner) if matches!(owner.route(), Route::Here) => {
+                        Some(owner) if matches!(owner.route(&action, &caller), Route::Here) => {
                             return owner.execute(action, &caller).await
                         }
                         _ => node.peer_refused(&peer),

@@ -378,44 +378,6 @@ where
             return reply(leaseq_sqs::encode_error(guessed, &error, &context));
         }
     };
-    // A cluster's standby passes the request on to the node that serves it, which verifies,
-    // decodes and executes it (see `forward`).
-    match shared.service.route() {
-        crate::service::Route::Here => {}
-        route => {
-            if found.forwarded_by.is_some() {
-                // Forwarded by a node that thought this one serves it: refuse without acting,
-                // so that node asks again (no request travels more than one hop).
-                let error = SqsError::service_unavailable("this node does not serve the request");
-                let mut refused = reply(leaseq_sqs::encode_error(guessed, &error, &context));
-                refused
-                    .headers_mut()
-                    .insert(forward::NOT_SERVING, HeaderValue::from_static("1"));
-                return refused;
-            }
-            let incoming = forward::Incoming {
-                method: &method,
-                uri: &uri,
-                headers: &headers,
-                body: &body,
-                scheme: shared.scheme,
-                address,
-            };
-            let forwarded = shared.forwarder.forward(
-                &*shared.service,
-                route,
-                incoming,
-                shared.node_id.as_ref(),
-            );
-            match forwarded.await {
-                Ok(forward::Forwarded::Answer(response)) => return response,
-                Ok(forward::Forwarded::Here) => {}
-                Err(error) => {
-                    return reply(leaseq_sqs::encode_error(guessed, &error, &context));
-                }
-            }
-        }
-    }
     // Before decoding: an unauthenticated request learns nothing about queues, not even whether
     // its parameters are valid.
     let verified = match &config.auth {
@@ -467,6 +429,45 @@ where
         address: client_address(&found, address),
         user_agent: found.user_agent.cloned(),
     };
+    // A cluster's node passes the request on to the node that serves its queue's bucket, which
+    // verifies, decodes and executes it again (see `forward`).
+    match shared.service.route(&action, &caller) {
+        crate::service::Route::Here => {}
+        route => {
+            if found.forwarded_by.is_some() {
+                // Forwarded by a node that thought this one serves it: refuse without acting,
+                // so that node asks again (no request travels more than one hop).
+                let error = SqsError::service_unavailable("this node does not serve the request");
+                let mut refused = reply(leaseq_sqs::encode_error(protocol, &error, &context));
+                refused
+                    .headers_mut()
+                    .insert(forward::NOT_SERVING, HeaderValue::from_static("1"));
+                return refused;
+            }
+            let incoming = forward::Incoming {
+                method: &method,
+                uri: &uri,
+                headers: &headers,
+                body: &body,
+                scheme: shared.scheme,
+                address,
+            };
+            let forwarded = shared.forwarder.forward(
+                &*shared.service,
+                || shared.service.route(&action, &caller),
+                route,
+                incoming,
+                shared.node_id.as_ref(),
+            );
+            match forwarded.await {
+                Ok(forward::Forwarded::Answer(response)) => return response,
+                Ok(forward::Forwarded::Here) => {}
+                Err(error) => {
+                    return reply(leaseq_sqs::encode_error(protocol, &error, &context));
+                }
+            }
+        }
+    }
     let started = Instant::now();
     let result = shared.service.execute(action, &caller).await;
     if let Some(metrics) = &shared.metrics {

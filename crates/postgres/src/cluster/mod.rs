@@ -631,7 +631,7 @@ impl Api for ClusterNode {
         }
     }
 
-    fn route(&self) -> Route {
+    fn route(&self, _action: &Action, _caller: &Caller) -> Route {
         match &*self.role.read() {
             Role::Owner(_) => Route::Here,
             Role::Standby {

@@ -11,7 +11,7 @@
 //!
 //! Retrying is safe only while the peer has certainly not acted on the request: when it could
 //! not be reached (the connection was refused before the request was sent) or answered
-//! [`NOT_SERVING`] (it refused before decoding). A connection that breaks after the request went
+//! [`NOT_SERVING`] (it refused before executing). A connection that breaks after the request went
 //! out leaves the outcome unknown, and the client gets `ServiceUnavailable` (which SDKs retry,
 //! as they do any lost answer: SQS's delivery is at least once).
 
@@ -111,11 +111,12 @@ pub(crate) struct Incoming<'a> {
 }
 
 impl Forwarder {
-    /// Forwards `request` along `route` (not [`Route::Here`]), asking `service` again after a
+    /// Forwards `request` along `route` (not [`Route::Here`]), asking `route_again` after a
     /// refusal, until a peer answers, this node turns out to serve it, or it cannot be placed.
     pub(crate) async fn forward<B: Api>(
         &self,
         service: &B,
+        route_again: impl Fn() -> Route,
         mut route: Route,
         request: Incoming<'_>,
         node_id: Option<&HeaderValue>,
@@ -132,7 +133,7 @@ impl Forwarder {
                         return Err(unrouted(service));
                     }
                     tokio::time::sleep(ROUTE_POLL).await;
-                    route = service.route();
+                    route = route_again();
                     continue;
                 }
             };
@@ -161,7 +162,7 @@ impl Forwarder {
                     ));
                 }
             }
-            route = service.route();
+            route = route_again();
         }
     }
 

@@ -142,9 +142,12 @@ pub trait Api: Send + Sync + 'static {
         Ok(())
     }
 
-    /// Where SQS requests to this node are served (see [`route`]): here, unless this node is a
-    /// cluster's standby. Asked once per request, before it is decoded, so it must be cheap.
-    fn route(&self) -> Route {
+    /// Where `action` of `caller` is served (see [`route`]): here, unless this node is a
+    /// cluster's node that does not own the bucket of the action's queue. Asked once per
+    /// request, after it was authenticated and decoded and before it executes, so it must be
+    /// cheap.
+    fn route(&self, action: &Action, caller: &Caller) -> Route {
+        let _ = (action, caller);
         Route::Here
     }
 
