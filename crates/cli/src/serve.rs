@@ -77,14 +77,14 @@ pub struct ServeArgs {
     /// engine, a flusher and a PostgreSQL session of its own, the shape a cluster will spread
     /// over nodes (in one node it costs single sends a third of their throughput: keep 1 unless
     /// preparing such a log) [default: 1; at most 256]. Fixed for the life of a log: a new log
-    /// records it, and a node started with another count than its log's refuses to start. Not
-    /// yet with `--cluster`.
+    /// records it, and a node started with another count than its log's refuses to start. In a
+    /// cluster, the nodes share the buckets out (start every node with the same count).
     #[arg(long, env = "LEASEQ_POSTGRES_BUCKETS", value_parser = clap::value_parser!(u16).range(1..=256))]
     postgres_buckets: Option<u16>,
-    /// Run as a node of a cluster on the `--postgres` log: several nodes share it, one owns it
-    /// and runs the engine, the others forward every request to it and take over within
-    /// `--node-timeout-ms` when it dies or stops answering. Any node answers any request
-    /// [default: false].
+    /// Run as a node of a cluster on the `--postgres` log: several nodes share it, each bucket
+    /// of it (`--postgres-buckets`) owned by one node that runs its engine, the others
+    /// forwarding the bucket's requests to it and taking over within `--node-timeout-ms` when
+    /// it dies or stops answering. Any node answers any request [default: false].
     #[arg(long, env = "LEASEQ_CLUSTER")]
     cluster: Option<bool>,
     /// With `--cluster`, this node's id, unique in the cluster [default: the `--advertise`
@@ -430,19 +430,13 @@ fn check_exposure(
 }
 
 /// The bucket count of the PostgreSQL log, checked: 1 to `leaseq_postgres::BUCKETS_MAX` (the
-/// flag's parser bounds it too, but not the TOML file), and 1 in a cluster.
-fn postgres_buckets(buckets: Option<u16>, cluster: bool) -> anyhow::Result<u32> {
+/// flag's parser bounds it too, but not the TOML file).
+fn postgres_buckets(buckets: Option<u16>) -> anyhow::Result<u32> {
     let buckets = buckets.map_or(1, u32::from);
     if !(1..=leaseq_postgres::BUCKETS_MAX).contains(&buckets) {
         bail!(
             "postgres_buckets must be 1 to {}, not {buckets}",
             leaseq_postgres::BUCKETS_MAX
-        );
-    }
-    if cluster && buckets > 1 {
-        bail!(
-            "--postgres-buckets {buckets} with --cluster true: {}",
-            leaseq_postgres::CLUSTER_OF_BUCKETS
         );
     }
     Ok(buckets)
@@ -525,10 +519,7 @@ fn settings(args: ServeArgs) -> anyhow::Result<Settings> {
         cluster_listen: args.cluster_listen.or(file.cluster_listen),
         node_timeout_ms: args.node_timeout_ms.or(file.node_timeout_ms),
     })?;
-    let postgres_buckets = postgres_buckets(
-        args.postgres_buckets.or(file.postgres_buckets),
-        cluster.is_some(),
-    )?;
+    let postgres_buckets = postgres_buckets(args.postgres_buckets.or(file.postgres_buckets))?;
     if let Some(cluster_listen) = cluster.as_ref().and_then(|c| c.cluster_listen) {
         check_exposure(auth, allow_anonymous, cluster_listen, &credentials)?;
     }

@@ -192,3 +192,65 @@ pub enum TransferAnswer {
     /// the protocol was broken, and no answer would be safe.
     OutOfOrder,
 }
+
+impl IncomingTransfer {
+    /// The transfer as bytes, for a hand-over between nodes: its source bucket, then the
+    /// record codec's encoding of a `RestoreTransfer` that carries the rest (its queue, sequence
+    /// and source name unused: the target does not need them).
+    pub fn encode(&self) -> Vec<u8> {
+        let record = crate::Record::RestoreTransfer {
+            now_ms: 0,
+            transfer_id: self.transfer_id,
+            queue_id: 0,
+            seq: 0,
+            source_name: String::new(),
+            from_fifo: self.from_fifo,
+            destination: self.destination.to_string(),
+            kind: self.kind,
+            reason: self.reason.as_deref().map(str::to_string),
+            message: self.message.clone(),
+        };
+        let mut out = self.source_bucket.to_be_bytes().to_vec();
+        crate::codec::encode(&record, &mut out);
+        out
+    }
+
+    /// The transfer [`IncomingTransfer::encode`] made these bytes of.
+    pub fn decode(bytes: &[u8]) -> Result<IncomingTransfer, crate::codec::DecodeError> {
+        let (bucket, record) = bytes
+            .split_first_chunk::<4>()
+            .ok_or(crate::codec::DecodeError::Truncated(bytes.len()))?;
+        let crate::Record::RestoreTransfer {
+            transfer_id,
+            from_fifo,
+            destination,
+            kind,
+            reason,
+            message,
+            ..
+        } = crate::codec::decode(record)?
+        else {
+            return Err(crate::codec::DecodeError::Invalid {
+                what: "transfer record",
+                value: 0,
+                at: 4,
+            });
+        };
+        if !matches!(message.payload, crate::PayloadRef::Inline(_)) {
+            return Err(crate::codec::DecodeError::Invalid {
+                what: "transfer payload",
+                value: 0,
+                at: 4,
+            });
+        }
+        Ok(IncomingTransfer {
+            source_bucket: u32::from_be_bytes(*bucket),
+            transfer_id,
+            destination: destination.into(),
+            from_fifo,
+            kind,
+            reason: reason.map(Arc::from),
+            message,
+        })
+    }
+}

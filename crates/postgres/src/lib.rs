@@ -202,27 +202,28 @@ fn recover_host(
     ))
 }
 
-/// [`open_service`] for a cluster node, which serves a log of one bucket, and the epoch the
-/// node took the bucket over with and whether the epoch it replaced was released
-/// (`PgLogOpening::previous_released`).
+/// [`open_service`] for a cluster node, which takes `bucket` of the log over (the others are
+/// its peers' or its own other services'), with the epoch it took the bucket over with and
+/// whether the epoch it replaced was released (`PgLogOpening::previous_released`).
 pub(crate) fn open_service_with_epoch(
     config: &PgConfig,
     service: ServiceConfig,
     checkpoint_log_bytes_min: u64,
+    bucket: u32,
 ) -> Result<(Service, (i64, bool)), PostgresError> {
-    if config.buckets != 1 {
-        return Err(PostgresError::Config(CLUSTER_OF_BUCKETS.into()));
-    }
-    let opening = PgLogOpening::open(config)?;
+    let opening = PgLogOpening::open_some_buckets(config, &[bucket])?
+        .pop()
+        .expect("one bucket opened");
     let epoch = (opening.epoch(), opening.previous_released());
-    let host = recover_host(opening, service.engine.clone(), checkpoint_log_bytes_min)?;
-    Ok((Service::new(service, host), epoch))
+    let mut engine = service.engine.clone();
+    engine.placement = Placement {
+        bucket,
+        buckets: config.buckets,
+    };
+    let host = recover_host(opening, engine, checkpoint_log_bytes_min)?;
+    let service = Service::with_hosts(service, Hosts::some(config.buckets, vec![host]));
+    Ok((service, epoch))
 }
-
-/// Why a cluster node refuses a bucket count above one.
-pub const CLUSTER_OF_BUCKETS: &str =
-    "several buckets in a cluster are not built yet: a cluster node serves a log of one bucket \
-     (--postgres-buckets 1)";
 
 /// Drops `schema` and everything in it (for tests that each run in a schema of their own).
 /// Blocks the calling thread, whatever runtime it may be in.

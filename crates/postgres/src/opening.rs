@@ -99,6 +99,16 @@ impl PgLogOpening {
     /// more. Recover them one after the other: their replays share that session and set its
     /// statement timeout.
     pub fn open_buckets(config: &PgConfig) -> Result<Vec<PgLogOpening>, PostgresError> {
+        let all: Vec<u32> = (0..config.buckets).collect();
+        PgLogOpening::open_some_buckets(config, &all)
+    }
+
+    /// [`PgLogOpening::open_buckets`] for the `served` buckets of the log only (a cluster node
+    /// takes its buckets over one at a time), in the order given.
+    pub fn open_some_buckets(
+        config: &PgConfig,
+        served: &[u32],
+    ) -> Result<Vec<PgLogOpening>, PostgresError> {
         if !(1..=crate::BUCKETS_MAX).contains(&config.buckets) {
             return Err(PostgresError::Config(format!(
                 "a log has 1 to {} buckets, not {}",
@@ -110,6 +120,13 @@ impl PgLogOpening {
         let runtime = Arc::new(StoreRuntime::new().map_err(PostgresError::Runtime)?);
         let (connection, name) = (config.connection.clone(), schema.clone());
         let (owner, configured) = (config.node.clone(), config.buckets);
+        if let Some(bucket) = served.iter().find(|bucket| **bucket >= configured) {
+            return Err(PostgresError::Config(format!(
+                "bucket {bucket} of a log of {configured}"
+            )));
+        }
+        let buckets: Vec<i32> = served.iter().map(|bucket| *bucket as i32).collect();
+        let opened = buckets.clone();
         let (flush_clients, other_client, key, claims) = runtime.block(async move {
             let mut other = schema::connect(&connection).await?;
             schema::migrate(&mut other, &name).await?;
@@ -122,14 +139,13 @@ impl PgLogOpening {
                     configured,
                 });
             }
-            let buckets = 0..configured as i32;
             if owner.is_none() {
-                refuse_a_live_cluster(&other, &name, buckets.clone()).await?;
+                refuse_a_live_cluster(&other, &name, 0..configured as i32).await?;
             }
-            let flushes = buckets.clone().map(|_| schema::connect(&connection));
+            let flushes = buckets.iter().map(|_| schema::connect(&connection));
             let flushes = futures_util::future::try_join_all(flushes).await?;
             let mut claims = Vec::with_capacity(flushes.len());
-            for bucket in buckets {
+            for &bucket in &buckets {
                 claims.push(schema::claim(&other, &name, bucket, owner.as_ref()).await?);
             }
             Ok::<_, PostgresError>((flushes, other, key, claims))
@@ -142,7 +158,8 @@ impl PgLogOpening {
         );
         let other_client = Arc::new(other_client);
         let readers: Readers = Arc::new(tokio::sync::Mutex::new(other_client.clone()));
-        let openings = (0..)
+        let openings = opened
+            .into_iter()
             .zip(flush_clients.into_iter().zip(claims))
             .map(|(bucket, (flush_client, claimed))| PgLogOpening {
                 runtime: runtime.clone(),

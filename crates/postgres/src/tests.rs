@@ -10,7 +10,7 @@ use leaseq_server::log_store::{LogStore, Recoverable};
 use tokio_postgres::Client;
 
 use crate::schema::{self, Schema, KNOWN_MIGRATIONS};
-use crate::{drop_schema, PgConfig, PgLog, PgLogOpening, PostgresError};
+use crate::{drop_schema, PgConfig, PgLog, PgLogOpening, PostgresError, SINGLE_NODE_BUCKET};
 
 fn connection() -> String {
     std::env::var("LEASEQ_TEST_POSTGRES")
@@ -157,7 +157,11 @@ fn a_claim_counts_only_the_release_of_the_epoch_it_replaces() {
         let opening = PgLogOpening::open(&schema.0).unwrap();
         (opening.epoch(), opening.previous_released())
     };
-    let release = |epoch| runtime.block_on(release(&client, &name, epoch)).unwrap();
+    let release = |epoch| {
+        runtime
+            .block_on(release(&client, &name, SINGLE_NODE_BUCKET, epoch))
+            .unwrap()
+    };
     assert_eq!(claim(), (1, false), "a new bucket has no release to find");
     assert!(!release(0), "a release is fenced by its epoch");
     assert!(release(1));
@@ -691,13 +695,19 @@ fn a_node_with_another_bucket_count_than_its_log_is_refused() {
         region: "us-east-1".into(),
         account_id: "000000000000".into(),
     };
-    match crate::open_service_with_epoch(&config, service, 1 << 20) {
-        Err(PostgresError::Config(text)) => {
-            assert!(text.contains("not built yet"), "{text}")
-        }
-        Err(other) => panic!("expected a cluster node refused, got {other}"),
-        Ok(_) => panic!("a cluster node opened a log of several buckets"),
-    }
+    // A cluster node takes one bucket over: only its epoch rises, and its service serves it
+    // alone of the three.
+    let (opened, (epoch, _)) =
+        crate::open_service_with_epoch(&config, service.clone(), 1 << 20, 1).unwrap();
+    assert_eq!(epoch, 3);
+    let hosts = opened.hosts();
+    assert_eq!((hosts.len(), hosts.bucket_count()), (1, 3));
+    assert!(hosts.get(1).is_some() && hosts.get(0).is_none());
+    drop(opened);
+    assert!(matches!(
+        crate::open_service_with_epoch(&config, service, 1 << 20, 3),
+        Err(PostgresError::Config(_))
+    ));
 }
 
 #[test]

@@ -9,6 +9,13 @@
 //! owner's `ClusterNode::execute`, bracketed by its epoch confirmations. A script's `reboot`
 //! crashes the owner (PostgreSQL ends its sessions, its tasks stop) and starts it again as a
 //! standby; another node takes the log over and recovers it, and the script goes on there.
+//!
+//! With several buckets ([`ClusterStore::buckets`]) the nodes share them out by placement, each
+//! request goes to the owner of its queue's bucket, and what crosses buckets (listings,
+//! dead-letter queues, transfers, move tasks) goes between owners as bucket calls. A reboot
+//! crashes the owner of bucket 0; the others take its buckets over, and once it is back
+//! placement hands them back to it. Each reboot waits until every bucket is served by the node
+//! placement prefers, so that no hand-off cuts a script's long poll.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -19,11 +26,12 @@ use std::time::{Duration, Instant};
 
 use leaseq_conformance::stores::{self, FileStore};
 use leaseq_conformance::{run_all, run_mirror, Node, Service, Store};
-use leaseq_postgres::cluster::{ClusterConfig, ClusterNode};
+use leaseq_postgres::cluster::{placement, ClusterConfig, ClusterNode, PeerTransport};
 use leaseq_postgres::{drop_schema, NodeIdentity, PgConfig};
 use leaseq_server::clock::SharedClock;
 use leaseq_server::host::CHECKPOINT_LOG_BYTES_MIN;
-use leaseq_server::service::Route;
+use leaseq_server::http::forward::Posted;
+use leaseq_server::service::{Peer, Route};
 use leaseq_server::{Api, Caller};
 use leaseq_sqs::{Action, Outcome, SqsError};
 use parking_lot::Mutex;
@@ -41,12 +49,25 @@ fn connection(application_name: &str) -> String {
     format!("{base} application_name={application_name}")
 }
 
-/// Three cluster nodes on one new schema per opened store.
-struct ClusterStore;
+/// Three cluster nodes on one new schema per opened store, on a log of `buckets` buckets.
+struct ClusterStore {
+    buckets: u32,
+}
+
+impl ClusterStore {
+    const ONE: ClusterStore = ClusterStore { buckets: 1 };
+
+    fn buckets(buckets: u32) -> ClusterStore {
+        ClusterStore { buckets }
+    }
+}
 
 impl Store for ClusterStore {
     fn name(&self) -> String {
-        "cluster".into()
+        match self.buckets {
+            1 => "cluster".into(),
+            n => format!("cluster-of-{n}-buckets"),
+        }
     }
 
     fn persistent(&self) -> bool {
@@ -67,9 +88,10 @@ impl Store for ClusterStore {
             .map_err(|e| e.to_string())?;
         let cluster = Arc::new(Cluster {
             schema,
+            buckets: self.buckets,
             clock,
             nodes: Mutex::new(HashMap::new()),
-            driver: Arc::new(Mutex::new(None)),
+            drivers: Arc::new(Mutex::new(HashMap::new())),
             seed: AtomicU64::new(serial),
         });
         let mut node = ClusterGroup {
@@ -87,16 +109,17 @@ impl Store for ClusterStore {
 /// A running node: the node and its control loop.
 struct Running {
     node: Arc<ClusterNode>,
-    control: JoinHandle<()>,
+    control: JoinHandle<Result<(), leaseq_postgres::PostgresError>>,
 }
 
 /// What the service and the store's node share.
 struct Cluster {
     schema: String,
+    buckets: u32,
     clock: SharedClock,
     nodes: Mutex<HashMap<&'static str, Running>>,
-    /// The move driver of the owner's service.
-    driver: Arc<Mutex<Option<JoinHandle<()>>>>,
+    /// The move driver of each bucket's owner's service, by bucket.
+    drivers: Arc<Mutex<HashMap<u32, JoinHandle<()>>>>,
     /// Picks the node each request goes to.
     seed: AtomicU64,
 }
@@ -115,12 +138,39 @@ impl Cluster {
         self.node(NODES[index]).expect("every node runs")
     }
 
+    /// The owner of bucket 0.
     fn owner(&self) -> Option<Arc<ClusterNode>> {
         let nodes = self.nodes.lock();
         nodes
             .values()
-            .find(|running| running.node.status().role == "owner")
+            .find(|running| running.node.status().buckets_owned.contains(&0))
             .map(|running| running.node.clone())
+    }
+}
+
+/// Bucket calls between the nodes, straight to the peer's node (no HTTP here).
+struct InProcess(std::sync::Weak<Cluster>);
+
+impl PeerTransport for InProcess {
+    fn post<'a>(
+        &'a self,
+        peer: &'a Peer,
+        body: Vec<u8>,
+    ) -> Pin<Box<dyn Future<Output = Posted> + Send + 'a>> {
+        Box::pin(async move {
+            let Some(node) = self
+                .0
+                .upgrade()
+                .and_then(|cluster| cluster.node(&peer.node_id))
+            else {
+                return Posted::Refused("the node is down".into());
+            };
+            match node.answer_posted_call(&body).await {
+                Ok(Some(answer)) => Posted::Answered(answer.into()),
+                Ok(None) => Posted::Refused("it does not own the bucket".into()),
+                Err(error) => Posted::Broken(error),
+            }
+        })
     }
 }
 
@@ -178,6 +228,7 @@ impl ClusterGroup {
                     node_id: name.into(),
                     advertise: format!("{name}.invalid:9324"),
                 }),
+                buckets: self.cluster.buckets,
                 ..PgConfig::new(connection(&self.application_name(name)))
             },
             service: stores::config(),
@@ -186,11 +237,13 @@ impl ClusterGroup {
             metrics: None,
             clock: Some(self.cluster.clock.clone()),
         };
-        let node = Arc::new(ClusterNode::new(config).expect("a valid node"));
-        let driver = self.cluster.driver.clone();
+        let node = ClusterNode::new(config).expect("a valid node");
+        node.set_peer_transport(Arc::new(InProcess(Arc::downgrade(&self.cluster))));
+        let drivers = self.cluster.drivers.clone();
         let control = self.runtime().spawn(node.clone().run(move |service| {
+            let (bucket, _) = service.hosts().iter_buckets().next().expect("one bucket");
             let started = tokio::spawn(service.drive_moves());
-            if let Some(old) = driver.lock().replace(started) {
+            if let Some(old) = drivers.lock().insert(bucket, started) {
                 old.abort();
             }
         }));
@@ -204,28 +257,43 @@ impl ClusterGroup {
         format!("{}_{node}", self.cluster.schema)
     }
 
-    /// Waits until a node other than `not` owns the log and every node knows it.
+    /// Waits until every bucket has an owner that every node knows, whose move driver runs:
+    /// with one bucket, a node other than `not`; with several, the node placement prefers.
     fn wait_for_owner(&self, not: Option<&str>) -> Result<(), String> {
         let started = Instant::now();
         loop {
             let nodes = self.cluster.nodes.lock();
-            let statuses: Vec<_> = nodes
+            let views: Vec<(String, Vec<Option<String>>)> = nodes
                 .values()
-                .map(|running| running.node.status())
+                .map(|running| {
+                    let node = &running.node;
+                    (node.identity().node_id.clone(), node.bucket_owners())
+                })
                 .collect();
             drop(nodes);
-            let owner = statuses.iter().find(|status| status.role == "owner");
-            if let Some(owner) = owner.filter(|owner| Some(owner.node_id.as_str()) != not) {
-                let known = statuses.iter().all(|status| {
-                    status.owner.as_ref().map(|o| &o.node_id) == Some(&owner.node_id)
-                });
-                let driving = self.cluster.driver.lock().is_some();
-                if known && driving {
-                    return Ok(());
-                }
+            let drivers = self.cluster.drivers.lock();
+            let settled = (0..self.cluster.buckets).all(|bucket| {
+                let owner = &views[0].1[bucket as usize];
+                let Some(owner) = owner else { return false };
+                let wanted = match self.cluster.buckets {
+                    1 => Some(owner.as_str()) != not,
+                    _ => placement::preferred(bucket, NODES) == Some(owner.as_str()),
+                };
+                let driving = drivers
+                    .get(&bucket)
+                    .is_some_and(|driver| !driver.is_finished());
+                wanted
+                    && driving
+                    && views
+                        .iter()
+                        .all(|(_, owners)| owners[bucket as usize].as_ref() == Some(owner))
+            });
+            drop(drivers);
+            if settled {
+                return Ok(());
             }
             if started.elapsed() > WAIT_MAX {
-                return Err(format!("no owner that every node knows: {statuses:?}"));
+                return Err(format!("the buckets' owners did not settle: {views:?}"));
             }
             std::thread::sleep(Duration::from_millis(5));
         }
@@ -265,8 +333,10 @@ impl Node for ClusterGroup {
     }
 
     fn shut_down(&self) {
-        if let Some(service) = self.cluster.owner().and_then(|owner| owner.owned_service()) {
-            service.shut_down();
+        for running in self.cluster.nodes.lock().values() {
+            for (_, service) in running.node.owned_services() {
+                service.shut_down();
+            }
         }
     }
 
@@ -278,11 +348,11 @@ impl Node for ClusterGroup {
             .into_iter()
             .find(|name| *name == owner.identity().node_id)
             .expect("a node of the store");
-        if let Some(service) = owner.owned_service() {
+        for (bucket, service) in owner.owned_services() {
             service.shut_down();
-        }
-        if let Some(driver) = self.cluster.driver.lock().take() {
-            driver.abort();
+            if let Some(driver) = self.cluster.drivers.lock().remove(&bucket) {
+                driver.abort();
+            }
         }
         let running = self.cluster.nodes.lock().remove(name).expect("it runs");
         running.control.abort();
@@ -293,8 +363,11 @@ impl Node for ClusterGroup {
     }
 
     fn background_sleepers(&self) -> usize {
-        let driver = self.cluster.driver.lock();
-        usize::from(driver.as_ref().is_some_and(|driver| !driver.is_finished()))
+        let drivers = self.cluster.drivers.lock();
+        drivers
+            .values()
+            .filter(|driver| !driver.is_finished())
+            .count()
     }
 }
 
@@ -315,10 +388,17 @@ impl Drop for ClusterGroup {
 
 #[test]
 fn cluster_of_three() {
-    run_all(&ClusterStore);
+    run_all(&ClusterStore::ONE);
 }
 
 #[test]
 fn mirror_file_and_cluster_of_three() {
-    run_mirror(&FileStore::new(), &ClusterStore);
+    run_mirror(&FileStore::new(), &ClusterStore::ONE);
+}
+
+/// Six buckets shared out over the three nodes by placement: requests go to their queue's
+/// bucket's owner, and what crosses buckets goes between owners as bucket calls.
+#[test]
+fn cluster_of_three_with_six_buckets() {
+    run_all(&ClusterStore::buckets(6));
 }

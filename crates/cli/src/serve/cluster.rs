@@ -136,6 +136,7 @@ pub(super) async fn serve(mut settings: Settings, service: ServiceConfig) -> any
         log: PgConfig {
             schema: settings.postgres_schema.clone(),
             flushes_in_flight: settings.postgres_flushes,
+            buckets: settings.postgres_buckets,
             node: Some(NodeIdentity {
                 node_id: cluster.node_id.clone(),
                 advertise: cluster.advertise.clone(),
@@ -148,7 +149,7 @@ pub(super) async fn serve(mut settings: Settings, service: ServiceConfig) -> any
         metrics: metrics.clone(),
         clock: None,
     };
-    let node = Arc::new(ClusterNode::new(config)?);
+    let node = ClusterNode::new(config)?;
     let listener = tokio::net::TcpListener::bind(settings.listen)
         .await
         .with_context(|| format!("listening on {}", settings.listen))?;
@@ -166,20 +167,29 @@ pub(super) async fn serve(mut settings: Settings, service: ServiceConfig) -> any
         settings.postgres_schema,
         cluster.node_timeout.as_millis(),
     );
-    // Each takeover starts the new service's move driver and creates the configured queues
-    // (again: CreateQueue with the same attributes changes nothing).
+    // Each takeover of a bucket starts the new service's move driver and creates the
+    // configured queues of the bucket (again: CreateQueue with the same attributes changes
+    // nothing).
     let queues = Arc::new(std::mem::take(&mut settings.queues));
-    let control = tokio::spawn(node.clone().run(move |service| {
+    // A node that cannot join (its bucket count is not the log's) stops the server.
+    let (failed, failure) = tokio::sync::oneshot::channel::<String>();
+    let running = node.clone().run(move |service| {
         tokio::spawn(service.clone().drive_moves());
         let queues = queues.clone();
         tokio::spawn(async move {
-            for queue in queues.iter() {
-                if let Err(error) = create_queue(&service, queue).await {
-                    tracing::error!(queue = queue.name, %error, "creating a configured queue");
-                }
+            let ours = queues
+                .iter()
+                .filter(|queue| service.hosts().for_queue(&queue.name).is_some());
+            for queue in ours {
+                create_configured_queue(&service, queue).await;
             }
         });
-    }));
+    });
+    let control = tokio::spawn(async move {
+        if let Err(error) = running.await {
+            let _ = failed.send(error.to_string());
+        }
+    });
     let admin = match settings.admin_listen {
         None => None,
         Some(address) => {
@@ -199,7 +209,8 @@ pub(super) async fn serve(mut settings: Settings, service: ServiceConfig) -> any
     let main_routes = match admin {
         None => routes(node.clone()),
         Some(_) => Router::new(),
-    };
+    }
+    .merge(bucket_calls(node.clone()));
     let http = HttpConfig {
         external_url: settings.external_url.clone(),
         region: settings.region.clone(),
@@ -236,7 +247,7 @@ pub(super) async fn serve(mut settings: Settings, service: ServiceConfig) -> any
                     ..http.clone()
                 },
                 metrics.clone(),
-                Router::new(),
+                bucket_calls(node.clone()),
                 Connections {
                     tls: None,
                     ..connections.clone()
@@ -252,6 +263,8 @@ pub(super) async fn serve(mut settings: Settings, service: ServiceConfig) -> any
         None => None,
     };
     let stopping = node.clone();
+    let join_error = Arc::new(std::sync::Mutex::new(None::<String>));
+    let join_failed = join_error.clone();
     leaseq_server::http::serve(
         listener,
         node.clone(),
@@ -260,7 +273,12 @@ pub(super) async fn serve(mut settings: Settings, service: ServiceConfig) -> any
         main_routes,
         connections,
         async move {
-            shutdown_signal().await;
+            tokio::select! {
+                () = shutdown_signal() => {}
+                Ok(error) = failure => {
+                    *join_error.lock().expect("not poisoned") = Some(error);
+                }
+            }
             tracing::info!("shutting down: handing the log off, then answering requests in flight");
             stopping.shut_down();
             stopping.handed_off().await;
@@ -278,8 +296,55 @@ pub(super) async fn serve(mut settings: Settings, service: ServiceConfig) -> any
     if let Some(reloads) = reloads {
         reloads.abort();
     }
+    if let Some(error) = join_failed.lock().expect("not poisoned").take() {
+        bail!("{error}");
+    }
     tracing::info!("stopped");
     Ok(())
+}
+
+/// Creates a configured queue of a bucket this node just took over. A `RedrivePolicy` naming a
+/// queue of another bucket is checked on that bucket's owner, which may be taking its own
+/// bucket over right now: tried again for a while.
+async fn create_configured_queue(service: &leaseq_server::Service, queue: &super::QueueSpec) {
+    let mut wait = Duration::from_millis(100);
+    for attempt in 1..=10 {
+        match create_queue(service, queue).await {
+            Ok(()) => return,
+            Err(error) if attempt == 10 => {
+                tracing::error!(queue = queue.name, %error, "creating a configured queue");
+            }
+            Err(error) => {
+                tracing::debug!(queue = queue.name, %error, "creating a configured queue; trying again");
+                tokio::time::sleep(wait).await;
+                wait = (wait * 2).min(Duration::from_secs(2));
+            }
+        }
+    }
+}
+
+/// The bucket calls of the other nodes (`leaseq_server::service::bucket_wire`): answered if
+/// this node owns the bucket, refused as not serving (the caller looks again) if not.
+fn bucket_calls(node: Arc<ClusterNode>) -> Router {
+    Router::new()
+        .route(
+            leaseq_server::service::bucket_wire::PATH,
+            axum::routing::post(bucket_call),
+        )
+        .with_state(node)
+}
+
+async fn bucket_call(State(node): State<Arc<ClusterNode>>, body: axum::body::Bytes) -> Response {
+    match node.answer_posted_call(&body).await {
+        Ok(Some(answer)) => answer.into_response(),
+        Ok(None) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            [(leaseq_server::http::forward::NOT_SERVING, "1")],
+            "this node does not own the bucket",
+        )
+            .into_response(),
+        Err(error) => (StatusCode::FORBIDDEN, error).into_response(),
+    }
 }
 
 /// The admin routes of a cluster node: `GET /api/cluster` (this node's view), `GET /metrics`
@@ -298,11 +363,20 @@ async fn cluster_status(State(node): State<Arc<ClusterNode>>) -> Response {
     let owner = status
         .owner
         .map(|owner| json!({"node_id": owner.node_id, "advertise": owner.advertise}));
+    let buckets: Vec<_> = node
+        .bucket_owners()
+        .into_iter()
+        .zip(node.bucket_epochs())
+        .map(|(owner, epoch)| json!({"owner": owner, "epoch": epoch}))
+        .collect();
     axum::Json(json!({
         "node_id": status.node_id,
         "role": status.role,
         "epoch": status.epoch,
         "owner": owner,
+        "buckets_owned": status.buckets_owned,
+        "transfers_waiting": node.transfers_waiting(),
+        "buckets": buckets,
         "takeovers": status.takeovers,
         "takeovers_after_release": status.takeovers_after_release,
         "step_downs": status.step_downs,

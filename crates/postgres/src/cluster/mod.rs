@@ -8,7 +8,7 @@
 //! (which fences out the old owner's every later flush) and recovers the engine from the log,
 //! exactly as a restarted single node would. See `docs/design/cluster.md`.
 //!
-//! [`ClusterNode::run`] is the node's one control loop: standby (watch the owner, wait for the
+//! [`BucketNode::run`] is the node's one control loop: standby (watch the owner, wait for the
 //! lock), take over, serve as owner (heartbeat on the lock's session), step down when the
 //! session or the epoch is lost, hand off on shutdown. `owner.rs` is the owner's half,
 //! `ownership.rs` the lock's session and the statements of ownership, `status.rs` what
@@ -16,21 +16,25 @@
 //!
 //! Reads need the epoch too: a paused owner whose lock already passed on could answer counts or
 //! an empty receive from a stale engine. So every request an owner executes is bracketed by
-//! [`ClusterNode::confirm`]: the epoch must have been read back as this node's within the
+//! [`BucketNode::confirm`]: the epoch must have been read back as this node's within the
 //! confirmation window (shorter than the node timeout, so within it no other node can have
 //! taken over through the lock), before the request starts and again before its answer leaves;
 //! otherwise it is checked on the spot, and a failed check answers `ServiceUnavailable`.
 
+mod node;
 mod owner;
 pub(crate) mod ownership;
+pub mod placement;
 pub mod status;
+
+pub use node::{ClusterNode, PeerTransport};
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use leaseq_server::clock::{OffsetClock, SharedClock};
-use leaseq_server::service::{ForwardStats, Peer, Route};
+use leaseq_server::service::{Peer, RemoteBuckets, Route};
 use leaseq_server::{Api, Caller, Metrics, Service, ServiceConfig};
 use leaseq_sqs::error::SqsError;
 use leaseq_sqs::{Action, Outcome};
@@ -39,7 +43,7 @@ use tokio::sync::{watch, Notify};
 use tokio_postgres::Client;
 
 use crate::schema::{self, Schema};
-use crate::{NodeIdentity, PgConfig, PostgresError};
+use crate::{NodeIdentity, PgConfig};
 use owner::Owned;
 use ownership::{Confirmed, LockSession, OwnerRow};
 
@@ -93,6 +97,10 @@ pub fn serving_delay(node_timeout: Duration, previous_released: bool) -> Duratio
         confirm_window(node_timeout)
     }
 }
+
+/// How long an owner serves a bucket at least before it hands it to the node placement prefers
+/// (`placement.rs`).
+pub const REBALANCE_AFTER: Duration = Duration::from_secs(2);
 
 /// How long a hand-off waits for the requests executing on the old owner to finish before it
 /// retires its confirmation (those still executing then fail their second confirmation).
@@ -233,11 +241,19 @@ enum Role {
     Owner(Arc<Owned>),
 }
 
-/// One node of a cluster: the [`Api`] the HTTP layer serves, and the control loop behind it.
-pub struct ClusterNode {
+/// One bucket of the log as one node sees it: owned here (this node runs its engine) or by a
+/// peer it forwards to, with the control loop that takes it over, serves it, steps down and
+/// hands it off. [`ClusterNode`] holds one per bucket of the log.
+pub(crate) struct BucketNode {
     config: ClusterConfig,
     identity: NodeIdentity,
     schema: Schema,
+    /// Which bucket of the log.
+    bucket: u32,
+    /// How the bucket's service reaches the other buckets (set once the node is made).
+    remote: std::sync::OnceLock<Arc<dyn RemoteBuckets>>,
+    /// Which node should own which bucket (the node's, shared by its buckets).
+    placement: Arc<placement::Placement>,
     role: RwLock<Role>,
     /// The owner a forward failed to reach, with the epoch it owned and when: not routed to
     /// again under that epoch for [`REFUSAL_HOLD`] (it is dead or leaving, and a standby takes
@@ -254,14 +270,13 @@ pub struct ClusterNode {
     /// Engines run on PostgreSQL's clock.
     clock: Arc<OffsetClock>,
     shutdown: watch::Sender<bool>,
-    forward_stats: ForwardStats,
     takeovers: AtomicU64,
     /// Takeovers of a log its previous owner had released (served without a serving delay).
     takeovers_after_release: AtomicU64,
     step_downs: AtomicU64,
 }
 
-/// What [`ClusterNode::status`] tells.
+/// What [`BucketNode::status`] tells.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NodeStatus {
     pub node_id: String,
@@ -272,58 +287,68 @@ pub struct NodeStatus {
     /// The owner this node knows of (itself, when it is the owner).
     pub owner: Option<NodeIdentity>,
     pub takeovers: u64,
+    /// The buckets this node owns (with one bucket: `[0]` on the owner, empty on a standby).
+    pub buckets_owned: Vec<u32>,
     /// Takeovers of a log whose previous owner released it at the end of a hand-off, which
     /// served without waiting a confirmation window.
     pub takeovers_after_release: u64,
     pub step_downs: u64,
 }
 
-impl ClusterNode {
-    /// A node that has not joined yet; [`ClusterNode::run`] joins.
-    pub fn new(config: ClusterConfig) -> Result<ClusterNode, PostgresError> {
-        let identity = config.log.node.clone().ok_or_else(|| {
-            PostgresError::Config("a cluster node needs a node id and an address".into())
-        })?;
-        if config.node_timeout < NODE_TIMEOUT_MIN {
-            return Err(PostgresError::Config(format!(
-                "the node timeout must be at least {} ms",
-                NODE_TIMEOUT_MIN.as_millis()
-            )));
-        }
-        Ok(ClusterNode {
-            schema: Schema::new(&config.log.schema)?,
+impl BucketNode {
+    /// Bucket `bucket` of a node that has not joined yet, on the node's `clock`.
+    fn new(
+        config: ClusterConfig,
+        identity: NodeIdentity,
+        schema: Schema,
+        bucket: u32,
+        clock: Arc<OffsetClock>,
+        placement: Arc<placement::Placement>,
+    ) -> BucketNode {
+        BucketNode {
+            schema,
             identity,
             config,
+            bucket,
+            remote: std::sync::OnceLock::new(),
+            placement,
             role: RwLock::new(Role::Standby { owner: None }),
             refused: Mutex::new(None),
             look_again: Notify::new(),
             confirmed: Arc::default(),
             epoch: watch::channel(0).0,
             handed_off: watch::channel(false).0,
-            clock: Arc::new(OffsetClock::default()),
+            clock,
             shutdown: watch::channel(false).0,
-            forward_stats: ForwardStats::default(),
             takeovers: AtomicU64::new(0),
             takeovers_after_release: AtomicU64::new(0),
             step_downs: AtomicU64::new(0),
-        })
+        }
     }
 
-    /// This node's id and address.
-    pub fn identity(&self) -> &NodeIdentity {
-        &self.identity
+    /// The bucket as PostgreSQL's statements name it.
+    fn bucket_id(&self) -> i32 {
+        self.bucket as i32
     }
 
-    /// The service, while this node owns the log.
-    pub fn owned_service(&self) -> Option<Arc<Service>> {
+    /// What this node holds of the bucket, while it owns it.
+    fn owned(&self) -> Option<Arc<Owned>> {
+        match &*self.role.read() {
+            Role::Owner(owned) => Some(owned.clone()),
+            Role::Standby { .. } => None,
+        }
+    }
+
+    /// The service, while this node owns the bucket.
+    pub(crate) fn owned_service(&self) -> Option<Arc<Service>> {
         match &*self.role.read() {
             Role::Owner(owned) => Some(owned.service.clone()),
             Role::Standby { .. } => None,
         }
     }
 
-    /// This node's view of the cluster.
-    pub fn status(&self) -> NodeStatus {
+    /// This node's view of the bucket.
+    pub(crate) fn status(&self) -> NodeStatus {
         let (role, epoch, owner) = match &*self.role.read() {
             Role::Owner(owned) => ("owner", Some(owned.epoch), Some(self.identity.clone())),
             Role::Standby { owner } => (
@@ -341,53 +366,19 @@ impl ClusterNode {
             epoch,
             owner,
             takeovers: self.takeovers.load(Ordering::Relaxed),
+            buckets_owned: match role {
+                "owner" => vec![self.bucket],
+                _ => Vec::new(),
+            },
             takeovers_after_release: self.takeovers_after_release.load(Ordering::Relaxed),
             step_downs: self.step_downs.load(Ordering::Relaxed),
         }
     }
 
-    /// The node's own lines for `GET /metrics` (Prometheus text).
-    pub fn render_metrics(&self) -> String {
-        let status = self.status();
-        let [forwarded, refused, broken, unrouted] = self.forward_stats.read();
-        let owner = u8::from(status.role == "owner");
-        format!(
-            "# HELP leaseq_cluster_buckets_owned Buckets of the log this node owns.\n\
-             # TYPE leaseq_cluster_buckets_owned gauge\n\
-             leaseq_cluster_buckets_owned {owner}\n\
-             # HELP leaseq_cluster_epoch The epoch this node owns its bucket under (0: a standby).\n\
-             # TYPE leaseq_cluster_epoch gauge\n\
-             leaseq_cluster_epoch {}\n\
-             # HELP leaseq_cluster_takeovers_total Times this node took the log over.\n\
-             # TYPE leaseq_cluster_takeovers_total counter\n\
-             leaseq_cluster_takeovers_total {}\n\
-             # HELP leaseq_cluster_takeovers_after_release_total Takeovers of a log its previous owner had released after a hand-off (served without waiting a confirmation window).\n\
-             # TYPE leaseq_cluster_takeovers_after_release_total counter\n\
-             leaseq_cluster_takeovers_after_release_total {}\n\
-             # HELP leaseq_cluster_step_downs_total Times this node stopped owning the log.\n\
-             # TYPE leaseq_cluster_step_downs_total counter\n\
-             leaseq_cluster_step_downs_total {}\n\
-             # HELP leaseq_cluster_forwarded_requests_total Requests this node forwarded, by outcome: answered by the owner, refused by it (retried), broken (outcome unknown), unrouted (no owner known in time).\n\
-             # TYPE leaseq_cluster_forwarded_requests_total counter\n\
-             leaseq_cluster_forwarded_requests_total{{outcome=\"answered\"}} {forwarded}\n\
-             leaseq_cluster_forwarded_requests_total{{outcome=\"refused\"}} {refused}\n\
-             leaseq_cluster_forwarded_requests_total{{outcome=\"broken\"}} {broken}\n\
-             leaseq_cluster_forwarded_requests_total{{outcome=\"unrouted\"}} {unrouted}\n",
-            status.epoch.unwrap_or(0),
-            status.takeovers,
-            status.takeovers_after_release,
-            status.step_downs,
-        )
-    }
-
-    /// The node's control loop, until [`Api::shut_down`] and its hand-off: joins (creating or
-    /// migrating the schema), waits as a standby, takes over, serves, steps down, and again.
-    /// `on_owner` is called with each new service (to start its move driver, create configured
-    /// queues).
-    pub async fn run(self: Arc<Self>, on_owner: impl Fn(Arc<Service>) + Send + Sync + 'static) {
-        if !self.join().await {
-            return;
-        }
+    /// The bucket's control loop, until the node shuts down and hands the bucket off: waits as
+    /// a standby, takes over, serves, steps down, and again. `on_owner` is called with each new
+    /// service (to start its move driver, create configured queues of the bucket).
+    async fn run(self: Arc<Self>, on_owner: Arc<dyn Fn(Arc<Service>) + Send + Sync>) {
         let mut watcher = Watcher(tokio::spawn(self.clone().watch_owner()));
         let mut retry = RETRY_MIN;
         while !*self.shutdown.borrow() {
@@ -403,7 +394,7 @@ impl ClusterNode {
                     watcher = Watcher(tokio::spawn(self.clone().watch_owner()));
                 }
                 Err(error) => {
-                    tracing::error!(%error, "taking the log over failed; trying again");
+                    tracing::error!(bucket = self.bucket, %error, "taking the bucket over failed; trying again");
                     tokio::time::sleep(retry).await;
                     retry = (retry * 2).min(RETRY_MAX);
                 }
@@ -414,41 +405,29 @@ impl ClusterNode {
         let _ = (&mut watcher.0).await;
     }
 
-    /// Creates or migrates the schema (the lock's heartbeat and the standbys read its tables)
-    /// and records this node in the node table, retrying until PostgreSQL answers; `false` on
-    /// shutdown first.
-    async fn join(&self) -> bool {
-        let mut shutdown = self.shutdown.subscribe();
-        let mut retry = RETRY_MIN;
-        loop {
-            let joined = async {
-                let mut client = schema::connect(&self.config.log.connection).await?;
-                schema::migrate(&mut client, &self.schema).await?;
-                ownership::announce(&client, &self.schema, &self.identity, true).await
-            };
-            tokio::select! {
-                joined = joined => match joined {
-                    Ok(()) => return true,
-                    Err(error) => {
-                        tracing::warn!(%error, "joining the cluster: PostgreSQL did not answer; trying again");
-                        tokio::time::sleep(retry).await;
-                        retry = (retry * 2).min(RETRY_MAX);
-                    }
-                },
-                () = stopped(&mut shutdown) => return false,
-            }
-        }
-    }
-
     /// Connects the lock's session and waits until it holds the lock, reconnecting after
-    /// failures; `None` on shutdown.
+    /// failures; `None` on shutdown. With several buckets, waits for the lock only while
+    /// placement says this node may (`placement.rs`), and gives the wait up when it no longer
+    /// may.
     async fn wait_for_lock(&self) -> Option<LockSession> {
         let mut shutdown = self.shutdown.subscribe();
         let mut retry = RETRY_MIN;
+        let placed = self.config.log.buckets > 1;
         loop {
+            if placed && !self.may_wait() {
+                let changed = self.placement.changed.notified();
+                if self.may_wait() {
+                    continue;
+                }
+                tokio::select! {
+                    () = changed => continue,
+                    () = stopped(&mut shutdown) => return None,
+                }
+            }
             let acquire = LockSession::acquire(
                 &self.config.log.connection,
                 &self.schema,
+                self.bucket_id(),
                 self.config.node_timeout,
                 self.config.heartbeat(),
                 self.epoch_watch(),
@@ -458,13 +437,35 @@ impl ClusterNode {
                 acquired = acquire => match acquired {
                     Ok(lock) => return Some(lock),
                     Err(error) => {
-                        tracing::warn!(%error, "waiting for the log's ownership lock failed; trying again");
+                        tracing::warn!(bucket = self.bucket, %error, "waiting for a bucket's ownership lock failed; trying again");
                         tokio::time::sleep(retry).await;
                         retry = (retry * 2).min(RETRY_MAX);
                     }
                 },
+                // Dropping the wait closes its session, which leaves the lock's queue.
+                () = self.no_longer_placed(placed) => {}
                 () = stopped(&mut shutdown) => return None,
             }
+        }
+    }
+
+    /// Whether placement lets this node wait for the bucket's lock.
+    fn may_wait(&self) -> bool {
+        self.placement.may_wait(&self.identity.node_id, self.bucket)
+    }
+
+    /// Completes once placement no longer lets this node wait for the lock (never with one
+    /// bucket).
+    async fn no_longer_placed(&self, placed: bool) {
+        if !placed {
+            return std::future::pending().await;
+        }
+        loop {
+            let changed = self.placement.changed.notified();
+            if !self.may_wait() {
+                return;
+            }
+            changed.await;
         }
     }
 
@@ -489,7 +490,7 @@ async fn stopped(shutdown: &mut watch::Receiver<bool>) {
     let _ = shutdown.wait_for(|stop| *stop).await;
 }
 
-impl ClusterNode {
+impl BucketNode {
     /// A standby's watch: reads the bucket's owner every [`OWNER_POLL`] (or when told to look
     /// again) and refreshes this node's row of the node table. Runs until aborted.
     async fn watch_owner(self: Arc<Self>) {
@@ -506,7 +507,7 @@ impl ClusterNode {
                 };
             }
             if let Some(connected) = &client {
-                match ownership::read_owner(connected, &self.schema).await {
+                match ownership::read_owner(connected, &self.schema, self.bucket_id()).await {
                     Ok(row) => self.see_owner(row),
                     Err(error) => {
                         tracing::debug!(%error, "reading the log's owner failed");
@@ -576,7 +577,8 @@ impl ClusterNode {
         let sent = Instant::now();
         let checked = match owned.lock_client.upgrade() {
             Some(client) => {
-                let check = ownership::check_epoch(&client, &self.schema, owned.epoch);
+                let check =
+                    ownership::check_epoch(&client, &self.schema, self.bucket_id(), owned.epoch);
                 tokio::time::timeout(window, check).await.ok()
             }
             None => None,
@@ -596,7 +598,9 @@ impl ClusterNode {
     }
 }
 
-impl Api for ClusterNode {
+impl BucketNode {
+    /// Executes `action` on the bucket's engine, if this node owns the bucket, between two
+    /// confirmations of its epoch.
     async fn execute(&self, action: Action, caller: &Caller) -> Result<Outcome, SqsError> {
         let owned = match &*self.role.read() {
             Role::Owner(owned) => owned.clone(),
@@ -615,6 +619,7 @@ impl Api for ClusterNode {
         result
     }
 
+    /// Stops the control loop: hands the bucket off if this node owns it.
     fn shut_down(&self) {
         self.shutdown.send_replace(true);
         if self.owned_service().is_none() {
@@ -623,15 +628,19 @@ impl Api for ClusterNode {
         self.look_again.notify_one();
     }
 
+    /// Whether the bucket is served, here or by a known owner.
     fn readiness(&self) -> Result<(), String> {
         match &*self.role.read() {
             Role::Owner(owned) => owned.service.readiness(),
             Role::Standby { owner: Some(_) } => Ok(()),
-            Role::Standby { owner: None } => Err("no owner of the log is known".into()),
+            Role::Standby { owner: None } => {
+                Err(format!("no owner of bucket {} is known", self.bucket))
+            }
         }
     }
 
-    fn route(&self, _action: &Action, _caller: &Caller) -> Route {
+    /// Where the bucket's requests go now.
+    fn route(&self) -> Route {
         match &*self.role.read() {
             Role::Owner(_) => Route::Here,
             Role::Standby {
@@ -641,6 +650,7 @@ impl Api for ClusterNode {
         }
     }
 
+    /// A forward to `peer` was refused: look for the bucket's owner again.
     fn peer_refused(&self, peer: &Peer) {
         let mut role = self.role.write();
         if let Role::Standby { owner } = &mut *role {
@@ -654,9 +664,5 @@ impl Api for ClusterNode {
         }
         drop(role);
         self.look_again.notify_one();
-    }
-
-    fn forward_stats(&self) -> Option<&ForwardStats> {
-        Some(&self.forward_stats)
     }
 }

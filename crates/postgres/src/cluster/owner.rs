@@ -11,7 +11,7 @@ use tokio::sync::Notify;
 use tokio_postgres::Client;
 
 use super::ownership::{self, LockSession};
-use super::{stopped, ClusterNode, Role, ANNOUNCE_EVERY, HAND_OFF_DRAIN_MAX};
+use super::{stopped, BucketNode, Role, ANNOUNCE_EVERY, HAND_OFF_DRAIN_MAX};
 use crate::PostgresError;
 
 /// What an owner holds.
@@ -26,6 +26,8 @@ pub(super) struct Owned {
     in_flight: AtomicU64,
     /// Notified when `in_flight` drops to zero.
     idle: Notify,
+    /// When this ownership began serving.
+    pub(super) since: Instant,
 }
 
 impl Owned {
@@ -60,10 +62,10 @@ impl Drop for InFlight<'_> {
     }
 }
 
-impl ClusterNode {
+impl BucketNode {
     /// Waits until a shutdown's hand-off is done: the log checkpointed and the lock released
     /// (at once if this node did not own the log).
-    pub async fn handed_off(&self) {
+    pub(crate) async fn handed_off(&self) {
         let mut handed_off = self.handed_off.subscribe();
         let _ = handed_off.wait_for(|done| *done).await;
     }
@@ -84,11 +86,13 @@ impl ClusterNode {
             }
         };
         let config = self.config.clone();
+        let bucket = self.bucket;
         let opened = tokio::task::spawn_blocking(move || {
             crate::open_service_with_epoch(
                 &config.log,
                 config.service,
                 config.checkpoint_log_bytes_min,
+                bucket,
             )
         })
         .await
@@ -102,7 +106,9 @@ impl ClusterNode {
         let sent = Instant::now();
         // The claim recorded this node as the owner but not yet as serving, so that standbys
         // do not forward to it while it replays; now it serves (if the epoch is still ours).
-        if !lock.alive() || !ownership::serving(&lock.client, &self.schema, epoch).await? {
+        if !lock.alive()
+            || !ownership::serving(&lock.client, &self.schema, self.bucket_id(), epoch).await?
+        {
             self.epoch.send_replace(0);
             return Err(PostgresError::Config(
                 "lost the ownership lock or the epoch while recovering".into(),
@@ -110,6 +116,9 @@ impl ClusterNode {
         }
         self.confirmed.open(sent);
         let mut service = service.with_clock(clock);
+        if let Some(remote) = self.remote.get() {
+            service = service.with_remote_buckets(remote.clone());
+        }
         if let Some(metrics) = &self.config.metrics {
             service = service.with_metrics(metrics.clone());
         }
@@ -119,6 +128,7 @@ impl ClusterNode {
             lock_client: Arc::downgrade(&lock.client),
             in_flight: AtomicU64::new(0),
             idle: Notify::new(),
+            since: Instant::now(),
         });
         *self.role.write() = Role::Owner(owned.clone());
         *self.refused.lock() = None;
@@ -128,6 +138,7 @@ impl ClusterNode {
         }
         tracing::info!(
             node = %self.identity.node_id,
+            bucket = self.bucket,
             epoch,
             previous_released,
             serving_delay_ms = delay.as_millis() as u64,
@@ -169,7 +180,20 @@ impl ClusterNode {
                 () = self.look_again.notified() => {}
                 _ = alive.changed() => {}
                 () = stopped(&mut shutdown) => {
-                    self.hand_off(&owned, lock).await;
+                    self.hand_off(&owned, lock, true).await;
+                    return;
+                }
+            }
+            // A live node this bucket's placement prefers: hand the bucket to it (it waits
+            // for the lock), once this ownership has served a while (a preferred node that
+            // cannot take over must not make the bucket change hands without pause).
+            if self.config.log.buckets > 1 && owned.since.elapsed() >= super::REBALANCE_AFTER {
+                if let Some(preferred) = self
+                    .placement
+                    .other_preferred(&self.identity.node_id, self.bucket)
+                {
+                    tracing::info!(bucket = self.bucket, %preferred, "handing the bucket to the node placement prefers");
+                    self.hand_off(&owned, lock, false).await;
                     return;
                 }
             }
@@ -203,7 +227,7 @@ impl ClusterNode {
     /// confirmations, so that no answer leaves this node's engine any more, and only then
     /// records the release (on the lock's session, fenced by the epoch), which lets the next
     /// owner serve at once; then the lock goes.
-    async fn hand_off(&self, owned: &Owned, lock: LockSession) {
+    async fn hand_off(&self, owned: &Owned, lock: LockSession, leaving: bool) {
         *self.role.write() = Role::Standby { owner: None };
         owned.service.shut_down();
         owned.drained(HAND_OFF_DRAIN_MAX).await;
@@ -221,7 +245,8 @@ impl ClusterNode {
         // confirmation from here on, even one whose check of the epoch is on its way.
         self.confirmed.retire();
         let released = if lock.alive() {
-            let release = ownership::release(&lock.client, &self.schema, owned.epoch);
+            let release =
+                ownership::release(&lock.client, &self.schema, self.bucket_id(), owned.epoch);
             match tokio::time::timeout(self.config.node_timeout, release).await {
                 Ok(Ok(released)) => released,
                 Ok(Err(error)) => {
@@ -235,7 +260,9 @@ impl ClusterNode {
         };
         drop(lock);
         self.step_downs.fetch_add(1, Ordering::Relaxed);
-        tracing::info!(node = %self.identity.node_id, epoch = owned.epoch, released, "handed the log off");
-        self.handed_off.send_replace(true);
+        tracing::info!(node = %self.identity.node_id, bucket = self.bucket, epoch = owned.epoch, released, "handed the bucket off");
+        if leaving {
+            self.handed_off.send_replace(true);
+        }
     }
 }

@@ -22,7 +22,7 @@ use tokio::sync::watch;
 use tokio_postgres::Client;
 
 use crate::schema::{self, Schema};
-use crate::{PostgresError, SINGLE_NODE_BUCKET};
+use crate::PostgresError;
 
 /// The bucket's owner, as a standby reads it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -36,6 +36,7 @@ pub(crate) struct OwnerRow {
 pub(crate) async fn read_owner(
     client: &Client,
     schema: &Schema,
+    bucket: i32,
 ) -> Result<Option<OwnerRow>, PostgresError> {
     let row = client
         .query_opt(
@@ -44,7 +45,7 @@ pub(crate) async fn read_owner(
                  WHERE bucket = $1 AND owner IS NOT NULL AND owner_advertise IS NOT NULL
                    AND owned_since IS NOT NULL",
             ),
-            &[&SINGLE_NODE_BUCKET],
+            &[&bucket],
         )
         .await?;
     Ok(row.map(|row| OwnerRow {
@@ -59,9 +60,17 @@ pub(crate) async fn read_owner(
 pub(crate) async fn serving(
     client: &Client,
     schema: &Schema,
+    bucket: i32,
     epoch: i64,
 ) -> Result<bool, PostgresError> {
-    update_as_owner(client, schema, epoch, "owned_since = clock_timestamp()").await
+    update_as_owner(
+        client,
+        schema,
+        bucket,
+        epoch,
+        "owned_since = clock_timestamp()",
+    )
+    .await
 }
 
 /// The release at the end of a hand-off, on the lock's session and fenced by `epoch`: records
@@ -71,11 +80,13 @@ pub(crate) async fn serving(
 pub(crate) async fn release(
     client: &Client,
     schema: &Schema,
+    bucket: i32,
     epoch: i64,
 ) -> Result<bool, PostgresError> {
     update_as_owner(
         client,
         schema,
+        bucket,
         epoch,
         "released_epoch = epoch, owned_since = NULL",
     )
@@ -87,12 +98,13 @@ pub(crate) async fn release(
 async fn update_as_owner(
     client: &Client,
     schema: &Schema,
+    bucket: i32,
     epoch: i64,
     columns: &str,
 ) -> Result<bool, PostgresError> {
     let sql = format!("UPDATE {{schema}}.bucket SET {columns} WHERE bucket = $1 AND epoch = $2");
     let updated = client
-        .execute(&schema.sql(&sql), &[&SINGLE_NODE_BUCKET, &epoch])
+        .execute(&schema.sql(&sql), &[&bucket, &epoch])
         .await?;
     Ok(updated == 1)
 }
@@ -116,6 +128,60 @@ pub(crate) async fn announce(
         .execute(&schema.sql(sql), &[&node.node_id, &node.advertise])
         .await?;
     Ok(())
+}
+
+/// Marks this node gone from the node table (its row stays for operators, seen an hour ago),
+/// so that the other nodes' placement stops counting it live at once.
+pub(crate) async fn leave(
+    client: &Client,
+    schema: &Schema,
+    node: &crate::NodeIdentity,
+) -> Result<(), PostgresError> {
+    client
+        .execute(
+            &schema.sql(
+                "UPDATE {schema}.node SET seen_at = clock_timestamp() - interval '1 hour'
+                 WHERE node_id = $1",
+            ),
+            &[&node.node_id],
+        )
+        .await?;
+    Ok(())
+}
+
+/// The nodes that refreshed their row within `within_ms`, by id.
+pub(crate) async fn live_nodes(
+    client: &Client,
+    schema: &Schema,
+    within_ms: i64,
+) -> Result<Vec<String>, PostgresError> {
+    let rows = client
+        .query(
+            &schema.sql(
+                "SELECT node_id FROM {schema}.node
+                 WHERE seen_at > clock_timestamp() - make_interval(secs => $1::bigint / 1000.0)
+                 ORDER BY node_id",
+            ),
+            &[&within_ms],
+        )
+        .await?;
+    Ok(rows.iter().map(|row| row.get(0)).collect())
+}
+
+/// The keys of the advisory locks held in this database now (the buckets' ownership locks
+/// among them: `Schema::ownership_key`).
+pub(crate) async fn held_locks(
+    client: &Client,
+) -> Result<std::collections::HashSet<i64>, PostgresError> {
+    let rows = client
+        .query(
+            "SELECT (l.classid::bigint << 32) | l.objid::bigint FROM pg_locks l
+             WHERE l.locktype = 'advisory' AND l.granted
+               AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())",
+            &[],
+        )
+        .await?;
+    Ok(rows.iter().map(|row| row.get(0)).collect())
 }
 
 /// The offset of PostgreSQL's clock from this host's, in milliseconds, rounded so that this
@@ -235,6 +301,7 @@ impl LockSession {
     pub(crate) async fn acquire(
         connection: &str,
         schema: &Schema,
+        bucket: i32,
         node_timeout: Duration,
         heartbeat: Duration,
         epoch: watch::Receiver<i64>,
@@ -253,7 +320,7 @@ impl LockSession {
         client
             .execute(
                 "SELECT pg_advisory_lock($1)",
-                &[&schema.ownership_key(SINGLE_NODE_BUCKET)],
+                &[&schema.ownership_key(bucket)],
             )
             .await?;
         let granted = tokio::time::Instant::now();
@@ -263,6 +330,7 @@ impl LockSession {
             Beat {
                 client: client.clone(),
                 schema: schema.clone(),
+                bucket,
                 every: heartbeat,
                 epoch,
                 confirmed,
@@ -301,6 +369,7 @@ impl Drop for LockSession {
 struct Beat {
     client: Arc<Client>,
     schema: Schema,
+    bucket: i32,
     every: Duration,
     epoch: watch::Receiver<i64>,
     confirmed: Arc<Confirmed>,
@@ -335,7 +404,8 @@ async fn beat(state: Beat, mut closed: tokio::sync::oneshot::Receiver<()>) {
             _ = &mut closed => return state.lost("the connection ended"),
         }
         let sent = Instant::now();
-        let read = state.client.query_opt(&sql, &[&SINGLE_NODE_BUCKET]);
+        let bucket = [&state.bucket as &(dyn tokio_postgres::types::ToSql + Sync)];
+        let read = state.client.query_opt(&sql, &bucket);
         let row = tokio::select! {
             row = tokio::time::timeout(read_max, read) => row,
             _ = &mut closed => return state.lost("the connection ended"),
@@ -362,12 +432,13 @@ async fn beat(state: Beat, mut closed: tokio::sync::oneshot::Receiver<()>) {
 pub(crate) async fn check_epoch(
     client: &Client,
     schema: &Schema,
+    bucket: i32,
     epoch: i64,
 ) -> Result<bool, PostgresError> {
     let row = client
         .query_opt(
             &schema.sql("SELECT epoch FROM {schema}.bucket WHERE bucket = $1"),
-            &[&SINGLE_NODE_BUCKET],
+            &[&bucket],
         )
         .await?;
     Ok(row.map(|row| row.get::<_, i64>(0)) == Some(epoch))

@@ -3,7 +3,7 @@
 
 use crate::runtime::StoreRuntime;
 use crate::schema::{self, Schema};
-use crate::{PostgresError, SINGLE_NODE_BUCKET};
+use crate::PostgresError;
 
 /// A bucket of the log and its owner.
 #[derive(Clone, Debug)]
@@ -48,7 +48,10 @@ pub fn read(connection: &str, schema: &str) -> Result<ClusterStatus, PostgresErr
     runtime.block(async move {
         let mut client = schema::connect(&connection).await?;
         schema::migrate(&mut client, &schema).await?;
-        let key = schema.ownership_key(SINGLE_NODE_BUCKET);
+        // Each bucket's ownership key, by bucket (the log has at most `BUCKETS_MAX`).
+        let keys: Vec<i64> = (0..crate::BUCKETS_MAX as i32)
+            .map(|bucket| schema.ownership_key(bucket))
+            .collect();
         let buckets = client
             .query(
                 &schema.sql(&format!(
@@ -59,9 +62,10 @@ pub fn read(connection: &str, schema: &str) -> Result<ClusterStatus, PostgresErr
                            AND f.last_lsn > coalesce((SELECT max(s.lsn) FROM {{schema}}.snapshot s
                                                       WHERE s.bucket = b.bucket), 0))
                      FROM {{schema}}.bucket b ORDER BY b.bucket",
-                    held = schema::OWNERSHIP_LOCK_HELD
+                    held =
+                        schema::OWNERSHIP_LOCK_HELD.replace("$1", "($1::bigint[])[b.bucket + 1]")
                 )),
-                &[&key],
+                &[&keys],
             )
             .await?
             .iter()

@@ -58,10 +58,13 @@ impl Node {
             metrics: None,
             clock: None,
         };
-        let node = Arc::new(ClusterNode::new(config).unwrap());
-        let control = tokio::spawn(node.clone().run(|service| {
+        let node = ClusterNode::new(config).unwrap();
+        let running = node.clone().run(|service| {
             tokio::spawn(service.drive_moves());
-        }));
+        });
+        let control = tokio::spawn(async move {
+            running.await.expect("the node joins");
+        });
         let http = HttpConfig {
             external_url: None,
             region: "us-east-1".into(),

@@ -87,14 +87,79 @@ pub(crate) struct Forwarder {
 
 impl Default for Forwarder {
     fn default() -> Forwarder {
-        let mut connector = HttpConnector::new();
-        connector.set_nodelay(true);
-        connector.set_connect_timeout(Some(Duration::from_secs(2)));
-        let client = Client::builder(TokioExecutor::new())
-            .pool_timer(TokioTimer::new())
-            .pool_idle_timeout(POOL_IDLE_TIMEOUT)
-            .build(connector);
-        Forwarder { client }
+        Forwarder {
+            client: pooled_client(),
+        }
+    }
+}
+
+/// A pooled HTTP/1.1 client to peers.
+fn pooled_client() -> Client<HttpConnector, Full<Bytes>> {
+    let mut connector = HttpConnector::new();
+    connector.set_nodelay(true);
+    connector.set_connect_timeout(Some(Duration::from_secs(2)));
+    Client::builder(TokioExecutor::new())
+        .pool_timer(TokioTimer::new())
+        .pool_idle_timeout(POOL_IDLE_TIMEOUT)
+        .build(connector)
+}
+
+/// What became of a post to a peer ([`PeerClient::post`]).
+#[derive(Debug)]
+pub enum Posted {
+    /// The peer answered 200 with this body.
+    Answered(Bytes),
+    /// The peer certainly did not act on it: it could not be reached, or said it does not
+    /// serve what was asked (503 with [`NOT_SERVING`]).
+    Refused(String),
+    /// It went out and no usable answer came back: the outcome is unknown.
+    Broken(String),
+}
+
+/// A pooled client that posts a cluster's own requests (bucket calls) to peers.
+pub struct PeerClient {
+    client: Client<HttpConnector, Full<Bytes>>,
+}
+
+impl Default for PeerClient {
+    fn default() -> PeerClient {
+        PeerClient {
+            client: pooled_client(),
+        }
+    }
+}
+
+impl PeerClient {
+    /// Posts `body` to `path` at the peer's `address` (`host:port`).
+    pub async fn post(&self, address: &str, path: &str, body: Vec<u8>) -> Posted {
+        let uri = match Uri::try_from(format!("http://{address}{path}")) {
+            Ok(uri) => uri,
+            Err(error) => return Posted::Refused(format!("its address: {error}")),
+        };
+        let mut request = hyper::Request::new(Full::new(Bytes::from(body)));
+        *request.method_mut() = Method::POST;
+        *request.uri_mut() = uri;
+        let answer = tokio::time::timeout(FORWARD_TIMEOUT, self.client.request(request)).await;
+        match answer {
+            Ok(Ok(response)) if response.headers().contains_key(NOT_SERVING) => {
+                Posted::Refused("it does not serve it".into())
+            }
+            Ok(Ok(response)) => {
+                let status = response.status();
+                let body = http_body_util::BodyExt::collect(response.into_body()).await;
+                match body {
+                    Ok(body) if status.is_success() => Posted::Answered(body.to_bytes()),
+                    Ok(body) => Posted::Broken(format!(
+                        "{status}: {}",
+                        String::from_utf8_lossy(&body.to_bytes())
+                    )),
+                    Err(error) => Posted::Broken(describe(&error)),
+                }
+            }
+            Ok(Err(error)) if error.is_connect() => Posted::Refused(format!("{error}")),
+            Ok(Err(error)) => Posted::Broken(describe(&error)),
+            Err(_) => Posted::Broken(format!("no answer within {FORWARD_TIMEOUT:?}")),
+        }
     }
 }
 

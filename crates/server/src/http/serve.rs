@@ -56,7 +56,15 @@ use crate::service::Api;
 /// an SQS request (queue URLs are `/{account_id}/{queue}`, or `/`) and goes straight to the
 /// SQS handler; one with a routed prefix that no route serves reaches the same handler as the
 /// router's fallback.
-pub const ROUTED_PATH_PREFIXES: &[&str] = &["/health", "/livez", "/readyz", "/metrics", "/api/"];
+pub const ROUTED_PATH_PREFIXES: &[&str] = &[
+    "/health",
+    "/livez",
+    "/readyz",
+    "/metrics",
+    "/api/",
+    // A cluster's bucket calls between nodes (`service::bucket_wire`).
+    "/_leaseq/",
+];
 
 /// What the accept loop does with connections: TLS or not, and the limits on them.
 #[derive(Clone, Debug)]

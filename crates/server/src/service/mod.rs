@@ -49,7 +49,7 @@ use crate::log_store::{LogStore, Lsn, MemoryLog};
 use crate::metrics::{ConnectionStats, Metrics};
 use crate::waiters::Waiters;
 
-pub use buckets::{BucketAnswer, BucketCall, RemoteAnswer, RemoteBuckets};
+pub use buckets::{wire as bucket_wire, BucketAnswer, BucketCall, RemoteAnswer, RemoteBuckets};
 pub use moves::AUTOMATIC_RATE_PER_SECOND;
 pub use route::{ForwardStats, Peer, Route};
 

@@ -312,6 +312,15 @@ impl Service {
         })
     }
 
+    /// Messages waiting in the outboxes of this service's buckets, on their way to another
+    /// bucket.
+    pub fn transfers_waiting(&self) -> u64 {
+        self.hosts
+            .iter()
+            .map(|host| host.engine().outbox_len() as u64)
+            .sum()
+    }
+
     /// How many buckets this node serves and how many messages wait in their outboxes
     /// (`None` for a node of one bucket, which has no transfers).
     pub fn bucket_stats(&self) -> Option<crate::metrics::BucketStats> {
@@ -320,11 +329,7 @@ impl Service {
         }
         Some(crate::metrics::BucketStats {
             buckets: self.hosts.len() as u64,
-            transfers_waiting: self
-                .hosts
-                .iter()
-                .map(|host| host.engine().outbox_len() as u64)
-                .sum(),
+            transfers_waiting: self.transfers_waiting(),
         })
     }
 

@@ -84,7 +84,7 @@ impl Service {
             .await?;
         // Move tasks of other buckets into this queue fail now, as those of its own bucket did
         // in the delete's record.
-        self.tell_destination_deleted(name).await?;
+        self.tell_destination_deleted(name).await;
         Ok(outcome)
     }
 
