@@ -199,6 +199,114 @@ async fn a_tls_cluster_serves_https_on_every_node_and_forwards_on_its_peer_liste
     drop((a, b));
 }
 
+/// The queues a node's dashboard lists (`GET /api/queues` on its admin listener), by name.
+async fn dashboard_queues(admin: SocketAddr) -> Vec<String> {
+    let queues = request(admin, "GET", "/api/queues", &[], b"").await.json();
+    queues["queues"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|queue| queue["name"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// The queues whose visible messages a node's `GET /metrics` counts, by name.
+async fn metrics_queues(admin: SocketAddr) -> Vec<String> {
+    let page = request(admin, "GET", "/metrics", &[], b"").await;
+    let mut queues: Vec<String> = page
+        .text()
+        .lines()
+        .filter(|line| line.starts_with("leaseq_queue_messages{") && line.contains("state=\"visible\""))
+        .filter_map(|line| Some(line.split("queue=\"").nth(1)?.split('"').next()?.to_string()))
+        .collect();
+    queues.sort();
+    queues
+}
+
+/// A cluster node's dashboard and `/metrics` show the queues of every bucket it owns (before,
+/// only its first bucket's), and a queue of a bucket another node owns is that node's to show.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_nodes_dashboard_and_metrics_show_every_bucket_it_owns() {
+    const BUCKETS: u32 = 4;
+    let schema = Schema::new("dashboard");
+    let scratch = ScratchDir::new(
+        env!("CARGO_TARGET_TMPDIR"),
+        &format!("cluster-dashboard-{}", std::process::id()),
+    );
+    let args = || -> Vec<String> { vec!["--postgres-buckets".into(), BUCKETS.to_string()] };
+    let (a, a_admin) = node(&schema, "a", &args(), scratch.path()).await;
+    let started = Instant::now();
+    while cluster_view(a_admin).await["buckets_owned"].as_array().unwrap().len() < BUCKETS as usize {
+        assert!(started.elapsed() < Duration::from_secs(30), "a never owned every bucket");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // Eight queues over the four buckets, a message in each.
+    let sqs = leaseq_testkit::sdk::sdk_client(&a.endpoint());
+    let mut names: Vec<String> = (0..8).map(|i| format!("dash-{i}")).collect();
+    names.sort();
+    let buckets: std::collections::BTreeSet<u32> = names
+        .iter()
+        .map(|name| leaseq_core::transfer::bucket_of(name, BUCKETS))
+        .collect();
+    assert!(buckets.len() > 1, "the queues must lie in several buckets: {buckets:?}");
+    for name in &names {
+        let url = sqs.create_queue().queue_name(name).send().await.unwrap().queue_url.unwrap();
+        sqs.send_message().queue_url(&url).message_body(name).send().await.unwrap();
+    }
+    assert_eq!(dashboard_queues(a_admin).await, names);
+    assert_eq!(metrics_queues(a_admin).await, names);
+    let page = request(a_admin, "GET", "/metrics", &[], b"").await.text();
+    assert!(page.contains(&format!("\nleaseq_buckets {BUCKETS}\n")), "{page}");
+    assert!(page.contains("\nleaseq_cluster_buckets_owned 4\n"), "{page}");
+
+    // b joins and placement hands it its share; each node then shows its own buckets' queues,
+    // together every queue once.
+    let (b, b_admin) = node(&schema, "b", &args(), scratch.path()).await;
+    let started = Instant::now();
+    let owners = loop {
+        let (a_view, b_view) = (cluster_view(a_admin).await, cluster_view(b_admin).await);
+        let owned = |view: &Value| view["buckets_owned"].as_array().unwrap().len();
+        let owners = |view: &Value| -> Vec<Value> {
+            let buckets = view["buckets"].as_array().unwrap();
+            buckets.iter().map(|bucket| bucket["owner"].clone()).collect()
+        };
+        let settled = owned(&a_view) > 0
+            && owned(&b_view) > 0
+            && owned(&a_view) + owned(&b_view) == BUCKETS as usize
+            && owners(&a_view) == owners(&b_view);
+        if settled {
+            break owners(&a_view);
+        }
+        assert!(started.elapsed() < Duration::from_secs(30), "{a_view} {b_view}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let owner_of = |name: &str| {
+        let bucket = leaseq_core::transfer::bucket_of(name, BUCKETS) as usize;
+        owners[bucket].as_str().unwrap().to_string()
+    };
+    for (node, admin) in [("a", a_admin), ("b", b_admin)] {
+        let theirs: Vec<String> = names.iter().filter(|name| owner_of(name) == node).cloned().collect();
+        assert_eq!(dashboard_queues(admin).await, theirs, "{node}'s dashboard");
+        assert_eq!(metrics_queues(admin).await, theirs, "{node}'s /metrics");
+    }
+    // A queue's own route: served where its bucket lives, 503 (ServiceUnavailable) elsewhere.
+    let name = &names[0];
+    let (here, elsewhere) = match owner_of(name).as_str() {
+        "a" => (a_admin, b_admin),
+        _ => (b_admin, a_admin),
+    };
+    let path = format!("/api/queues/{name}/peek");
+    let peeked = request(here, "GET", &path, &[], b"").await;
+    assert_eq!(peeked.status, 200, "{}", peeked.text());
+    assert_eq!(peeked.json()["messages"][0]["body"], name.as_str());
+    let refused = request(elsewhere, "GET", &path, &[], b"").await;
+    assert_eq!(refused.status, 503, "{}", refused.text());
+    assert_eq!(refused.json()["error"]["code"], "ServiceUnavailableException");
+    let owner = format!("node {} owns it", owner_of(name));
+    assert!(refused.text().contains(&owner), "{}", refused.text());
+    drop((a, b));
+}
+
 /// Cluster settings that cannot work are refused before the node starts, saying why.
 #[test]
 fn impossible_cluster_settings_are_refused_at_start() {

@@ -23,6 +23,7 @@ use serde_json::{json, Value};
 
 use crate::advisor::advice_for;
 use crate::metrics::{render, Metrics, ProcessStats, Scrape};
+use crate::service::Api;
 use crate::Service;
 
 const PAGE: &str = include_str!("dashboard.html");
@@ -44,8 +45,28 @@ pub fn page() -> Response {
         .into_response()
 }
 
+/// What the dashboard observes: the services of the buckets this process serves (a node's one
+/// service, or the services of the buckets a cluster node owns), and the [`Api`] its per-queue
+/// routes execute actions through (a cluster node's routes each to its queue's bucket).
+pub trait Observed: Api {
+    /// Calls `each` with every service whose queues the dashboard lists and `/metrics` counts,
+    /// at the moment of the call.
+    fn each_service(&self, each: &mut dyn FnMut(&Service));
+
+    /// Lines of Prometheus text the node adds to `/metrics` (a cluster node's own counters).
+    fn node_metrics(&self) -> String {
+        String::new()
+    }
+}
+
+impl Observed for Service {
+    fn each_service(&self, each: &mut dyn FnMut(&Service)) {
+        each(self);
+    }
+}
+
 /// `GET /metrics`, `GET /api/queues`, the dead-letter actions and message histories for
-/// `service`:
+/// `observed`:
 ///
 /// - `GET /api/queues/{name}/peek?max=10&after=0`: messages without leasing them;
 /// - `GET /api/queues/{name}/messages/{message_id}/history`: a message's attempts;
@@ -56,16 +77,16 @@ pub fn page() -> Response {
 /// The POST routes take only `application/json` bodies, which a cross-site form cannot send.
 /// Pass it to [`crate::http::serve`] (every path here starts with one of
 /// [`crate::http::ROUTED_PATH_PREFIXES`]) or merge it with [`crate::router`].
-pub fn routes(service: Arc<Service>) -> Router {
+pub fn routes<O: Observed>(observed: Arc<O>) -> Router {
     let [metrics_path, queues_path, peek_path, history_path, redrives_path, cancel_path] = PATHS;
     Router::new()
-        .route(metrics_path, get(metrics))
-        .route(queues_path, get(queues))
-        .route(peek_path, get(dlq::peek))
-        .route(history_path, get(history::history))
-        .route(redrives_path, get(dlq::list).post(dlq::start))
-        .route(cancel_path, post(dlq::cancel))
-        .with_state(service)
+        .route(metrics_path, get(metrics::<O>))
+        .route(queues_path, get(queues::<O>))
+        .route(peek_path, get(dlq::peek::<O>))
+        .route(history_path, get(history::history::<O>))
+        .route(redrives_path, get(dlq::list::<O>).post(dlq::start::<O>))
+        .route(cancel_path, post(dlq::cancel::<O>))
+        .with_state(observed)
 }
 
 /// Serves the admin surface on a listener of its own (`leaseq serve --admin-listen`): the page
@@ -94,21 +115,21 @@ pub const PATHS: [&str; 6] = [
     "/api/queues/{name}/redrives/{task_id}/cancel",
 ];
 
-async fn metrics(State(service): State<Arc<Service>>) -> Response {
-    let (now_ms, queues) = service.observe_queues();
-    let fifo_groups = service.fifo_group_pressure();
+async fn metrics<O: Observed>(State(observed): State<Arc<O>>) -> Response {
+    let scrape = Gathered::of(&*observed);
     let empty = Metrics::default();
-    let page = render(&Scrape {
-        now_ms,
-        queues: &queues,
-        metrics: service.metrics().map_or(&empty, |m| &**m),
-        log: service.log_stats(),
-        fifo_groups: &fifo_groups,
+    let mut page = render(&Scrape {
+        now_ms: scrape.now_ms,
+        queues: &scrape.queues,
+        metrics: scrape.metrics.as_deref().unwrap_or(&empty),
+        log: scrape.log,
+        fifo_groups: &scrape.fifo_groups,
         process: ProcessStats::read(),
-        storage: service.storage_stats(),
-        connections: Some(service.connection_stats().counts()),
-        buckets: service.bucket_stats(),
+        storage: scrape.storage,
+        connections: scrape.connections,
+        buckets: scrape.buckets,
     });
+    page.push_str(&observed.node_metrics());
     (
         [(CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")],
         page,
@@ -116,10 +137,73 @@ async fn metrics(State(service): State<Arc<Service>>) -> Response {
         .into_response()
 }
 
-async fn queues(State(service): State<Arc<Service>>) -> Response {
-    let (now_ms, queues) = service.observe_queues();
-    let mut leases = service.leases_ending_first(LEASES_SHOWN);
-    let fifo_groups = service.fifo_group_pressure();
+/// What the services of an [`Observed`] show at one moment, together: every queue, lease and
+/// FIFO group of every service; the log, storage and connection figures summed where they
+/// add up (storage, buckets, transfers), else the first service's (its log's latencies and
+/// checkpoints; a cluster node's services share the request metrics).
+#[derive(Default)]
+struct Gathered {
+    now_ms: u64,
+    queues: Vec<crate::metrics::ObservedQueue>,
+    leases: rustc_hash::FxHashMap<u64, Vec<crate::metrics::LeaseRow>>,
+    fifo_groups: rustc_hash::FxHashMap<u64, crate::metrics::GroupPressure>,
+    metrics: Option<Arc<Metrics>>,
+    log: Option<crate::metrics::LogStats>,
+    storage: Option<crate::metrics::StorageStats>,
+    connections: Option<crate::metrics::ConnectionCounts>,
+    buckets: Option<crate::metrics::BucketStats>,
+    services: usize,
+}
+
+impl Gathered {
+    fn of(observed: &impl Observed) -> Gathered {
+        let mut gathered = Gathered::default();
+        observed.each_service(&mut |service| gathered.add(service));
+        gathered
+    }
+
+    fn add(&mut self, service: &Service) {
+        let first = self.services == 0;
+        self.services += 1;
+        let (now_ms, queues) = service.observe_queues();
+        self.queues.extend(queues);
+        self.leases
+            .extend(service.leases_ending_first(LEASES_SHOWN));
+        self.fifo_groups.extend(service.fifo_group_pressure());
+        if first {
+            self.now_ms = now_ms;
+            self.metrics = service.metrics().cloned();
+            self.log = service.log_stats();
+            self.connections = Some(service.connection_stats().counts());
+        }
+        if let Some(storage) = service.storage_stats() {
+            match &mut self.storage {
+                None => self.storage = Some(storage),
+                Some(sum) => {
+                    sum.log_bytes += storage.log_bytes;
+                    sum.log_segments += storage.log_segments;
+                }
+            }
+        }
+        if let Some(buckets) = service.bucket_stats() {
+            let sum = self.buckets.get_or_insert_with(Default::default);
+            sum.buckets += buckets.buckets;
+            sum.transfers_waiting += buckets.transfers_waiting;
+        }
+    }
+}
+
+async fn queues<O: Observed>(State(observed): State<Arc<O>>) -> Response {
+    let Gathered {
+        now_ms,
+        mut queues,
+        mut leases,
+        fifo_groups,
+        metrics,
+        ..
+    } = Gathered::of(&*observed);
+    // A cluster node's buckets list their queues one bucket after another.
+    queues.sort_by(|(a, _), (b, _)| a.name.cmp(&b.name));
     let dead_letter_queues: BTreeSet<&str> = queues
         .iter()
         .filter_map(|(info, _)| info.config.redrive_policy.as_ref())
@@ -200,7 +284,7 @@ async fn queues(State(service): State<Arc<Service>>) -> Response {
         .collect();
     let body = json!({
         "now_ms": now_ms,
-        "metrics": service.metrics().is_some(),
+        "metrics": metrics.is_some(),
         "queues": list,
     });
     (

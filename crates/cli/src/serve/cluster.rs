@@ -10,19 +10,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context as _};
-use axum::body::Body;
-use axum::extract::{Request, State};
-use axum::http::header::CONTENT_TYPE;
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use axum::routing::{any, get};
+use axum::routing::get;
 use axum::Router;
 use leaseq_postgres::cluster::{ClusterConfig, ClusterNode};
 use leaseq_postgres::{NodeIdentity, PgConfig};
 use leaseq_server::http::Connections;
 use leaseq_server::{Api, HttpConfig, Metrics, ServiceConfig};
 use serde_json::json;
-use tower::ServiceExt as _;
 
 use super::{create_queue, shutdown_signal, Settings};
 
@@ -347,15 +344,15 @@ async fn bucket_call(State(node): State<Arc<ClusterNode>>, body: axum::body::Byt
     }
 }
 
-/// The admin routes of a cluster node: `GET /api/cluster` (this node's view), `GET /metrics`
-/// (the owner's page and the node's cluster lines), and the dashboard's other routes, served
-/// while this node owns the log (a standby answers 503 naming the owner).
+/// The admin routes of a cluster node: `GET /api/cluster` (this node's view of the cluster),
+/// and the dashboard's routes over the buckets this node owns (`GET /metrics` with the node's
+/// cluster lines, `GET /api/queues` listing the queues of its buckets, and the per-queue routes,
+/// which a queue of a bucket another node owns answers 503).
 fn routes(node: Arc<ClusterNode>) -> Router {
     Router::new()
         .route("/api/cluster", get(cluster_status))
-        .route("/metrics", get(metrics))
-        .route("/api/{*rest}", any(dashboard))
-        .with_state(node)
+        .with_state(node.clone())
+        .merge(leaseq_server::dashboard::routes(node))
 }
 
 async fn cluster_status(State(node): State<Arc<ClusterNode>>) -> Response {
@@ -382,43 +379,4 @@ async fn cluster_status(State(node): State<Arc<ClusterNode>>) -> Response {
         "step_downs": status.step_downs,
     }))
     .into_response()
-}
-
-async fn metrics(State(node): State<Arc<ClusterNode>>, request: Request) -> Response {
-    let mut page = String::new();
-    if let Some(service) = node.owned_service() {
-        let answer = leaseq_server::dashboard::routes(service)
-            .oneshot(request)
-            .await
-            .unwrap_or_else(|never| match never {});
-        if let Ok(bytes) = axum::body::to_bytes(answer.into_body(), usize::MAX).await {
-            page.push_str(&String::from_utf8_lossy(&bytes));
-        }
-    }
-    page.push_str(&node.render_metrics());
-    (
-        [(CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")],
-        page,
-    )
-        .into_response()
-}
-
-async fn dashboard(State(node): State<Arc<ClusterNode>>, request: Request) -> Response {
-    match node.owned_service() {
-        Some(service) => leaseq_server::dashboard::routes(service)
-            .oneshot(request)
-            .await
-            .unwrap_or_else(|never| match never {}),
-        None => {
-            let owner = node.status().owner.map_or_else(
-                || "none is known right now".to_string(),
-                |owner| format!("{} at http://{}", owner.node_id, owner.advertise),
-            );
-            let mut response = Response::new(Body::from(format!(
-                "this node is a standby; the dashboard is served by the owner of the log: {owner}\n"
-            )));
-            *response.status_mut() = StatusCode::SERVICE_UNAVAILABLE;
-            response
-        }
-    }
 }

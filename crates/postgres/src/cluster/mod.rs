@@ -605,9 +605,14 @@ impl BucketNode {
         let owned = match &*self.role.read() {
             Role::Owner(owned) => owned.clone(),
             Role::Standby { .. } => {
-                return Err(SqsError::service_unavailable(
-                    "this node does not own the log right now; try again",
-                ))
+                let owner = match self.route() {
+                    Route::Peer(peer) => format!("; node {} owns it", peer.node_id),
+                    _ => String::new(),
+                };
+                return Err(SqsError::service_unavailable(format!(
+                    "this node does not own bucket {} of the log right now{owner}; try again",
+                    self.bucket
+                )));
             }
         };
         let _in_flight = owned.enter();

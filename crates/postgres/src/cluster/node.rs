@@ -477,6 +477,21 @@ impl ClusterNode {
     }
 }
 
+/// The dashboard and `/metrics` of a cluster node show the buckets it owns (their queues,
+/// storage and transfers) and its own cluster counters; a queue's routes run on its bucket's
+/// service through [`Api::execute`], between two confirmations of the bucket's epoch.
+impl leaseq_server::dashboard::Observed for ClusterNode {
+    fn each_service(&self, each: &mut dyn FnMut(&Service)) {
+        for (_, service) in self.owned_services() {
+            each(&service);
+        }
+    }
+
+    fn node_metrics(&self) -> String {
+        self.render_metrics()
+    }
+}
+
 impl Api for ClusterNode {
     async fn execute(&self, action: Action, caller: &Caller) -> Result<Outcome, SqsError> {
         match self.bucket_of(&action, caller) {

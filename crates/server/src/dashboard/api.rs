@@ -15,7 +15,6 @@ use leaseq_sqs::{Action, ErrorCode, Outcome, SqsError};
 use serde_json::{json, Value};
 
 use crate::service::{Api, Caller};
-use crate::Service;
 
 /// An answer other than success: a status and `{"error": {"code", "message"}}`, whose code is
 /// an SQS error code (as the JSON protocol's `__type` names it), so a dashboard client reads the
@@ -105,7 +104,7 @@ pub(super) fn reply(body: Value) -> Response {
 
 /// Executes `action` on queue `name` as the SQS API would, refusals as [`ApiError`]s.
 pub(super) async fn execute(
-    service: &Service,
+    service: &impl Api,
     action: Action,
     name: &str,
 ) -> Result<Outcome, ApiError> {
@@ -115,7 +114,7 @@ pub(super) async fn execute(
 }
 
 /// Executes `action` as the SQS API would, refusals as the service gave them.
-pub(super) async fn execute_raw(service: &Service, action: Action) -> Result<Outcome, SqsError> {
+pub(super) async fn execute_raw(service: &impl Api, action: Action) -> Result<Outcome, SqsError> {
     service.execute(action, &Caller::default()).await
 }
 

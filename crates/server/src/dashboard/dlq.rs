@@ -29,7 +29,8 @@ use leaseq_sqs::{Action, ErrorCode, Outcome, PeekedEntry, QueueRef, TaskHandle};
 use serde_json::{json, Value};
 
 use super::api::{execute, execute_raw, reply, state_name, ApiError};
-use crate::Service;
+use super::Observed;
+use crate::service::Api;
 
 /// Messages a peek shows when the request names no `max`.
 const PEEK_SHOWN_DEFAULT: usize = 10;
@@ -41,7 +42,7 @@ const BODY_SHOWN_BYTES_MAX: usize = 1024;
 /// as SQS's do, and say `ResourceNotFound` when no queue has it (SQS's word for a missing
 /// `SourceArn`): here that is the missing queue of the path.
 async fn execute_on_source(
-    service: &Service,
+    service: &impl Api,
     action: Action,
     name: &str,
 ) -> Result<Outcome, ApiError> {
@@ -75,8 +76,8 @@ fn integer_parameter(
 
 /// `GET /api/queues/{name}/peek?max=10&after=0`: up to `max` (1-100) messages of the queue in
 /// sequence order, after sequence number `after`, without leasing them or changing any count.
-pub(super) async fn peek(
-    State(service): State<Arc<Service>>,
+pub(super) async fn peek<O: Observed>(
+    State(service): State<Arc<O>>,
     path: Result<Path<String>, PathRejection>,
     query: Result<Query<Vec<(String, String)>>, QueryRejection>,
 ) -> Result<Response, ApiError> {
@@ -94,7 +95,7 @@ pub(super) async fn peek(
         after_seq,
         max_messages: max_messages as usize,
     };
-    let Outcome::Peeked { messages, .. } = execute(&service, action, &name).await? else {
+    let Outcome::Peeked { messages, .. } = execute(&*service, action, &name).await? else {
         unreachable!("a peek answers with Outcome::Peeked");
     };
     // The next page starts after the last message shown, if this page was full.
@@ -145,7 +146,7 @@ fn floor_char_boundary(text: &str, index: usize) -> usize {
 }
 
 /// The tasks of source queue `name`, most recent first.
-async fn tasks(service: &Service, name: &str) -> Result<Vec<MoveTaskInfo>, ApiError> {
+async fn tasks(service: &impl Api, name: &str) -> Result<Vec<MoveTaskInfo>, ApiError> {
     let action = Action::ListMessageMoveTasks {
         source: name.to_string(),
         max_results: LIST_MOVE_TASKS_MAX as usize,
@@ -177,12 +178,12 @@ fn task_json(info: &MoveTaskInfo) -> Value {
 
 /// `GET /api/queues/{name}/redrives`: the queue's recent move tasks (at most 10), most recent
 /// first.
-pub(super) async fn list(
-    State(service): State<Arc<Service>>,
+pub(super) async fn list<O: Observed>(
+    State(service): State<Arc<O>>,
     path: Result<Path<String>, PathRejection>,
 ) -> Result<Response, ApiError> {
     let Path(name) = path.map_err(|rejection| ApiError::bad_request(rejection.body_text()))?;
-    let tasks = tasks(&service, &name).await?;
+    let tasks = tasks(&*service, &name).await?;
     let tasks: Vec<Value> = tasks.iter().map(task_json).collect();
     Ok(reply(json!({ "queue": name, "tasks": tasks })))
 }
@@ -218,8 +219,8 @@ fn json_object(
 /// `POST /api/queues/{name}/redrives` with `{"rate_per_second": 1-500 | null}`: starts moving
 /// the dead-letter queue's messages back to the queues they came from, at that rate (automatic
 /// without one). Answers `{"task": ...}`.
-pub(super) async fn start(
-    State(service): State<Arc<Service>>,
+pub(super) async fn start<O: Observed>(
+    State(service): State<Arc<O>>,
     path: Result<Path<String>, PathRejection>,
     headers: HeaderMap,
     body: Bytes,
@@ -249,17 +250,17 @@ pub(super) async fn start(
         limit: None,
     };
     let Outcome::MoveTaskStarted { task_id, .. } =
-        execute_on_source(&service, action, &name).await?
+        execute_on_source(&*service, action, &name).await?
     else {
         unreachable!("StartMessageMoveTask answers with Outcome::MoveTaskStarted");
     };
-    task_reply(&service, &name, task_id).await
+    task_reply(&*service, &name, task_id).await
 }
 
 /// `POST /api/queues/{name}/redrives/{task_id}/cancel` with an `application/json` body (`{}`):
 /// cancels the task (the messages it moved stay moved). Answers `{"task": ...}`.
-pub(super) async fn cancel(
-    State(service): State<Arc<Service>>,
+pub(super) async fn cancel<O: Observed>(
+    State(service): State<Arc<O>>,
     path: Result<Path<(String, String)>, PathRejection>,
     headers: HeaderMap,
     body: Bytes,
@@ -272,7 +273,7 @@ pub(super) async fn cancel(
         .map_err(|_| ApiError::bad_request(format!("{task_id:?} is not a task id.")))?;
     // The task must be one of this queue's (the SQS action checks that too, but its refusal
     // would read as a missing queue here).
-    let known = tasks(&service, &name)
+    let known = tasks(&*service, &name)
         .await?
         .iter()
         .any(|info| info.task.task_id == task_id);
@@ -285,11 +286,11 @@ pub(super) async fn cancel(
         task_id: Some(task_id),
         source: name.clone(),
     };
-    execute_on_source(&service, Action::CancelMessageMoveTask { task }, &name).await?;
-    task_reply(&service, &name, task_id).await
+    execute_on_source(&*service, Action::CancelMessageMoveTask { task }, &name).await?;
+    task_reply(&*service, &name, task_id).await
 }
 
-async fn task_reply(service: &Service, name: &str, task_id: u64) -> Result<Response, ApiError> {
+async fn task_reply(service: &impl Api, name: &str, task_id: u64) -> Result<Response, ApiError> {
     let tasks = tasks(service, name).await?;
     let info = tasks
         .iter()

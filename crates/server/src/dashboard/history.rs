@@ -18,13 +18,13 @@ use leaseq_sqs::{Action, Outcome, QueueRef};
 use serde_json::{json, Value};
 
 use super::api::{execute, reply, state_name, ApiError};
-use crate::Service;
+use super::Observed;
 
 /// `GET /api/queues/{name}/messages/{message_id}/history`: the message and its attempts,
 /// oldest first. Found while it lives (in its queue or a dead-letter queue) and for a while
 /// after it was deleted; a malformed id is a 400, a missing queue or message a 404.
-pub(super) async fn history(
-    State(service): State<Arc<Service>>,
+pub(super) async fn history<O: Observed>(
+    State(service): State<Arc<O>>,
     path: Result<Path<(String, String)>, PathRejection>,
 ) -> Result<Response, ApiError> {
     let Path((name, id)) =
@@ -36,7 +36,7 @@ pub(super) async fn history(
         queue: QueueRef::new(name.clone()),
         message_id,
     };
-    let Outcome::MessageHistory(history) = execute(&service, action, &name).await? else {
+    let Outcome::MessageHistory(history) = execute(&*service, action, &name).await? else {
         unreachable!("LeaseqGetMessageHistory answers with Outcome::MessageHistory");
     };
     Ok(reply(history_json(&name, &history)))
