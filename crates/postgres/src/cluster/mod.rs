@@ -571,7 +571,7 @@ impl BucketNode {
     /// not.
     async fn confirm(&self, owned: &Owned) -> Result<(), SqsError> {
         let window = self.config.confirm_window();
-        if self.confirmed.within(window) {
+        if self.confirmed.within(window, owned.epoch) {
             return Ok(());
         }
         let sent = Instant::now();
@@ -586,7 +586,7 @@ impl BucketNode {
         match checked {
             // Not once the ownership retired its confirmations (a hand-off about to release):
             // the check may have been sent before.
-            Some(Ok(true)) if self.confirmed.mark(sent) => Ok(()),
+            Some(Ok(true)) if self.confirmed.mark(sent, owned.epoch) => Ok(()),
             _ => {
                 self.look_again.notify_one();
                 Err(SqsError::service_unavailable(

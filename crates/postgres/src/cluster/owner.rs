@@ -114,7 +114,7 @@ impl BucketNode {
                 "lost the ownership lock or the epoch while recovering".into(),
             ));
         }
-        self.confirmed.open(sent);
+        self.confirmed.open(sent, epoch);
         let mut service = service.with_clock(clock);
         if let Some(remote) = self.remote.get() {
             service = service.with_remote_buckets(remote.clone());

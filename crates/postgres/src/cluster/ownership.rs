@@ -225,6 +225,11 @@ pub(crate) async fn clock_offset_ms(client: &Client) -> Result<i64, PostgresErro
 /// confirmation that arrives after the retirement (a heartbeat's or a request's check already
 /// on its way) counts for nothing: the hand-off's release promises that no answer leaves after
 /// it, and a request's second confirmation is the last moment before its answer does.
+///
+/// A confirmation belongs to one ownership, named by its epoch: a request of an ownership that
+/// ended never leans on a later ownership's confirmations, even on the same node (one that
+/// handed a bucket off to the node placement preferred, and took it back while a request of
+/// the first ownership was still on its way, at a bucket call to another node, say).
 #[derive(Debug, Default)]
 pub(crate) struct Confirmed {
     state: Mutex<ConfirmedState>,
@@ -234,16 +239,16 @@ pub(crate) struct Confirmed {
 struct ConfirmedState {
     /// When the last confirmation's statement was sent.
     at: Option<Instant>,
-    /// Whether confirmations count (an ownership between its serving mark and its retirement).
-    open: bool,
+    /// The epoch of the ownership that takes confirmations (0: none does).
+    epoch: i64,
 }
 
 impl Confirmed {
-    /// Takes in a confirmation whose statement was sent `at`: `false`, and nothing recorded,
-    /// while no ownership takes confirmations.
-    pub(crate) fn mark(&self, at: Instant) -> bool {
+    /// Takes in a confirmation of `epoch` whose statement was sent `at`: `false`, and nothing
+    /// recorded, unless `epoch`'s ownership takes confirmations.
+    pub(crate) fn mark(&self, at: Instant, epoch: i64) -> bool {
         let mut state = self.state.lock();
-        if !state.open {
+        if state.epoch == 0 || state.epoch != epoch {
             return false;
         }
         if state.at.is_none_or(|last| last < at) {
@@ -252,12 +257,14 @@ impl Confirmed {
         true
     }
 
-    /// Whether the epoch was confirmed within `window` of now.
-    pub(crate) fn within(&self, window: Duration) -> bool {
-        super::confirmed_within(self.since(), window)
+    /// Whether `epoch` was confirmed within `window` of now (never after its ownership ended).
+    pub(crate) fn within(&self, window: Duration, epoch: i64) -> bool {
+        let state = self.state.lock();
+        state.epoch == epoch && super::confirmed_within(state.at.map(|at| at.elapsed()), window)
     }
 
-    /// How long ago the epoch was last confirmed (`None`: not since the node last lost it).
+    /// How long ago the current ownership's epoch was last confirmed (`None`: not since the
+    /// node last lost it).
     pub(crate) fn since(&self) -> Option<Duration> {
         self.state.lock().at.map(|at| at.elapsed())
     }
@@ -267,11 +274,12 @@ impl Confirmed {
         self.state.lock().at = None;
     }
 
-    /// A new ownership confirmed its epoch with a statement sent `at`: confirmations count.
-    pub(crate) fn open(&self, at: Instant) {
+    /// A new ownership, of `epoch`, confirmed it with a statement sent `at`: its confirmations
+    /// count.
+    pub(crate) fn open(&self, at: Instant, epoch: i64) {
         *self.state.lock() = ConfirmedState {
             at: Some(at),
-            open: true,
+            epoch,
         };
     }
 
@@ -417,7 +425,7 @@ async fn beat(state: Beat, mut closed: tokio::sync::oneshot::Receiver<()>) {
                 if ours != 0 && current == Some(ours) {
                     // The epoch was ours when the statement was sent, at the latest (ignored
                     // once a hand-off retired the ownership's confirmations).
-                    state.confirmed.mark(sent);
+                    state.confirmed.mark(sent, ours);
                 } else if ours != 0 {
                     return state.lost("the bucket's epoch is another node's");
                 }

@@ -1,10 +1,13 @@
-//! The hand-off on SIGTERM, step for step as `ClusterNode::hand_off` runs it: the owner stops
-//! taking requests (they are forwarded once a new owner serves), waits for the ones executing
+//! The hand-off, step for step as `BucketNode::hand_off` runs it: the owner stops taking
+//! requests (they are forwarded once a new owner serves), waits for the ones executing
 //! (`HAND_OFF_DRAIN_MAX` at most), checkpoints (time, here), retires its confirmations (every
 //! request that has not passed its second confirmation fails it), writes the release on its
-//! lock session, fenced by its epoch, and closes the session; then the process exits, and
-//! starts again later (a rolling restart). A SIGTERM of a node that does not own the log ends
-//! its process at once.
+//! lock session, fenced by its epoch, and closes the session. On SIGTERM the process then
+//! exits, and starts again later (a rolling restart); a SIGTERM of a node that does not own the
+//! log ends its process at once. When placement prefers another node (a rebalance), the node
+//! stays up as a standby and waits for the lock again once placement prefers it again (any
+//! time later: the nodes' liveness as placement reads it is not modelled), so an ownership's
+//! requests may still run while the same node serves a newer epoch.
 
 use std::time::Duration;
 
@@ -22,6 +25,8 @@ pub struct HandOff {
     pub stage: Stage,
     /// When the drain stops waiting, on the node's clock.
     pub drain_until_local: u64,
+    /// SIGTERM: the process exits afterwards (else a rebalance: it stands by).
+    pub leaving: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -45,15 +50,29 @@ impl World {
     pub fn terminate(&mut self, id: usize) {
         let node = self.node(id);
         node.terminating = true;
-        let Some(owned) = node.owned.take() else {
+        if node.owned.is_none() {
             // Nothing to hand off (a standby, or a node still taking over, whose lock goes
             // with its process): it exits.
             self.note(|| format!("node {id} gets SIGTERM and exits"));
             return self.exit_soon(id);
-        };
+        }
+        self.hand_off(id, true);
+    }
+
+    /// Placement prefers another node for the bucket: its owner hands it off and stands by.
+    pub fn rebalance(&mut self, id: usize) {
+        let node = &self.nodes[id];
+        if node.owned.is_some() && node.hand_off.is_none() && !node.terminating {
+            self.hand_off(id, false);
+        }
+    }
+
+    fn hand_off(&mut self, id: usize, leaving: bool) {
+        let owned = self.node(id).owned.take().expect("an owner hands off");
         let (epoch, session) = (owned.epoch, owned.session);
-        self.note(|| format!("node {id} gets SIGTERM: hands off epoch {epoch}"));
-        self.count("hand-off");
+        let why = if leaving { "gets SIGTERM" } else { "rebalances" };
+        self.note(|| format!("node {id} {why}: hands off epoch {epoch}"));
+        self.count(if leaving { "hand-off" } else { "hand-off (rebalance)" });
         let drain_until_local = self.local_now(id) + us(protocol::HAND_OFF_DRAIN_MAX);
         let node = self.node(id);
         // Requests executing hold the ownership (as the real ones hold their `Arc<Owned>`).
@@ -64,6 +83,7 @@ impl World {
             session,
             stage: Stage::Drain,
             drain_until_local,
+            leaving,
         });
         if self.settings.mutation == Some(Mutation::ReleaseFirst) {
             self.statement(id, StatementKind::Release { session, epoch });
@@ -145,12 +165,18 @@ impl World {
         }
     }
 
-    /// The lock goes; the process exits after the HTTP layer's drain.
+    /// The lock goes; after SIGTERM the process exits after the HTTP layer's drain, after a
+    /// rebalance the node stands by, and waits for the lock again once placement prefers it.
     fn hand_off_done(&mut self, id: usize) {
         let hand_off = self.node(id).hand_off.take().expect("a hand-off");
         self.note(|| format!("node {id} handed off epoch {}", hand_off.epoch));
         self.drop_lock(id);
-        self.exit_soon(id);
+        self.forget_retired(id);
+        if hand_off.leaving {
+            return self.exit_soon(id);
+        }
+        let preferred_again = self.rng.random_range(0..3_000 * MS);
+        self.timer(id, Duration::from_micros(preferred_again), Timer::Retry);
     }
 
     fn exit_soon(&mut self, id: usize) {

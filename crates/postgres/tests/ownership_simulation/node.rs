@@ -72,6 +72,8 @@ pub enum NodeInput {
     },
     /// SIGTERM: an owner hands the log off, then the process exits.
     Terminate,
+    /// Placement prefers another node: an owner hands the bucket off and stands by.
+    Rebalance,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -132,6 +134,9 @@ pub struct Node {
     pub deferred: Vec<NodeInput>,
     /// A pause (its length) to begin before the next request step of one kind (0: the first
     /// confirmation, 1: the engine, 2: the wait for the flush, 3: the second confirmation).
+    /// The next request to reach this step (as in `pause_at_step`) is held up this long,
+    /// while the node runs on (a request waiting on a bucket call to a slow node).
+    pub stall_at_step: Option<(u64, u8)>,
     pub pause_at_step: Option<(u64, u8)>,
     /// A pause (its length) to begin as the node next reads PostgreSQL's clock.
     pub pause_at_clock_reading: Option<u64>,
@@ -156,9 +161,9 @@ pub struct Node {
     pub beat_answered: bool,
     pub beat_sent: u64,
     pub confirmed_local: Option<u64>,
-    /// Whether confirmations count (`Confirmed`'s `open`: from a takeover's serving mark until
-    /// a step-down or a hand-off retires them).
-    pub confirmations_open: bool,
+    /// The epoch whose confirmations count, 0 for none (`Confirmed`'s `epoch`: from a
+    /// takeover's serving mark until a step-down or a hand-off retires them).
+    pub confirmations_of: i64,
     pub epoch_watch: i64,
     pub takeover: Takeover,
     pub offset_ms: i64,
@@ -195,6 +200,7 @@ impl Node {
             incarnation: 0,
             deferred: Vec::new(),
             pause_at_step: None,
+            stall_at_step: None,
             pause_at_clock_reading: None,
             pause_in_hand_off: None,
             clock_base_us,
@@ -208,7 +214,7 @@ impl Node {
             beat_answered: false,
             beat_sent: 0,
             confirmed_local: None,
-            confirmations_open: false,
+            confirmations_of: 0,
             epoch_watch: 0,
             takeover: Takeover::Idle,
             offset_ms: 0,
@@ -271,10 +277,19 @@ impl Node {
             .map(|at| Duration::from_micros(local_now.saturating_sub(at)))
     }
 
-    /// `Confirmed::mark`: takes in a confirmation sent at `sent_local`, unless no ownership
-    /// takes confirmations (`false`).
-    pub fn mark(&mut self, sent_local: u64) -> bool {
-        if !self.confirmations_open {
+    /// `Confirmed::within`: how long ago `epoch` was last confirmed, if its ownership takes
+    /// confirmations.
+    pub fn confirmed_since_for(&self, epoch: i64, local_now: u64) -> Option<Duration> {
+        if self.confirmations_of != epoch {
+            return None;
+        }
+        self.confirmed_since(local_now)
+    }
+
+    /// `Confirmed::mark`: takes in a confirmation of `epoch` sent at `sent_local`, unless
+    /// `epoch`'s ownership does not take confirmations (`false`).
+    pub fn mark(&mut self, sent_local: u64, epoch: i64) -> bool {
+        if self.confirmations_of == 0 || self.confirmations_of != epoch {
             return false;
         }
         if self.confirmed_local.is_none_or(|at| at < sent_local) {
@@ -286,7 +301,7 @@ impl Node {
     /// `Confirmed::retire`: the last confirmation is forgotten and none counts any more.
     pub fn retire_confirmations(&mut self) {
         self.confirmed_local = None;
-        self.confirmations_open = false;
+        self.confirmations_of = 0;
     }
 }
 
@@ -401,6 +416,7 @@ impl World {
             }
             NodeInput::Step { request } => self.step(id, request),
             NodeInput::Terminate => self.terminate(id),
+            NodeInput::Rebalance => self.rebalance(id),
         }
     }
 
@@ -645,8 +661,8 @@ impl World {
         };
         let node = self.node(id);
         // `Confirmed::open`.
-        node.confirmations_open = true;
-        node.mark(sent_local);
+        node.confirmations_of = epoch;
+        node.mark(sent_local, epoch);
         node.takeover = Takeover::Idle;
         node.refused = None;
         node.retry = us(protocol::RETRY_MIN);
@@ -720,7 +736,7 @@ impl World {
                     None => return self.session_lost(id, "a heartbeat failed"),
                     Some(current) if ours != 0 && current == ours => {
                         // Ignored once a hand-off retired the confirmations.
-                        node.mark(sent_local);
+                        node.mark(sent_local, ours);
                     }
                     Some(_) if ours != 0 => {
                         return self.session_lost(id, "the bucket's epoch is another node's")
@@ -755,7 +771,8 @@ impl World {
                 };
                 // As `ClusterNode::confirm`: a check that finds the epoch counts only while the
                 // ownership takes confirmations (not once a step-down or a hand-off retired them).
-                if epoch == Some(state.epoch) && node.mark(sent_local) {
+                let of = state.epoch;
+                if epoch == Some(of) && node.mark(sent_local, of) {
                     self.confirmed(id, request, second);
                 } else {
                     self.unconfirmed(id, request);

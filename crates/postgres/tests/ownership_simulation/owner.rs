@@ -122,7 +122,12 @@ impl World {
             self.count("fault: pause inside a request");
             self.pause(id, pause);
         }
-        let cpu = self.rng.random_range(1..50);
+        let mut cpu = self.rng.random_range(1..50);
+        if let Some((stall, _)) = self.nodes[id].stall_at_step.filter(|&(_, at)| at == step) {
+            self.nodes[id].stall_at_step = None;
+            self.count("fault: a request held up");
+            cpu += stall;
+        }
         let incarnation = self.nodes[id].incarnation;
         self.after(
             cpu,
@@ -204,13 +209,18 @@ impl World {
         let window = protocol::confirm_window(self.settings.node_timeout);
         let local_now = self.local_now(id);
         let node = &self.nodes[id];
-        // As `ClusterNode::confirm`: the node's confirmation, whatever ownership the request
-        // runs under; the check on the spot needs that ownership's lock session, which a
-        // step-down dropped.
-        if protocol::confirmed_within(node.confirmed_since(local_now), window) {
+        // As `BucketNode::confirm`: a confirmation of the ownership the request runs under (not
+        // of a later one of the same node); the check on the spot needs that ownership's lock
+        // session, which a step-down dropped.
+        let epoch = node.requests[&request].epoch;
+        let since = if self.settings.mutation == Some(super::world::Mutation::AnyOwnership) {
+            node.confirmed_since(local_now)
+        } else {
+            node.confirmed_since_for(epoch, local_now)
+        };
+        if protocol::confirmed_within(since, window) {
             return self.confirmed(id, request, second);
         }
-        let epoch = node.requests[&request].epoch;
         // The ownership's lock session is there until a step-down or the end of a hand-off.
         let session_of = node
             .owned

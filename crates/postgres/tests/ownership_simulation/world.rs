@@ -58,6 +58,9 @@ pub enum Mutation {
     /// `sticky-release`: a claim counts any earlier release, not only the release of the epoch
     /// it replaces.
     StickyRelease,
+    /// `any-ownership`: a request leans on the node's latest confirmation, whatever ownership
+    /// it is of (a later one of the same node, after a rebalance and a takeover).
+    AnyOwnership,
 }
 
 impl Mutation {
@@ -68,8 +71,10 @@ impl Mutation {
             "release-first" => Mutation::ReleaseFirst,
             "no-retire" => Mutation::NoRetire,
             "sticky-release" => Mutation::StickyRelease,
+            "any-ownership" => Mutation::AnyOwnership,
             other => panic!(
-                "LEASEQ_OWNERSHIP_MUTATION={other}: release-first, no-retire or sticky-release"
+                "LEASEQ_OWNERSHIP_MUTATION={other}: release-first, no-retire, sticky-release or \
+                 any-ownership"
             ),
         })
     }
@@ -393,7 +398,7 @@ impl World {
             .unwrap_or_else(|| self.rng.random_range(0..self.nodes.len()));
         let any = self.rng.random_range(0..self.nodes.len());
         let timeout = us(self.settings.node_timeout);
-        match self.rng.random_range(0..120) {
+        match self.rng.random_range(0..136) {
             // Pauses of the owner, around the node timeout: the interesting ones.
             0..=29 => {
                 let pause = self.pause_length(timeout);
@@ -463,8 +468,59 @@ impl World {
                 self.after(restart_in, Event::PostgresRestart { down_max: 100 * MS });
             }
             98..=99 => self.restart_postgres(400 * MS),
+            // Placement prefers another node: the owner hands the bucket off and stands by,
+            // to take it again later; sometimes pausing inside the hand-off as above.
+            120..=127 => self.rebalance_at(owner),
+            128..=131 => {
+                let window = us(leaseq_postgres::cluster::confirm_window(
+                    self.settings.node_timeout,
+                ));
+                let pause = self.rng.random_range(window / 4..window);
+                let step = self.rng.random_range(0..3);
+                let restart = self.rng.random_bool(0.7);
+                self.nodes[owner].pause_in_hand_off = Some((pause, step, restart));
+                self.rebalance_at(owner);
+            }
+            // A request of the owner is held up (at a bucket call to a slow node, say) for
+            // longer than a hand-off's drain waits, and the owner rebalances meanwhile: the
+            // request's answer must not lean on a later ownership of the same node.
+            132..=135 => {
+                let stall = self.rng.random_range(
+                    us(leaseq_postgres::cluster::HAND_OFF_DRAIN_MAX)..us(leaseq_postgres::cluster::HAND_OFF_DRAIN_MAX) + 4 * timeout,
+                );
+                let step = self.rng.random_range(0..4);
+                self.nodes[owner].stall_at_step = Some((stall, step));
+                let incarnation = self.nodes[owner].incarnation;
+                let soon = self.rng.random_range(MS..200 * MS);
+                self.count("fault: rebalance");
+                self.after(
+                    soon,
+                    Event::AtNode {
+                        node: owner,
+                        incarnation,
+                        input: NodeInput::Rebalance,
+                    },
+                );
+            }
             _ => unreachable!("the range drawn"),
         }
+    }
+
+    /// Placement tells `node` to hand its bucket to another (it waits while paused).
+    pub fn rebalance_at(&mut self, node: usize) {
+        if !self.nodes[node].up || self.nodes[node].terminating {
+            return;
+        }
+        self.count("fault: rebalance");
+        let incarnation = self.nodes[node].incarnation;
+        self.after(
+            0,
+            Event::AtNode {
+                node,
+                incarnation,
+                input: NodeInput::Rebalance,
+            },
+        );
     }
 
     /// SIGTERM reaches `node` (it waits while the process is paused).
@@ -680,7 +736,7 @@ impl World {
             let (Some(older), Some(confirmed), true, true) = (
                 older,
                 node.confirmed_local,
-                node.confirmations_open,
+                node.confirmations_of != 0,
                 node.up,
             ) else {
                 continue;
