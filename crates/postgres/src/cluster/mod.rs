@@ -40,9 +40,8 @@ use leaseq_sqs::error::SqsError;
 use leaseq_sqs::{Action, Outcome};
 use parking_lot::{Mutex, RwLock};
 use tokio::sync::{watch, Notify};
-use tokio_postgres::Client;
 
-use crate::schema::{self, Schema};
+use crate::schema::Schema;
 use crate::{NodeIdentity, PgConfig};
 use owner::Owned;
 use ownership::{Confirmed, LockSession, OwnerRow};
@@ -53,7 +52,8 @@ pub const NODE_TIMEOUT_DEFAULT: Duration = Duration::from_secs(5);
 /// The shortest node timeout accepted (PostgreSQL's `idle_session_timeout` counts milliseconds,
 /// but heartbeats need a few of them in each timeout).
 pub const NODE_TIMEOUT_MIN: Duration = Duration::from_millis(400);
-/// How often a standby reads the bucket's owner when nothing tells it to look sooner.
+/// How often a node reads every bucket's owner (one statement; with several buckets, also the
+/// live nodes and held locks placement needs) when nothing tells it to look sooner.
 pub const OWNER_POLL: Duration = Duration::from_millis(250);
 /// How long a standby avoids an owner that refused a forward, under the epoch it refused in.
 pub const REFUSAL_HOLD: Duration = Duration::from_secs(1);
@@ -262,6 +262,9 @@ pub(crate) struct BucketNode {
     /// Wakes the control loop to look again: a forward was refused, or a request's check of
     /// the epoch failed.
     look_again: Notify,
+    /// Wakes the node's watch of the buckets' owners (`ClusterNode::watch_cluster`), shared by
+    /// every bucket of the node.
+    look_owners: Arc<Notify>,
     confirmed: Arc<Confirmed>,
     /// The epoch this node owns the bucket under (0: none), for the lock's heartbeat.
     epoch: watch::Sender<i64>,
@@ -304,6 +307,7 @@ impl BucketNode {
         bucket: u32,
         clock: Arc<OffsetClock>,
         placement: Arc<placement::Placement>,
+        look_owners: Arc<Notify>,
     ) -> BucketNode {
         BucketNode {
             schema,
@@ -315,6 +319,7 @@ impl BucketNode {
             role: RwLock::new(Role::Standby { owner: None }),
             refused: Mutex::new(None),
             look_again: Notify::new(),
+            look_owners,
             confirmed: Arc::default(),
             epoch: watch::channel(0).0,
             handed_off: watch::channel(false).0,
@@ -379,7 +384,6 @@ impl BucketNode {
     /// a standby, takes over, serves, steps down, and again. `on_owner` is called with each new
     /// service (to start its move driver, create configured queues of the bucket).
     async fn run(self: Arc<Self>, on_owner: Arc<dyn Fn(Arc<Service>) + Send + Sync>) {
-        let mut watcher = Watcher(tokio::spawn(self.clone().watch_owner()));
         let mut retry = RETRY_MIN;
         while !*self.shutdown.borrow() {
             let Some(lock) = self.wait_for_lock().await else {
@@ -388,10 +392,10 @@ impl BucketNode {
             match self.take_over(lock).await {
                 Ok(owned) => {
                     retry = RETRY_MIN;
-                    watcher.0.abort();
                     on_owner(owned.0.service.clone());
                     self.serve_as_owner(owned).await;
-                    watcher = Watcher(tokio::spawn(self.clone().watch_owner()));
+                    // A standby again: find the new owner at once.
+                    self.look_owners.notify_one();
                 }
                 Err(error) => {
                     tracing::error!(bucket = self.bucket, %error, "taking the bucket over failed; trying again");
@@ -401,8 +405,7 @@ impl BucketNode {
             }
         }
         // Standing by after a hand-off: requests still arriving while the HTTP layer drains are
-        // forwarded to the new owner.
-        let _ = (&mut watcher.0).await;
+        // forwarded to the new owner, which the node's watch keeps finding.
     }
 
     /// Connects the lock's session and waits until it holds the lock, reconnecting after
@@ -491,47 +494,9 @@ async fn stopped(shutdown: &mut watch::Receiver<bool>) {
 }
 
 impl BucketNode {
-    /// A standby's watch: reads the bucket's owner every [`OWNER_POLL`] (or when told to look
-    /// again) and refreshes this node's row of the node table. Runs until aborted.
-    async fn watch_owner(self: Arc<Self>) {
-        let mut client: Option<Client> = None;
-        let mut announced = Instant::now();
-        loop {
-            if client.is_none() {
-                client = match schema::connect(&self.config.log.connection).await {
-                    Ok(client) => Some(client),
-                    Err(error) => {
-                        tracing::warn!(%error, "a standby could not reach PostgreSQL");
-                        None
-                    }
-                };
-            }
-            if let Some(connected) = &client {
-                match ownership::read_owner(connected, &self.schema, self.bucket_id()).await {
-                    Ok(row) => self.see_owner(row),
-                    Err(error) => {
-                        tracing::debug!(%error, "reading the log's owner failed");
-                        client = None;
-                    }
-                }
-            }
-            if let Some(connected) = client
-                .as_ref()
-                .filter(|_| announced.elapsed() >= ANNOUNCE_EVERY)
-            {
-                let _ = ownership::announce(connected, &self.schema, &self.identity, false).await;
-                announced = Instant::now();
-            }
-            tokio::select! {
-                () = tokio::time::sleep(OWNER_POLL) => {}
-                () = self.look_again.notified() => {}
-            }
-        }
-    }
-
     /// Takes in the owner as PostgreSQL records it: not this node (a row left by its own earlier
     /// ownership), and not one a forward just failed to reach under the same epoch.
-    fn see_owner(&self, row: Option<OwnerRow>) {
+    pub(super) fn see_owner(&self, row: Option<OwnerRow>) {
         let row = row.filter(|row| row.node_id != self.identity.node_id);
         let row = {
             let mut refused = self.refused.lock();
@@ -589,6 +554,7 @@ impl BucketNode {
             Some(Ok(true)) if self.confirmed.mark(sent, owned.epoch) => Ok(()),
             _ => {
                 self.look_again.notify_one();
+                self.look_owners.notify_one();
                 Err(SqsError::service_unavailable(
                     "this node could not confirm that it still owns the log; the request may or \
                      may not have taken effect",
@@ -668,6 +634,6 @@ impl BucketNode {
             }
         }
         drop(role);
-        self.look_again.notify_one();
+        self.look_owners.notify_one();
     }
 }

@@ -14,11 +14,14 @@ use leaseq_server::service::{
 use leaseq_server::{bucket_of_action, Api, Caller, Service};
 use leaseq_sqs::error::SqsError;
 use leaseq_sqs::{Action, Outcome};
-use tokio::sync::watch;
+use tokio::sync::{watch, Notify};
 
 use super::ownership;
-use super::placement::{Placement, ANNOUNCE_PLACEMENT_EVERY, LIVE_ROUNDS, PLACEMENT_POLL};
-use super::{stopped, BucketNode, ClusterConfig, NodeStatus, RETRY_MAX, RETRY_MIN};
+use super::ownership::OwnerRow;
+use super::placement::{Placement, ANNOUNCE_PLACEMENT_EVERY, LIVE_ROUNDS};
+use super::{
+    stopped, BucketNode, ClusterConfig, NodeStatus, ANNOUNCE_EVERY, OWNER_POLL, RETRY_MAX, RETRY_MIN,
+};
 use crate::schema::{self, Schema};
 use crate::{NodeIdentity, PostgresError};
 
@@ -72,6 +75,8 @@ pub struct ClusterNode {
     clock: Arc<OffsetClock>,
     /// Which node should own which bucket (read by the placement task).
     placement: Arc<Placement>,
+    /// Wakes [`ClusterNode::watch_cluster`] (a bucket wants its owner read again).
+    look_owners: Arc<Notify>,
     shutdown: watch::Sender<bool>,
 }
 
@@ -113,6 +118,7 @@ impl ClusterNode {
         let schema = Schema::new(&config.log.schema)?;
         let clock = Arc::new(OffsetClock::default());
         let placement = Arc::new(Placement::default());
+        let look_owners = Arc::new(Notify::new());
         let buckets = (0..config.log.buckets)
             .map(|bucket| {
                 Arc::new(BucketNode::new(
@@ -122,6 +128,7 @@ impl ClusterNode {
                     bucket,
                     clock.clone(),
                     placement.clone(),
+                    look_owners.clone(),
                 ))
             })
             .collect();
@@ -135,6 +142,7 @@ impl ClusterNode {
             peers: OnceLock::new(),
             clock,
             placement,
+            look_owners,
             shutdown: watch::channel(false).0,
         });
         let remote: Arc<dyn RemoteBuckets> = Arc::new(ThroughNode(Arc::downgrade(&node)));
@@ -260,9 +268,11 @@ impl ClusterNode {
         )
     }
 
-    /// The node's control loops, until [`Api::shut_down`] and its hand-offs: joins (creating or
-    /// migrating the schema), then runs every bucket's loop (standby, takeover, owner,
-    /// step-down, and again). `on_owner` is called with each new service, for the bucket it
+    /// The node's control loops: joins (creating or migrating the schema), then runs every
+    /// bucket's loop (standby, takeover, owner, step-down, and again) and the watch of the
+    /// buckets' owners; after [`Api::shut_down`] and its hand-offs only the watch goes on (for
+    /// the requests forwarded while the node drains), until the future is dropped. Returns only
+    /// an error of joining (or `Ok` on a shutdown before it joined). `on_owner` is called with each new service, for the bucket it
     /// serves (to start its move driver, create configured queues).
     pub async fn run(
         self: Arc<Self>,
@@ -276,8 +286,7 @@ impl ClusterNode {
             return joined.map(drop);
         }
         let on_owner: Arc<dyn Fn(Arc<Service>) + Send + Sync> = Arc::new(on_owner);
-        let _placement = (self.bucket_count() > 1)
-            .then(|| super::Watcher(tokio::spawn(self.clone().watch_placement())));
+        let mut watch = super::Watcher(tokio::spawn(self.clone().watch_cluster()));
         let loops = self
             .buckets
             .iter()
@@ -286,6 +295,9 @@ impl ClusterNode {
         for mut watcher in loops {
             let _ = (&mut watcher.0).await;
         }
+        // Every bucket handed off: the watch goes on finding owners for the requests forwarded
+        // while the HTTP layer drains, until the caller drops this future.
+        let _ = (&mut watch.0).await;
         Ok(())
     }
 
@@ -331,52 +343,86 @@ impl ClusterNode {
         }
     }
 
-    /// The placement task of a node of several buckets: refreshes this node's row of the node
-    /// table, reads which nodes are live and which buckets' locks are held, and tells the
-    /// buckets (`placement.rs`). On shutdown it marks the node gone first, so that the others
-    /// stop preferring it and wait for the buckets it is about to hand off.
-    async fn watch_placement(self: Arc<Self>) {
+    /// The node's watch of the cluster, one task on one PostgreSQL session for every bucket:
+    /// each round (every [`OWNER_POLL`], or at once when a bucket asks to look again) it reads
+    /// every bucket's serving owner and tells each bucket (a standby forwards to it), and, with
+    /// several buckets, refreshes this node's row of the node table and reads which nodes are
+    /// live and which buckets' locks are held, for placement (`placement.rs`). On shutdown it
+    /// marks the node gone first, so that the others stop preferring it and wait for the
+    /// buckets it is about to hand off; it keeps finding owners while the node drains, for the
+    /// requests still forwarded. Runs until aborted.
+    async fn watch_cluster(self: Arc<Self>) {
         let mut shutdown = self.shutdown.subscribe();
         let mut client: Option<tokio_postgres::Client> = None;
         let mut announced: Option<std::time::Instant> = None;
-        let live_ms = (ANNOUNCE_PLACEMENT_EVERY * LIVE_ROUNDS).as_millis() as i64;
+        let mut left = false;
+        let placed = self.bucket_count() > 1;
+        let (announce_every, live_ms) = if placed {
+            let live = ANNOUNCE_PLACEMENT_EVERY * LIVE_ROUNDS;
+            (ANNOUNCE_PLACEMENT_EVERY, live.as_millis() as i64)
+        } else {
+            (ANNOUNCE_EVERY, 0)
+        };
         let keys: Vec<i64> = (0..self.bucket_count() as i32)
             .map(|bucket| self.schema.ownership_key(bucket))
             .collect();
         loop {
             if client.is_none() {
-                client = schema::connect(&self.config.log.connection).await.ok();
+                client = match schema::connect(&self.config.log.connection).await {
+                    Ok(client) => Some(client),
+                    Err(error) => {
+                        tracing::warn!(%error, "a node could not reach PostgreSQL to watch the buckets' owners");
+                        None
+                    }
+                };
             }
             if let Some(connected) = &client {
                 let leaving = *shutdown.borrow();
                 let read = async {
-                    if leaving {
+                    if leaving && placed && !left {
                         ownership::leave(connected, &self.schema, &self.identity).await?;
-                    } else if announced.is_none_or(|at| at.elapsed() >= ANNOUNCE_PLACEMENT_EVERY) {
+                        left = true;
+                    } else if !leaving && announced.is_none_or(|at| at.elapsed() >= announce_every) {
                         ownership::announce(connected, &self.schema, &self.identity, false).await?;
                         announced = Some(std::time::Instant::now());
                     }
-                    let live = ownership::live_nodes(connected, &self.schema, live_ms).await?;
-                    let held = ownership::held_locks(connected).await?;
-                    Ok::<_, PostgresError>((live, held))
+                    let owners = ownership::read_owners(connected, &self.schema).await?;
+                    let placement = match placed {
+                        true => Some((
+                            ownership::live_nodes(connected, &self.schema, live_ms).await?,
+                            ownership::held_locks(connected).await?,
+                        )),
+                        false => None,
+                    };
+                    Ok::<_, PostgresError>((owners, placement))
                 };
                 match read.await {
-                    Ok((live, held)) => {
-                        let held: Vec<bool> = keys.iter().map(|key| held.contains(key)).collect();
-                        self.placement.refresh(live, &held);
-                        if leaving {
-                            return;
+                    Ok((owners, placement)) => {
+                        let mut rows: Vec<Option<OwnerRow>> = vec![None; self.buckets.len()];
+                        for (bucket, owner) in owners {
+                            if let Some(row) = rows.get_mut(bucket as usize) {
+                                *row = Some(owner);
+                            }
+                        }
+                        for (bucket, row) in self.buckets.iter().zip(rows) {
+                            bucket.see_owner(row);
+                        }
+                        if let Some((live, held)) = placement {
+                            let held: Vec<bool> =
+                                keys.iter().map(|key| held.contains(key)).collect();
+                            self.placement.refresh(live, &held);
                         }
                     }
                     Err(error) => {
-                        tracing::debug!(%error, "reading the cluster's placement failed");
+                        tracing::debug!(%error, "reading the buckets' owners failed");
                         client = None;
                     }
                 }
             }
             tokio::select! {
-                () = tokio::time::sleep(PLACEMENT_POLL) => {}
-                () = stopped(&mut shutdown) => {}
+                () = tokio::time::sleep(OWNER_POLL) => {}
+                () = self.look_owners.notified() => {}
+                () = stopped(&mut shutdown), if !*shutdown.borrow() => {}
             }
         }
     }

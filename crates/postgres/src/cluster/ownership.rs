@@ -32,27 +32,35 @@ pub(crate) struct OwnerRow {
     pub epoch: i64,
 }
 
-/// The owner of the bucket as recorded by its last claim, if any node ever claimed it.
-pub(crate) async fn read_owner(
+/// Every bucket's owner as PostgreSQL records it, once it serves (`owned_since`: a node that
+/// is still recovering is not forwarded to), in one statement: the standbys of a node share it
+/// (`ClusterNode::watch_cluster`), so a node of many buckets polls PostgreSQL once a round on
+/// one session, not once per bucket on a session each.
+pub(crate) async fn read_owners(
     client: &Client,
     schema: &Schema,
-    bucket: i32,
-) -> Result<Option<OwnerRow>, PostgresError> {
-    let row = client
-        .query_opt(
+) -> Result<Vec<(i32, OwnerRow)>, PostgresError> {
+    let rows = client
+        .query(
             &schema.sql(
-                "SELECT owner, owner_advertise, epoch FROM {schema}.bucket
-                 WHERE bucket = $1 AND owner IS NOT NULL AND owner_advertise IS NOT NULL
+                "SELECT bucket, owner, owner_advertise, epoch FROM {schema}.bucket
+                 WHERE owner IS NOT NULL AND owner_advertise IS NOT NULL
                    AND owned_since IS NOT NULL",
             ),
-            &[&bucket],
+            &[],
         )
         .await?;
-    Ok(row.map(|row| OwnerRow {
-        node_id: row.get(0),
-        advertise: row.get(1),
-        epoch: row.get(2),
-    }))
+    Ok(rows
+        .iter()
+        .map(|row| {
+            let owner = OwnerRow {
+                node_id: row.get(1),
+                advertise: row.get(2),
+                epoch: row.get(3),
+            };
+            (row.get(0), owner)
+        })
+        .collect())
 }
 
 /// Marks `epoch`'s owner of the bucket as serving (`owned_since`), so that standbys forward to

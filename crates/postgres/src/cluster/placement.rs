@@ -20,9 +20,6 @@ use std::time::{Duration, Instant};
 use parking_lot::RwLock;
 use tokio::sync::Notify;
 
-/// How often a node refreshes its row of the node table and reads which nodes are live and
-/// which buckets are held.
-pub const PLACEMENT_POLL: Duration = Duration::from_millis(250);
 /// How often a node refreshes its row (a node is live while its row is this fresh, times
 /// [`LIVE_ROUNDS`]).
 pub const ANNOUNCE_PLACEMENT_EVERY: Duration = Duration::from_secs(1);
