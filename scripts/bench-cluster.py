@@ -9,14 +9,20 @@
    1, 2 and 3 nodes);
 3. takeover: a backlog of `--backlog` messages (default 100 000) on the owner, kill -9 of the
    owner, and the time until a standby has taken over and answers the queue's counts (bar: at
-   most 5 s), and with a SIGTERM (a hand-off) instead.
+   most 5 s), and with a SIGTERM (a hand-off) instead;
+4. cost flat in N on several buckets: a log of `--buckets` buckets (default 4) that 1, 2 and 3
+   nodes share out; four `leaseq bench` runs of W2 at 16 clients at once, each on a queue of
+   another bucket and sent to another node (so most requests are forwarded once there are
+   several): msg/s summed, PostgreSQL CPU µs, WAL bytes and commits per message, and the nodes'
+   CPU per message summed.
 
 Every node runs `leaseq serve --postgres ... --cluster true` on this machine's PostgreSQL
 (`LEASEQ_POSTGRES`, default host=127.0.0.1 user=postgres dbname=test) in a schema of its own,
 dropped at the end; the load generator is `leaseq bench`. The generator, the nodes and
 PostgreSQL share the machine's cores: the ratios are the result, not the absolute numbers.
 
-    scripts/bench-cluster.py [--seconds 5] [--rounds 3] [--backlog 100000] [--sections 1,2,3]
+    scripts/bench-cluster.py [--seconds 5] [--rounds 3] [--backlog 100000] [--buckets 4]
+                             [--sections 1,2,3,4]
 """
 
 import argparse
@@ -48,8 +54,9 @@ def binary():
 
 
 class Node:
-    def __init__(self, leaseq, schema, name, log_dir, timeout_ms):
+    def __init__(self, leaseq, schema, name, log_dir, timeout_ms, buckets=1):
         self.leaseq, self.schema, self.name = leaseq, schema, name
+        self.buckets = buckets
         self.port = free_port()
         self.log = open(os.path.join(log_dir, f"{name}.log"), "ab")
         self.timeout_ms = timeout_ms
@@ -61,7 +68,7 @@ class Node:
             [self.leaseq, "serve", "--postgres", POSTGRES, "--postgres-schema", self.schema,
              "--cluster", "true", "--node-id", self.name,
              "--listen", f"127.0.0.1:{self.port}", "--node-timeout-ms", str(self.timeout_ms),
-             "--log", "warn"],
+             "--postgres-buckets", str(self.buckets), "--log", "warn"],
             stdout=self.log, stderr=self.log)
 
     @property
@@ -201,6 +208,96 @@ def cost_by_nodes(leaseq, schema, log_dir, seconds, timeout_ms):
             node.stop(signal.SIGKILL)
 
 
+def bucket_of(name, buckets):
+    """leaseq_core::transfer::bucket_of: FNV-1a of the name, modulo the bucket count."""
+    hash = 0xCBF29CE484222325
+    for byte in name.encode():
+        hash = ((hash ^ byte) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
+    return hash % buckets
+
+
+def queues_of_buckets(buckets, count, prefix):
+    """`count` queue names, each in another bucket (as many as there are buckets)."""
+    chosen, i = {}, 0
+    while len(chosen) < min(count, buckets):
+        chosen.setdefault(bucket_of(f"{prefix}{i}", buckets), f"{prefix}{i}")
+        i += 1
+    return [chosen[bucket] for bucket in sorted(chosen)]
+
+
+def owners_agreed(nodes):
+    """Every bucket's owner, once every node knows the same one for each."""
+    views = [node.status() for node in nodes]
+    if not all(views):
+        return None
+    owners = [[bucket["owner"] for bucket in view["buckets"]] for view in views]
+    if any(owner is None for owner in owners[0]) or any(o != owners[0] for o in owners):
+        return None
+    return owners[0]
+
+
+def cpu_ticks(pid):
+    with open(f"/proc/{pid}/stat") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])
+
+
+def cost_by_nodes_buckets(leaseq, schema, log_dir, seconds, timeout_ms, buckets):
+    print(f"\n4. W2 on {buckets} buckets, runs of 16 clients at once, each on a queue of another "
+          f"bucket and to another node, {seconds} s, by cluster size")
+    print(f"   {'nodes':>5} {'owners':>16} {'msg/s':>9} {'PG µs/msg':>10} {'WAL B/msg':>10} "
+          f"{'commits/msg':>12} {'nodes µs/msg':>13}")
+    nodes = []
+    tick_us = 1_000_000 / os.sysconf("SC_CLK_TCK")
+    try:
+        for step, size in enumerate((1, 2, 3, 2, 1)):
+            # New queues each step: a deleted queue's name is taken for a minute.
+            queues = queues_of_buckets(buckets, 4, f"cq{step}-")
+            while len(nodes) < size:
+                nodes.append(Node(leaseq, schema, f"n{len(nodes) + 1}", log_dir, timeout_ms,
+                                  buckets))
+            while len(nodes) > size:
+                nodes.pop().stop(signal.SIGTERM)
+            # Placement settles: owners agreed, and still the same after a rebalance's wait.
+            while True:
+                owners = wait_until("every bucket's owner", lambda: owners_agreed(nodes), 60)
+                time.sleep(3)
+                if owners_agreed(nodes) == owners:
+                    break
+            ticks = [cpu_ticks(node.process.pid) for node in nodes]
+            runs = []
+            for i, queue in enumerate(queues):
+                extra = ["--postgres-stats", POSTGRES] if i == 0 else []
+                command = [leaseq, "bench", "--endpoint", nodes[i % size].endpoint, "--json",
+                           "--workload", "w2", "-c", "16", "--duration", str(seconds),
+                           "--queue", queue, *extra]
+                runs.append(subprocess.Popen(command, stdout=subprocess.PIPE,
+                                             stderr=subprocess.PIPE, text=True))
+            reports = []
+            for run in runs:
+                out, err = run.communicate()
+                if run.returncode != 0:
+                    sys.exit(f"bench-cluster: a run failed:\n{err}")
+                reports.append(json.loads(out)["run"])
+            used = sum(cpu_ticks(node.process.pid) for node in nodes) - sum(ticks)
+            messages = sum(report["messages"] for report in reports)
+            rate = sum(report["messages"] / report["elapsed_s"] for report in reports)
+            # The first run measured PostgreSQL over the same seconds as the others ran.
+            first = reports[0]
+            postgres = first["postgres"]
+            scale = first["messages"] / messages
+            counts = {owner: owners.count(owner) for owner in sorted(set(owners))}
+            spread = "/".join(str(counts.get(node.name, 0)) for node in nodes)
+            print(f"   {size:>5} {spread:>16} {rate:>9.0f} "
+                  f"{postgres['cpu']['us_per_message'] * scale:>10.2f} "
+                  f"{postgres['wal_bytes_per_message'] * scale:>10.1f} "
+                  f"{postgres['commits_per_message'] * scale:>12.4f} "
+                  f"{used * tick_us / max(messages, 1):>13.2f}")
+    finally:
+        for node in nodes:
+            node.stop(signal.SIGKILL)
+
+
 def takeover(leaseq, nodes, backlog, how):
     owner = wait_until("an owner", lambda: ready(nodes))
     standby = next(node for node in nodes if node is not owner)
@@ -226,8 +323,11 @@ def main():
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--backlog", type=int, default=100_000)
     parser.add_argument("--node-timeout-ms", type=int, default=5000)
-    parser.add_argument("--sections", default="1,2,3",
-                        help="which measurements to run: 1 forwarding, 2 cost by size, 3 takeover")
+    parser.add_argument("--buckets", type=int, default=4,
+                        help="the bucket count of section 4's log")
+    parser.add_argument("--sections", default="1,2,3,4",
+                        help="which measurements to run: 1 forwarding, 2 cost by size, "
+                             "3 takeover, 4 cost by size on several buckets")
     args = parser.parse_args()
     leaseq = binary()
     log_dir = os.path.join(ROOT, "target", "bench-cluster")
@@ -239,6 +339,9 @@ def main():
     try:
         if "2" in sections:
             cost_by_nodes(leaseq, schema + "_n", log_dir, args.seconds, args.node_timeout_ms)
+        if "4" in sections:
+            cost_by_nodes_buckets(leaseq, schema + "_b", log_dir, args.seconds,
+                                  args.node_timeout_ms, args.buckets)
         nodes = [Node(leaseq, schema, name, log_dir, args.node_timeout_ms) for name in ("a", "b")]
         try:
             if "1" in sections:
@@ -253,6 +356,7 @@ def main():
     finally:
         drop_schema(schema)
         drop_schema(schema + "_n")
+        drop_schema(schema + "_b")
 
 
 if __name__ == "__main__":
