@@ -242,9 +242,10 @@ def cpu_ticks(pid):
     return int(fields[11]) + int(fields[12])
 
 
-def cost_by_nodes_buckets(leaseq, schema, log_dir, seconds, timeout_ms, buckets):
+def cost_by_nodes_buckets(leaseq, schema, log_dir, seconds, timeout_ms, buckets, direct):
+    to = "to its bucket's owner" if direct else "to another node"
     print(f"\n4. W2 on {buckets} buckets, runs of 16 clients at once, each on a queue of another "
-          f"bucket and to another node, {seconds} s, by cluster size")
+          f"bucket and {to}, {seconds} s, by cluster size")
     print(f"   {'nodes':>5} {'owners':>16} {'msg/s':>9} {'PG µs/msg':>10} {'WAL B/msg':>10} "
           f"{'commits/msg':>12} {'nodes µs/msg':>13}")
     nodes = []
@@ -268,7 +269,11 @@ def cost_by_nodes_buckets(leaseq, schema, log_dir, seconds, timeout_ms, buckets)
             runs = []
             for i, queue in enumerate(queues):
                 extra = ["--postgres-stats", POSTGRES] if i == 0 else []
-                command = [leaseq, "bench", "--endpoint", nodes[i % size].endpoint, "--json",
+                node = nodes[i % size]
+                if direct:
+                    owner = owners[bucket_of(queue, buckets)]
+                    node = next(node for node in nodes if node.name == owner)
+                command = [leaseq, "bench", "--endpoint", node.endpoint, "--json",
                            "--workload", "w2", "-c", "16", "--duration", str(seconds),
                            "--queue", queue, *extra]
                 runs.append(subprocess.Popen(command, stdout=subprocess.PIPE,
@@ -325,6 +330,8 @@ def main():
     parser.add_argument("--node-timeout-ms", type=int, default=5000)
     parser.add_argument("--buckets", type=int, default=4,
                         help="the bucket count of section 4's log")
+    parser.add_argument("--direct", action="store_true",
+                        help="section 4 sends each run to its queue's owner (no forwarding)")
     parser.add_argument("--sections", default="1,2,3,4",
                         help="which measurements to run: 1 forwarding, 2 cost by size, "
                              "3 takeover, 4 cost by size on several buckets")
@@ -341,7 +348,7 @@ def main():
             cost_by_nodes(leaseq, schema + "_n", log_dir, args.seconds, args.node_timeout_ms)
         if "4" in sections:
             cost_by_nodes_buckets(leaseq, schema + "_b", log_dir, args.seconds,
-                                  args.node_timeout_ms, args.buckets)
+                                  args.node_timeout_ms, args.buckets, args.direct)
         nodes = [Node(leaseq, schema, name, log_dir, args.node_timeout_ms) for name in ("a", "b")]
         try:
             if "1" in sections:
