@@ -258,6 +258,14 @@ async fn a_nodes_dashboard_and_metrics_show_every_bucket_it_owns() {
     let page = request(a_admin, "GET", "/metrics", &[], b"").await.text();
     assert!(page.contains(&format!("\nleaseq_buckets {BUCKETS}\n")), "{page}");
     assert!(page.contains("\nleaseq_cluster_buckets_owned 4\n"), "{page}");
+    // The log's histograms count every bucket's flushes: at least the 16 records of the eight
+    // creates and eight sends, of which the first bucket holds only a few.
+    let records: f64 = page
+        .lines()
+        .find_map(|line| line.strip_prefix("leaseq_log_fsync_batch_records_sum "))
+        .and_then(|value| value.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no records sum: {page}"));
+    assert!(records >= 16.0, "{records} records flushed: {page}");
 
     // b joins and placement hands it its share; each node then shows its own buckets' queues,
     // together every queue once.

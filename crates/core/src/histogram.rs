@@ -99,9 +99,43 @@ impl HistogramSnapshot {
     }
 }
 
+impl HistogramSnapshot {
+    /// Adds `other`'s observations to these (two logs' histograms, say), as one histogram
+    /// would have counted them all. Both must have the same bounds.
+    pub fn merge(&mut self, other: &HistogramSnapshot) {
+        assert_eq!(self.bounds, other.bounds, "merging histograms of other bounds");
+        for (mine, theirs) in self.cumulative.iter_mut().zip(&other.cumulative) {
+            *mine += theirs;
+        }
+        self.sum += other.sum;
+        self.count += other.count;
+        self.max = self.max.max(other.max);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn merged_snapshots_count_as_one_histogram_of_every_observation() {
+        let (a, b, both) = (
+            Histogram::new(&[10, 100]),
+            Histogram::new(&[10, 100]),
+            Histogram::new(&[10, 100]),
+        );
+        for value in [1, 50, 500] {
+            a.observe(value);
+            both.observe(value);
+        }
+        for value in [5, 10, 99] {
+            b.observe(value);
+            both.observe(value);
+        }
+        let mut merged = a.snapshot();
+        merged.merge(&b.snapshot());
+        assert_eq!(merged, both.snapshot());
+    }
 
     #[test]
     fn buckets_are_cumulative_and_quantiles_use_bounds() {

@@ -138,9 +138,9 @@ async fn metrics<O: Observed>(State(observed): State<Arc<O>>) -> Response {
 }
 
 /// What the services of an [`Observed`] show at one moment, together: every queue, lease and
-/// FIFO group of every service; the log, storage and connection figures summed where they
-/// add up (storage, buckets, transfers), else the first service's (its log's latencies and
-/// checkpoints; a cluster node's services share the request metrics).
+/// FIFO group of every service; every log's latencies and batch sizes in one histogram; the
+/// storage, buckets and transfers summed; the first service's checkpoints, connections and
+/// request metrics (a cluster node's services share the request metrics).
 #[derive(Default)]
 struct Gathered {
     now_ms: u64,
@@ -173,8 +173,13 @@ impl Gathered {
         if first {
             self.now_ms = now_ms;
             self.metrics = service.metrics().cloned();
-            self.log = service.log_stats();
             self.connections = Some(service.connection_stats().counts());
+        }
+        if let Some(log) = service.log_stats() {
+            match &mut self.log {
+                None => self.log = Some(log),
+                Some(all) => all.merge(&log),
+            }
         }
         if let Some(storage) = service.storage_stats() {
             match &mut self.storage {

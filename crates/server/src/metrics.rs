@@ -203,6 +203,15 @@ pub struct LogStats {
     pub uncached_reads: u64,
 }
 
+impl LogStats {
+    /// Adds another log's measurements (another bucket's) to these.
+    pub fn merge(&mut self, other: &LogStats) {
+        self.fsync_micros.merge(&other.fsync_micros);
+        self.batch_records.merge(&other.batch_records);
+        self.uncached_reads += other.uncached_reads;
+    }
+}
+
 /// A queue's state and what the server observed of it (`None`: nothing yet, or metrics off).
 pub type ObservedQueue = (QueueInfo, Option<Arc<QueueStats>>);
 

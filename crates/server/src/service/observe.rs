@@ -334,9 +334,15 @@ impl Service {
     }
 
     /// The log store's measurements (`None` for one that keeps nothing); with several
-    /// buckets, the first bucket's log's.
+    /// buckets, every bucket's log's together.
     pub fn log_stats(&self) -> Option<LogStats> {
-        self.hosts.iter().next()?.store().stats()
+        self.hosts
+            .iter()
+            .filter_map(|host| host.store().stats())
+            .reduce(|mut all, one| {
+                all.merge(&one);
+                all
+            })
     }
 
     /// The advisor's finding for the named queue.
