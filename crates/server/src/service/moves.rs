@@ -35,11 +35,12 @@ impl Service {
         let mut shutdown = self.shutdown.subscribe();
         // Per task: when its credit was last topped up, and the messages it may move now.
         let mut credits: HashMap<(usize, u64), (u64, f64)> = HashMap::new();
+        let mut failures = super::transfers::HandOverFailures::default();
         loop {
             if *shutdown.borrow_and_update() {
                 return;
             }
-            self.hand_over_transfers().await;
+            self.hand_over_transfers(&mut failures).await;
             // Every bucket's running tasks, each with the host that runs it. (Task ids are per
             // engine: the credits are kept by bucket and task.)
             let tasks: Vec<_> = self

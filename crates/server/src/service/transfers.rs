@@ -9,6 +9,8 @@
 //! crash anywhere leaves at most the last transfer to hand over again, and the target answers
 //! it from memory.
 
+use std::time::{Duration, Instant};
+
 use leaseq_core::TransferAnswer;
 use leaseq_sqs::error::SqsError;
 
@@ -16,20 +18,73 @@ use super::Service;
 use crate::host::EngineHost;
 use crate::payloads;
 
+/// How often a hand-over that keeps failing (its target's owner is down, say) is logged again:
+/// the driver tries again every tick, and a warning each time would flood the log.
+const FAILURE_LOGGED_EVERY: Duration = Duration::from_secs(10);
+
+/// The transfer driver's account of failed hand-overs, for its log: the first failure of a run
+/// of them is logged at once, then at most one line every [`FAILURE_LOGGED_EVERY`] with the
+/// failures since, and the first success after them says how long they lasted.
+#[derive(Debug, Default)]
+pub(super) struct HandOverFailures {
+    /// When the current run of failures began.
+    since: Option<Instant>,
+    /// When it was last logged.
+    logged: Option<Instant>,
+    /// Failures since then.
+    unlogged: u64,
+}
+
+impl HandOverFailures {
+    /// A hand-over failed at `now`: whether to log it, and the failures it stands for.
+    fn failed(&mut self, now: Instant) -> Option<u64> {
+        self.since.get_or_insert(now);
+        self.unlogged += 1;
+        if self
+            .logged
+            .is_some_and(|at| now.duration_since(at) < FAILURE_LOGGED_EVERY)
+        {
+            return None;
+        }
+        self.logged = Some(now);
+        Some(std::mem::take(&mut self.unlogged))
+    }
+
+    /// Hand-overs go through at `now`: how long they had failed, if they had.
+    fn went_through(&mut self, now: Instant) -> Option<Duration> {
+        let since = self.since.take()?;
+        *self = HandOverFailures::default();
+        Some(now.duration_since(since))
+    }
+}
+
 impl Service {
     /// Hands over every waiting transfer of every host, until the outboxes are empty or a
     /// hand-over fails (it is tried again at the next tick).
-    pub(super) async fn hand_over_transfers(&self) {
+    pub(super) async fn hand_over_transfers(&self, failures: &mut HandOverFailures) {
         if self.hosts.bucket_count() < 2 {
             return;
         }
         for source in self.hosts.iter() {
             loop {
                 match self.hand_over(source).await {
-                    Ok(true) => continue,
+                    Ok(true) => {
+                        if let Some(failing) = failures.went_through(Instant::now()) {
+                            tracing::info!(
+                                failing_ms = failing.as_millis() as u64,
+                                "transfers between buckets go through again"
+                            );
+                        }
+                    }
                     Ok(false) => break,
                     Err(error) => {
-                        tracing::warn!(error = %error.message, "a transfer between buckets waits for the next try");
+                        if let Some(failures) = failures.failed(Instant::now()) {
+                            tracing::warn!(
+                                error = %error.message,
+                                failures,
+                                "a transfer between buckets waits for the next try (tried again every tick; logged at most every 10 s)"
+                            );
+                        }
                         break;
                     }
                 }
@@ -75,6 +130,28 @@ impl Service {
 
 #[cfg(test)]
 mod tests {
+    use super::HandOverFailures;
+
+    #[test]
+    fn failed_hand_overs_are_logged_once_then_every_ten_seconds_with_their_count() {
+        let start = std::time::Instant::now();
+        let at = |ms: u64| start + std::time::Duration::from_millis(ms);
+        let mut failures = HandOverFailures::default();
+        assert_eq!(failures.failed(at(0)), Some(1));
+        // Every tick for ten seconds: nothing logged, counted.
+        for tick in 1..200 {
+            assert_eq!(failures.failed(at(tick * 50)), None);
+        }
+        assert_eq!(failures.failed(at(10_000)), Some(200));
+        assert_eq!(
+            failures.went_through(at(12_000)),
+            Some(std::time::Duration::from_secs(12))
+        );
+        assert_eq!(failures.went_through(at(12_050)), None);
+        // A new run of failures is logged at once.
+        assert_eq!(failures.failed(at(12_100)), Some(1));
+    }
+
     use std::collections::BTreeMap;
 
     use leaseq_core::{
@@ -157,7 +234,9 @@ mod tests {
             engine.queue(dlq).unwrap().len()
         };
         assert_eq!(in_dlq(&service), 0);
-        service.hand_over_transfers().await;
+        service
+            .hand_over_transfers(&mut HandOverFailures::default())
+            .await;
         assert_eq!((waiting(&service), in_dlq(&service)), (0, 1));
         assert_eq!(service.bucket_stats().unwrap().buckets, 16);
     }
