@@ -216,8 +216,18 @@ async fn metrics_queues(admin: SocketAddr) -> Vec<String> {
     let mut queues: Vec<String> = page
         .text()
         .lines()
-        .filter(|line| line.starts_with("leaseq_queue_messages{") && line.contains("state=\"visible\""))
-        .filter_map(|line| Some(line.split("queue=\"").nth(1)?.split('"').next()?.to_string()))
+        .filter(|line| {
+            line.starts_with("leaseq_queue_messages{") && line.contains("state=\"visible\"")
+        })
+        .filter_map(|line| {
+            Some(
+                line.split("queue=\"")
+                    .nth(1)?
+                    .split('"')
+                    .next()?
+                    .to_string(),
+            )
+        })
         .collect();
     queues.sort();
     queues
@@ -236,8 +246,16 @@ async fn a_nodes_dashboard_and_metrics_show_every_bucket_it_owns() {
     let args = || -> Vec<String> { vec!["--postgres-buckets".into(), BUCKETS.to_string()] };
     let (a, a_admin) = node(&schema, "a", &args(), scratch.path()).await;
     let started = Instant::now();
-    while cluster_view(a_admin).await["buckets_owned"].as_array().unwrap().len() < BUCKETS as usize {
-        assert!(started.elapsed() < Duration::from_secs(30), "a never owned every bucket");
+    while cluster_view(a_admin).await["buckets_owned"]
+        .as_array()
+        .unwrap()
+        .len()
+        < BUCKETS as usize
+    {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "a never owned every bucket"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     // Eight queues over the four buckets, a message in each.
@@ -248,16 +266,37 @@ async fn a_nodes_dashboard_and_metrics_show_every_bucket_it_owns() {
         .iter()
         .map(|name| leaseq_core::transfer::bucket_of(name, BUCKETS))
         .collect();
-    assert!(buckets.len() > 1, "the queues must lie in several buckets: {buckets:?}");
+    assert!(
+        buckets.len() > 1,
+        "the queues must lie in several buckets: {buckets:?}"
+    );
     for name in &names {
-        let url = sqs.create_queue().queue_name(name).send().await.unwrap().queue_url.unwrap();
-        sqs.send_message().queue_url(&url).message_body(name).send().await.unwrap();
+        let url = sqs
+            .create_queue()
+            .queue_name(name)
+            .send()
+            .await
+            .unwrap()
+            .queue_url
+            .unwrap();
+        sqs.send_message()
+            .queue_url(&url)
+            .message_body(name)
+            .send()
+            .await
+            .unwrap();
     }
     assert_eq!(dashboard_queues(a_admin).await, names);
     assert_eq!(metrics_queues(a_admin).await, names);
     let page = request(a_admin, "GET", "/metrics", &[], b"").await.text();
-    assert!(page.contains(&format!("\nleaseq_buckets {BUCKETS}\n")), "{page}");
-    assert!(page.contains("\nleaseq_cluster_buckets_owned 4\n"), "{page}");
+    assert!(
+        page.contains(&format!("\nleaseq_buckets {BUCKETS}\n")),
+        "{page}"
+    );
+    assert!(
+        page.contains("\nleaseq_cluster_buckets_owned 4\n"),
+        "{page}"
+    );
     // The log's histograms count every bucket's flushes: at least the 16 records of the eight
     // creates and eight sends, of which the first bucket holds only a few.
     let records: f64 = page
@@ -266,6 +305,15 @@ async fn a_nodes_dashboard_and_metrics_show_every_bucket_it_owns() {
         .and_then(|value| value.trim().parse().ok())
         .unwrap_or_else(|| panic!("no records sum: {page}"));
     assert!(records >= 16.0, "{records} records flushed: {page}");
+    // The node's own requests and connections, whichever bucket served them.
+    let sends = "leaseq_requests_total{action=\"SendMessage\",outcome=\"success\"} 8";
+    assert!(page.contains(sends), "{page}");
+    let accepted: u64 = page
+        .lines()
+        .find_map(|line| line.strip_prefix("leaseq_http_connections_accepted_total "))
+        .and_then(|value| value.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no connections: {page}"));
+    assert!(accepted > 0, "{page}");
 
     // b joins and placement hands it its share; each node then shows its own buckets' queues,
     // together every queue once.
@@ -276,7 +324,10 @@ async fn a_nodes_dashboard_and_metrics_show_every_bucket_it_owns() {
         let owned = |view: &Value| view["buckets_owned"].as_array().unwrap().len();
         let owners = |view: &Value| -> Vec<Value> {
             let buckets = view["buckets"].as_array().unwrap();
-            buckets.iter().map(|bucket| bucket["owner"].clone()).collect()
+            buckets
+                .iter()
+                .map(|bucket| bucket["owner"].clone())
+                .collect()
         };
         let settled = owned(&a_view) > 0
             && owned(&b_view) > 0
@@ -285,7 +336,10 @@ async fn a_nodes_dashboard_and_metrics_show_every_bucket_it_owns() {
         if settled {
             break owners(&a_view);
         }
-        assert!(started.elapsed() < Duration::from_secs(30), "{a_view} {b_view}");
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "{a_view} {b_view}"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
     let owner_of = |name: &str| {
@@ -293,7 +347,11 @@ async fn a_nodes_dashboard_and_metrics_show_every_bucket_it_owns() {
         owners[bucket].as_str().unwrap().to_string()
     };
     for (node, admin) in [("a", a_admin), ("b", b_admin)] {
-        let theirs: Vec<String> = names.iter().filter(|name| owner_of(name) == node).cloned().collect();
+        let theirs: Vec<String> = names
+            .iter()
+            .filter(|name| owner_of(name) == node)
+            .cloned()
+            .collect();
         assert_eq!(dashboard_queues(admin).await, theirs, "{node}'s dashboard");
         assert_eq!(metrics_queues(admin).await, theirs, "{node}'s /metrics");
     }
@@ -309,7 +367,10 @@ async fn a_nodes_dashboard_and_metrics_show_every_bucket_it_owns() {
     assert_eq!(peeked.json()["messages"][0]["body"], name.as_str());
     let refused = request(elsewhere, "GET", &path, &[], b"").await;
     assert_eq!(refused.status, 503, "{}", refused.text());
-    assert_eq!(refused.json()["error"]["code"], "ServiceUnavailableException");
+    assert_eq!(
+        refused.json()["error"]["code"],
+        "ServiceUnavailableException"
+    );
     let owner = format!("node {} owns it", owner_of(name));
     assert!(refused.text().contains(&owner), "{}", refused.text());
     drop((a, b));

@@ -103,7 +103,10 @@ impl HistogramSnapshot {
     /// Adds `other`'s observations to these (two logs' histograms, say), as one histogram
     /// would have counted them all. Both must have the same bounds.
     pub fn merge(&mut self, other: &HistogramSnapshot) {
-        assert_eq!(self.bounds, other.bounds, "merging histograms of other bounds");
+        assert_eq!(
+            self.bounds, other.bounds,
+            "merging histograms of other bounds"
+        );
         for (mine, theirs) in self.cumulative.iter_mut().zip(&other.cumulative) {
             *mine += theirs;
         }

@@ -53,6 +53,12 @@ pub trait Observed: Api {
     /// at the moment of the call.
     fn each_service(&self, each: &mut dyn FnMut(&Service));
 
+    /// Where this node observes its requests (`None`: metrics off).
+    fn request_metrics(&self) -> Option<Arc<Metrics>>;
+
+    /// The counts of this node's SQS listener's connections.
+    fn connection_counts(&self) -> Option<crate::metrics::ConnectionCounts>;
+
     /// Lines of Prometheus text the node adds to `/metrics` (a cluster node's own counters).
     fn node_metrics(&self) -> String {
         String::new()
@@ -62,6 +68,14 @@ pub trait Observed: Api {
 impl Observed for Service {
     fn each_service(&self, each: &mut dyn FnMut(&Service)) {
         each(self);
+    }
+
+    fn request_metrics(&self) -> Option<Arc<Metrics>> {
+        self.metrics().cloned()
+    }
+
+    fn connection_counts(&self) -> Option<crate::metrics::ConnectionCounts> {
+        Some(self.connection_stats().counts())
     }
 }
 
@@ -116,7 +130,7 @@ pub const PATHS: [&str; 6] = [
 ];
 
 async fn metrics<O: Observed>(State(observed): State<Arc<O>>) -> Response {
-    let scrape = Gathered::of(&*observed);
+    let scrape = Gathered::of(&*observed, false);
     let empty = Metrics::default();
     let mut page = render(&Scrape {
         now_ms: scrape.now_ms,
@@ -137,10 +151,10 @@ async fn metrics<O: Observed>(State(observed): State<Arc<O>>) -> Response {
         .into_response()
 }
 
-/// What the services of an [`Observed`] show at one moment, together: every queue, lease and
-/// FIFO group of every service; every log's latencies and batch sizes in one histogram; the
-/// storage, buckets and transfers summed; the first service's checkpoints, connections and
-/// request metrics (a cluster node's services share the request metrics).
+/// What an [`Observed`] shows at one moment: every queue, FIFO group (and, for the dashboard,
+/// lease) of every service; every log's latencies and batch sizes in one histogram; the
+/// storage, buckets and transfers summed; the first service's checkpoints; the node's request
+/// metrics and connections.
 #[derive(Default)]
 struct Gathered {
     now_ms: u64,
@@ -156,25 +170,33 @@ struct Gathered {
 }
 
 impl Gathered {
-    fn of(observed: &impl Observed) -> Gathered {
-        let mut gathered = Gathered::default();
-        observed.each_service(&mut |service| gathered.add(service));
+    fn of(observed: &impl Observed, leases: bool) -> Gathered {
+        // The wall clock until a service tells its engine's (none: a node that owns no bucket).
+        let now_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |since| since.as_millis() as u64);
+        let mut gathered = Gathered {
+            now_ms,
+            metrics: observed.request_metrics(),
+            connections: observed.connection_counts(),
+            ..Gathered::default()
+        };
+        observed.each_service(&mut |service| gathered.add(service, leases));
         gathered
     }
 
-    fn add(&mut self, service: &Service) {
-        let first = self.services == 0;
-        self.services += 1;
+    fn add(&mut self, service: &Service, leases: bool) {
         let (now_ms, queues) = service.observe_queues();
-        self.queues.extend(queues);
-        self.leases
-            .extend(service.leases_ending_first(LEASES_SHOWN));
-        self.fifo_groups.extend(service.fifo_group_pressure());
-        if first {
+        if self.services == 0 {
             self.now_ms = now_ms;
-            self.metrics = service.metrics().cloned();
-            self.connections = Some(service.connection_stats().counts());
         }
+        self.services += 1;
+        self.queues.extend(queues);
+        if leases {
+            self.leases
+                .extend(service.leases_ending_first(LEASES_SHOWN));
+        }
+        self.fifo_groups.extend(service.fifo_group_pressure());
         if let Some(log) = service.log_stats() {
             match &mut self.log {
                 None => self.log = Some(log),
@@ -206,7 +228,7 @@ async fn queues<O: Observed>(State(observed): State<Arc<O>>) -> Response {
         fifo_groups,
         metrics,
         ..
-    } = Gathered::of(&*observed);
+    } = Gathered::of(&*observed, true);
     // A cluster node's buckets list their queues one bucket after another.
     queues.sort_by(|(a, _), (b, _)| a.name.cmp(&b.name));
     let dead_letter_queues: BTreeSet<&str> = queues

@@ -221,7 +221,7 @@ pub(super) async fn serve(mut settings: Settings, service: ServiceConfig) -> any
         tls: settings.tls.clone(),
         header_read_timeout: settings.header_read_timeout,
         max_connections: settings.max_connections,
-        stats: Arc::default(),
+        stats: node.connection_stats().clone(),
     };
     // The other nodes' forwards arrive here when `--listen` speaks TLS: the same API over
     // plain HTTP, stopped once the main listener has drained.

@@ -8,6 +8,7 @@ use std::time::Duration;
 use leaseq_core::ReceiptKey;
 use leaseq_server::clock::OffsetClock;
 use leaseq_server::http::forward::{PeerClient, Posted};
+use leaseq_server::metrics::ConnectionStats;
 use leaseq_server::service::{
     bucket_wire, BucketAnswer, BucketCall, ForwardStats, Peer, RemoteAnswer, RemoteBuckets, Route,
 };
@@ -20,7 +21,8 @@ use super::ownership;
 use super::ownership::OwnerRow;
 use super::placement::{Placement, ANNOUNCE_PLACEMENT_EVERY, LIVE_ROUNDS};
 use super::{
-    stopped, BucketNode, ClusterConfig, NodeStatus, ANNOUNCE_EVERY, OWNER_POLL, RETRY_MAX, RETRY_MIN,
+    stopped, BucketNode, ClusterConfig, NodeStatus, ANNOUNCE_EVERY, OWNER_POLL, RETRY_MAX,
+    RETRY_MIN,
 };
 use crate::schema::{self, Schema};
 use crate::{NodeIdentity, PostgresError};
@@ -77,6 +79,8 @@ pub struct ClusterNode {
     placement: Arc<Placement>,
     /// Wakes [`ClusterNode::watch_cluster`] (a bucket wants its owner read again).
     look_owners: Arc<Notify>,
+    /// The node's SQS listener's connections, counted by the accept loop it is handed to.
+    connection_stats: Arc<ConnectionStats>,
     shutdown: watch::Sender<bool>,
 }
 
@@ -143,6 +147,7 @@ impl ClusterNode {
             clock,
             placement,
             look_owners,
+            connection_stats: Arc::default(),
             shutdown: watch::channel(false).0,
         });
         let remote: Arc<dyn RemoteBuckets> = Arc::new(ThroughNode(Arc::downgrade(&node)));
@@ -156,6 +161,12 @@ impl ClusterNode {
     /// before [`ClusterNode::run`].
     pub fn set_peer_transport(&self, transport: Arc<dyn PeerTransport>) {
         let _ = self.peers.set(transport);
+    }
+
+    /// Where the node's SQS listener counts its connections (pass it to the accept loop as
+    /// `Connections::stats`); `/metrics` shows them.
+    pub fn connection_stats(&self) -> &Arc<ConnectionStats> {
+        &self.connection_stats
     }
 
     /// This node's id and address.
@@ -382,7 +393,8 @@ impl ClusterNode {
                     if leaving && placed && !left {
                         ownership::leave(connected, &self.schema, &self.identity).await?;
                         left = true;
-                    } else if !leaving && announced.is_none_or(|at| at.elapsed() >= announce_every) {
+                    } else if !leaving && announced.is_none_or(|at| at.elapsed() >= announce_every)
+                    {
                         ownership::announce(connected, &self.schema, &self.identity, false).await?;
                         announced = Some(std::time::Instant::now());
                     }
@@ -531,6 +543,14 @@ impl leaseq_server::dashboard::Observed for ClusterNode {
         for (_, service) in self.owned_services() {
             each(&service);
         }
+    }
+
+    fn request_metrics(&self) -> Option<Arc<leaseq_server::Metrics>> {
+        self.config.metrics.clone()
+    }
+
+    fn connection_counts(&self) -> Option<leaseq_server::metrics::ConnectionCounts> {
+        Some(self.connection_stats.counts())
     }
 
     fn node_metrics(&self) -> String {

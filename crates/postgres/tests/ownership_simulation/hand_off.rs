@@ -70,9 +70,17 @@ impl World {
     fn hand_off(&mut self, id: usize, leaving: bool) {
         let owned = self.node(id).owned.take().expect("an owner hands off");
         let (epoch, session) = (owned.epoch, owned.session);
-        let why = if leaving { "gets SIGTERM" } else { "rebalances" };
+        let why = if leaving {
+            "gets SIGTERM"
+        } else {
+            "rebalances"
+        };
         self.note(|| format!("node {id} {why}: hands off epoch {epoch}"));
-        self.count(if leaving { "hand-off" } else { "hand-off (rebalance)" });
+        self.count(if leaving {
+            "hand-off"
+        } else {
+            "hand-off (rebalance)"
+        });
         let drain_until_local = self.local_now(id) + us(protocol::HAND_OFF_DRAIN_MAX);
         let node = self.node(id);
         // Requests executing hold the ownership (as the real ones hold their `Arc<Owned>`).

@@ -486,7 +486,8 @@ impl World {
             // request's answer must not lean on a later ownership of the same node.
             132..=135 => {
                 let stall = self.rng.random_range(
-                    us(leaseq_postgres::cluster::HAND_OFF_DRAIN_MAX)..us(leaseq_postgres::cluster::HAND_OFF_DRAIN_MAX) + 4 * timeout,
+                    us(leaseq_postgres::cluster::HAND_OFF_DRAIN_MAX)
+                        ..us(leaseq_postgres::cluster::HAND_OFF_DRAIN_MAX) + 4 * timeout,
                 );
                 let step = self.rng.random_range(0..4);
                 self.nodes[owner].stall_at_step = Some((stall, step));
