@@ -95,11 +95,17 @@ impl Service {
     /// Hands the first transfer of `source`'s outbox over to its target and records the
     /// answer. Returns whether there was one.
     async fn hand_over(&self, source: &EngineHost) -> Result<bool, SqsError> {
-        let transfer = {
+        let (transfer, transfer_out_lsn) = {
             // The body's segment stays while the guard lives (see `EngineHost::payload_reads`).
             let _reads = source.payload_reads();
-            let Some(transfer) = source.engine().next_transfer() else {
-                return Ok(false);
+            let (transfer, tail_lsn) = {
+                let engine = source.engine();
+                let Some(transfer) = engine.next_transfer() else {
+                    return Ok(false);
+                };
+                // Records are appended under the engine's lock, so the log's tail now is at or
+                // past the transfer's `TransferOut`.
+                (transfer, source.store().tail_lsn())
             };
             let payload = payloads::payload(source.store(), &transfer.message.payload)
                 .map_err(|error| {
@@ -107,8 +113,15 @@ impl Service {
                         "The body of a message on its way to another bucket could not be read: {error}."
                     ))
                 })?;
-            transfer.with_payload(payload)
+            (transfer.with_payload(payload), tail_lsn)
         };
+        // Step 1 of the protocol must be durable before the target may take the message: were
+        // the source to lose its `TransferOut` (a crash, a new owner), it would give the same
+        // transfer id to another message, which the target would answer from memory as taken
+        // (lost), while the first message, back in its queue, would be transferred again
+        // (twice in the target). The driver is woken as the record is appended, not once it
+        // is durable.
+        source.durable(transfer_out_lsn).await?;
         let transfer_id = transfer.transfer_id;
         let answer = self.hand_transfer_to(transfer).await?;
         if answer == TransferAnswer::OutOfOrder {
@@ -153,25 +166,202 @@ mod tests {
     }
 
     use std::collections::BTreeMap;
+    use std::sync::Arc;
 
     use leaseq_core::{
-        EngineConfig, MessageId, QueueConfigPatch, ReceiptKey, ReceiveRequest, RedrivePolicy,
-        SendInput,
+        EngineConfig, Journal, Location, MessageId, QueueConfigPatch, ReceiptKey, ReceiveRequest,
+        Record, RedrivePolicy, SendInput,
     };
 
     use super::*;
+    use crate::checkpoint::Checkpoints;
+    use crate::host::{EngineHost, Hosts, CHECKPOINT_LOG_BYTES_MIN};
+    use crate::log_store::MemoryLog;
+    use crate::log_store::{Appended, LogError, LogFuture, LogStore, Lsn, Segment, SnapshotSink};
     use crate::service::ServiceConfig;
+
+    fn config() -> ServiceConfig {
+        ServiceConfig {
+            engine: EngineConfig::default(),
+            region: "us-east-1".into(),
+            account_id: "000000000000".into(),
+        }
+    }
+
+    /// A log whose records become durable only up to what the test allows (everything, until
+    /// it holds them back): a flush that has not completed yet, frozen.
+    #[derive(Default)]
+    struct HeldLog {
+        log: MemoryLog,
+        /// Durable up to here while held; `None`: everything is.
+        held_at: parking_lot::Mutex<Option<Lsn>>,
+        released: tokio::sync::Notify,
+    }
+
+    impl HeldLog {
+        fn hold(&self) {
+            *self.held_at.lock() = Some(self.log.tail_lsn());
+        }
+
+        fn release(&self) {
+            *self.held_at.lock() = None;
+            self.released.notify_waiters();
+        }
+    }
+
+    impl LogStore for HeldLog {
+        fn append(
+            &self,
+            journal: &Journal,
+            placed: &mut dyn FnMut(&Record, Location),
+        ) -> Result<Appended, LogError> {
+            self.log.append(journal, placed)
+        }
+        fn tail_lsn(&self) -> Lsn {
+            self.log.tail_lsn()
+        }
+        fn wait_durable(&self, lsn: Lsn) -> LogFuture<'_, ()> {
+            Box::pin(async move {
+                loop {
+                    let released = self.released.notified();
+                    if self.held_at.lock().is_none_or(|held| lsn <= held) {
+                        return Ok(());
+                    }
+                    released.await;
+                }
+            })
+        }
+        fn sync(&self) -> Result<(), LogError> {
+            self.log.sync()
+        }
+        fn read_cached(&self, location: Location) -> Result<Option<Vec<u8>>, LogError> {
+            self.log.read_cached(location)
+        }
+        fn read(&self, location: Location) -> Result<Vec<u8>, LogError> {
+            self.log.read(location)
+        }
+        fn stored_bytes(&self, location: Location) -> u64 {
+            self.log.stored_bytes(location)
+        }
+        fn snapshot_writer(&self, lsn: Lsn) -> Result<Box<dyn SnapshotSink + '_>, LogError> {
+            self.log.snapshot_writer(lsn)
+        }
+        fn segments(&self) -> Vec<Segment> {
+            self.log.segments()
+        }
+        fn remove_segments(
+            &self,
+            lsn: Lsn,
+            keep: &dyn Fn(u64) -> bool,
+        ) -> Result<Vec<u64>, LogError> {
+            self.log.remove_segments(lsn, keep)
+        }
+        fn keeps_records(&self) -> bool {
+            false
+        }
+        fn stats(&self) -> Option<crate::metrics::LogStats> {
+            None
+        }
+    }
+
+    /// The driver hands a transfer over only once its `TransferOut` is durable in the source's
+    /// log: until then the target must not have the message (a source that lost the record
+    /// would give its transfer id to another message, lost as "already taken").
+    #[tokio::test]
+    async fn a_transfer_is_handed_over_only_once_its_transfer_out_is_durable() {
+        const BUCKETS: u32 = 16;
+        let (queue, dlq) = ("q", "dlq");
+        let logs: Vec<Arc<HeldLog>> = (0..BUCKETS).map(|_| Arc::default()).collect();
+        let hosts = (0..BUCKETS)
+            .map(|bucket| {
+                let mut engine_config = EngineConfig::default();
+                engine_config.placement = leaseq_core::Placement {
+                    bucket,
+                    buckets: BUCKETS,
+                };
+                let engine = leaseq_core::Engine::new(engine_config, ReceiptKey::new([1; 16]));
+                let store: Arc<dyn LogStore> = logs[bucket as usize].clone();
+                EngineHost::new(engine, store, Checkpoints::new(CHECKPOINT_LOG_BYTES_MIN, 0))
+            })
+            .collect();
+        let service = Service::with_hosts(config(), Hosts::buckets(hosts));
+        let source = leaseq_core::transfer::bucket_of(queue, BUCKETS) as usize;
+        assert_ne!(
+            source as u32,
+            leaseq_core::transfer::bucket_of(dlq, BUCKETS)
+        );
+        for (name, patch) in [
+            (dlq, QueueConfigPatch::default()),
+            (
+                queue,
+                QueueConfigPatch {
+                    redrive_policy: Some(Some(RedrivePolicy {
+                        dead_letter_queue: dlq.into(),
+                        max_receive_count: 1,
+                    })),
+                    ..QueueConfigPatch::default()
+                },
+            ),
+        ] {
+            service
+                .run(name, |e, j| {
+                    e.create_queue(0, name, &patch, BTreeMap::new(), j)
+                })
+                .await
+                .unwrap();
+        }
+        let id = MessageId::from_random([2; 16]);
+        service
+            .run(queue, |e, j| e.send(0, queue, SendInput::body("m"), id, j))
+            .await
+            .unwrap();
+        let receive = |now_ms: u64, j: &mut Journal, e: &mut leaseq_core::Engine| {
+            let request = ReceiveRequest {
+                max_messages: 10,
+                visibility_timeout_seconds: Some(0),
+                client: None,
+            };
+            e.receive(now_ms, queue, request, j)
+        };
+        service.run(queue, |e, j| receive(1, j, e)).await.unwrap();
+        // The second receive dead-letters it: its `TransferOut` is appended, not yet durable.
+        logs[source].hold();
+        let (received, _) = service.apply_now(queue, |e, j| receive(2, j, e)).unwrap();
+        assert_eq!(received.unwrap().len(), 0);
+        let in_dlq = || {
+            service
+                .host_for(dlq)
+                .unwrap()
+                .engine()
+                .queue(dlq)
+                .unwrap()
+                .len()
+        };
+        let mut failures = HandOverFailures::default();
+        let handing = service.hand_over_transfers(&mut failures);
+        tokio::pin!(handing);
+        let waited = tokio::time::timeout(std::time::Duration::from_millis(100), &mut handing);
+        assert!(
+            waited.await.is_err(),
+            "handed over before its record was durable"
+        );
+        assert_eq!(
+            in_dlq(),
+            0,
+            "the target took a transfer its source may still lose"
+        );
+        // Durable now: the hand-over goes on, and the dead-letter queue has it.
+        logs[source].release();
+        handing.await;
+        assert_eq!(in_dlq(), 1);
+        assert_eq!(service.transfers_waiting(), 0);
+    }
 
     /// A dead letter for a queue of another bucket waits in its outbox, counted by the
     /// metrics, until the driver hands it over; then the dead-letter queue has it.
     #[tokio::test]
     async fn a_dead_letter_waits_in_the_outbox_until_handed_over() {
-        let config = ServiceConfig {
-            engine: EngineConfig::default(),
-            region: "us-east-1".into(),
-            account_id: "000000000000".into(),
-        };
-        let service = Service::in_memory_buckets(config, ReceiptKey::new([1; 16]), 16);
+        let service = Service::in_memory_buckets(config(), ReceiptKey::new([1; 16]), 16);
         let (queue, dlq) = ("q", "dlq");
         assert!(!std::ptr::eq(
             service.host_for(queue).unwrap(),
