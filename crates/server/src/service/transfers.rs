@@ -274,10 +274,12 @@ mod tests {
         let logs: Vec<Arc<HeldLog>> = (0..BUCKETS).map(|_| Arc::default()).collect();
         let hosts = (0..BUCKETS)
             .map(|bucket| {
-                let mut engine_config = EngineConfig::default();
-                engine_config.placement = leaseq_core::Placement {
-                    bucket,
-                    buckets: BUCKETS,
+                let engine_config = EngineConfig {
+                    placement: leaseq_core::Placement {
+                        bucket,
+                        buckets: BUCKETS,
+                    },
+                    ..EngineConfig::default()
                 };
                 let engine = leaseq_core::Engine::new(engine_config, ReceiptKey::new([1; 16]));
                 let store: Arc<dyn LogStore> = logs[bucket as usize].clone();
