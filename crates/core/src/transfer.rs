@@ -41,8 +41,10 @@
 //! ([`crate::Engine::start_move_task_with_remote_sources`]); the task keeps a remote
 //! destination by name (`MoveTask::remote_destination`).
 //!
-//! Exactly once: the source hands out one transfer at a time, in id order, and the next only
-//! after the previous one's answer is durable in its own log. So the only transfer a target can
+//! Exactly once: the source hands out a transfer only once its `TransferOut` is durable (a
+//! source that lost it would give the same id to another message, which the target would
+//! answer from memory as taken), one at a time, in id order, and the next only after the
+//! previous one's answer is durable in its own log. So the only transfer a target can
 //! be handed twice is the last one it answered (the source crashed between steps 2 and 3, or
 //! its answer was lost on the way), and the target answers that one again from memory without
 //! taking it again. A transfer id below the last one answered cannot arrive; the target refuses
