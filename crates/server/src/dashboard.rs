@@ -172,11 +172,8 @@ struct Gathered {
 impl Gathered {
     fn of(observed: &impl Observed, leases: bool) -> Gathered {
         // The wall clock until a service tells its engine's (none: a node that owns no bucket).
-        let now_ms = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |since| since.as_millis() as u64);
         let mut gathered = Gathered {
-            now_ms,
+            now_ms: crate::clock::now_ms(),
             metrics: observed.request_metrics(),
             connections: observed.connection_counts(),
             ..Gathered::default()
