@@ -440,18 +440,9 @@ impl World {
             // SIGTERM of the owner: a graceful hand-off, then the process exits and starts
             // again (a rolling restart).
             100..=111 => self.terminate_at(owner),
-            // A hand-off during which the old owner pauses (before the drain, before its
-            // confirmations retire, or between that and the release), often with PostgreSQL
-            // restarting early in the pause (its lock session ends at once): shorter than a
-            // confirmation window, so it resumes with a confirmation it may still lean on.
+            // A hand-off during which the old owner pauses.
             112..=119 => {
-                let window = us(leaseq_postgres::cluster::confirm_window(
-                    self.settings.node_timeout,
-                ));
-                let pause = self.rng.random_range(window / 4..window);
-                let step = self.rng.random_range(0..3);
-                let restart = self.rng.random_bool(0.7);
-                self.nodes[owner].pause_in_hand_off = Some((pause, step, restart));
+                self.plan_pause_in_hand_off(owner);
                 self.terminate_at(owner);
             }
             88..=97 => {
@@ -470,16 +461,10 @@ impl World {
             98..=99 => self.restart_postgres(400 * MS),
             // Placement prefers another node: the owner hands the bucket off and stands by,
             // to take it again later; sometimes pausing inside the hand-off as above.
-            120..=127 => self.rebalance_at(owner),
+            120..=127 => self.rebalance_at(owner, 0),
             128..=131 => {
-                let window = us(leaseq_postgres::cluster::confirm_window(
-                    self.settings.node_timeout,
-                ));
-                let pause = self.rng.random_range(window / 4..window);
-                let step = self.rng.random_range(0..3);
-                let restart = self.rng.random_bool(0.7);
-                self.nodes[owner].pause_in_hand_off = Some((pause, step, restart));
-                self.rebalance_at(owner);
+                self.plan_pause_in_hand_off(owner);
+                self.rebalance_at(owner, 0);
             }
             // A request of the owner is held up (at a bucket call to a slow node, say) for
             // longer than a hand-off's drain waits, and the owner rebalances meanwhile: the
@@ -491,52 +476,51 @@ impl World {
                 );
                 let step = self.rng.random_range(0..4);
                 self.nodes[owner].stall_at_step = Some((stall, step));
-                let incarnation = self.nodes[owner].incarnation;
                 let soon = self.rng.random_range(MS..200 * MS);
-                self.count("fault: rebalance");
-                self.after(
-                    soon,
-                    Event::AtNode {
-                        node: owner,
-                        incarnation,
-                        input: NodeInput::Rebalance,
-                    },
-                );
+                self.rebalance_at(owner, soon);
             }
             _ => unreachable!("the range drawn"),
         }
     }
 
-    /// Placement tells `node` to hand its bucket to another (it waits while paused).
-    pub fn rebalance_at(&mut self, node: usize) {
-        if !self.nodes[node].up || self.nodes[node].terminating {
-            return;
-        }
-        self.count("fault: rebalance");
-        let incarnation = self.nodes[node].incarnation;
-        self.after(
-            0,
-            Event::AtNode {
-                node,
-                incarnation,
-                input: NodeInput::Rebalance,
-            },
-        );
+    /// A pause inside `owner`'s next hand-off (before the drain, before its confirmations
+    /// retire, or between that and the release), often with PostgreSQL restarting early in it
+    /// (its lock session ends at once): shorter than a confirmation window, so it resumes with
+    /// a confirmation it may still lean on.
+    fn plan_pause_in_hand_off(&mut self, owner: usize) {
+        let window = us(leaseq_postgres::cluster::confirm_window(
+            self.settings.node_timeout,
+        ));
+        let pause = self.rng.random_range(window / 4..window);
+        let step = self.rng.random_range(0..3);
+        let restart = self.rng.random_bool(0.7);
+        self.nodes[owner].pause_in_hand_off = Some((pause, step, restart));
+    }
+
+    /// Placement tells `node`, `after` from now, to hand its bucket to another (it waits while
+    /// paused).
+    pub fn rebalance_at(&mut self, node: usize, after: Us) {
+        self.signal(node, after, "fault: rebalance", NodeInput::Rebalance);
     }
 
     /// SIGTERM reaches `node` (it waits while the process is paused).
     pub fn terminate_at(&mut self, node: usize) {
+        self.signal(node, 0, "fault: SIGTERM", NodeInput::Terminate);
+    }
+
+    /// `input` reaches a running node that is not terminating, `after` from now.
+    fn signal(&mut self, node: usize, after: Us, fault: &str, input: NodeInput) {
         if !self.nodes[node].up || self.nodes[node].terminating {
             return;
         }
-        self.count("fault: SIGTERM");
+        self.count(fault);
         let incarnation = self.nodes[node].incarnation;
         self.after(
-            0,
+            after,
             Event::AtNode {
                 node,
                 incarnation,
-                input: NodeInput::Terminate,
+                input,
             },
         );
     }
