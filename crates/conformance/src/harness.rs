@@ -211,13 +211,20 @@ impl Harness {
                 .iter()
                 .map(|session| session.unfinished_polls() + session.node.background_sleepers())
                 .sum();
-            if self.clock.settled(expected) {
+            // A transfer between buckets is background work too: its driver may not have run
+            // yet (woken, its sleep not dropped), or be waiting for a log.
+            let transfers: u64 = self
+                .sessions
+                .iter()
+                .map(|session| session.node.transfers_waiting())
+                .sum();
+            if transfers == 0 && self.clock.settled(expected) {
                 return Ok(());
             }
             if started.elapsed() > SETTLE_TIMEOUT {
                 return Err(format!(
                     "the service did not settle within {SETTLE_TIMEOUT:?}: expected {expected} \
-                     sleepers on the clock, found {}",
+                     sleepers on the clock, found {}; {transfers} transfer(s) waiting",
                     self.clock.describe()
                 ));
             }

@@ -133,6 +133,10 @@ pub trait Node {
     /// How many background tasks of the node (not requests) wait on the clock when the node
     /// is idle (the move driver: 1). The harness counts sleepers to know the node settled.
     fn background_sleepers(&self) -> usize;
+
+    /// Messages in the node's outboxes, on their way to another bucket: the node has not
+    /// settled while any waits (its transfer driver is at work, or about to be woken).
+    fn transfers_waiting(&self) -> u64;
 }
 
 /// Where the scripts are.

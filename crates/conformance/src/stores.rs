@@ -107,6 +107,11 @@ impl Running {
     pub fn background_sleepers(&self) -> usize {
         usize::from(!self.driver.is_finished())
     }
+
+    /// Messages in the service's outboxes, on their way to another bucket.
+    pub fn transfers_waiting(&self) -> u64 {
+        self.service.transfers_waiting()
+    }
 }
 
 /// The service on the in-memory log: one engine, or one per bucket
@@ -194,6 +199,10 @@ impl Node for MemoryNode {
     fn background_sleepers(&self) -> usize {
         self.0.background_sleepers()
     }
+
+    fn transfers_waiting(&self) -> u64 {
+        self.0.transfers_waiting()
+    }
 }
 
 /// The services of [`MemoryStore::split`], each serving bucket `b` when `b % nodes` is its
@@ -280,6 +289,10 @@ impl Node for SplitNode {
 
     fn background_sleepers(&self) -> usize {
         self.running.iter().map(Running::background_sleepers).sum()
+    }
+
+    fn transfers_waiting(&self) -> u64 {
+        self.running.iter().map(Running::transfers_waiting).sum()
     }
 }
 
@@ -386,5 +399,9 @@ impl Node for FileNode {
 
     fn background_sleepers(&self) -> usize {
         self.running.background_sleepers()
+    }
+
+    fn transfers_waiting(&self) -> u64 {
+        self.running.transfers_waiting()
     }
 }

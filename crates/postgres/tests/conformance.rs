@@ -168,6 +168,10 @@ impl Node for PostgresNode {
     fn background_sleepers(&self) -> usize {
         self.running().background_sleepers()
     }
+
+    fn transfers_waiting(&self) -> u64 {
+        self.running().transfers_waiting()
+    }
 }
 
 impl Drop for PostgresNode {

@@ -369,6 +369,14 @@ impl Node for ClusterGroup {
             .filter(|driver| !driver.is_finished())
             .count()
     }
+
+    fn transfers_waiting(&self) -> u64 {
+        let nodes = self.cluster.nodes.lock();
+        nodes
+            .values()
+            .map(|running| running.node.transfers_waiting())
+            .sum()
+    }
 }
 
 impl Drop for ClusterGroup {
