@@ -283,8 +283,9 @@ impl ClusterNode {
     /// bucket's loop (standby, takeover, owner, step-down, and again) and the watch of the
     /// buckets' owners; after [`Api::shut_down`] and its hand-offs only the watch goes on (for
     /// the requests forwarded while the node drains), until the future is dropped. Returns only
-    /// an error of joining (or `Ok` on a shutdown before it joined). `on_owner` is called with each new service, for the bucket it
-    /// serves (to start its move driver, create configured queues).
+    /// an error of joining (or `Ok` on a shutdown before it joined). `on_owner` is called with
+    /// each new service, for the bucket it serves (to start its move driver, create configured
+    /// queues).
     pub async fn run(
         self: Arc<Self>,
         on_owner: impl Fn(Arc<Service>) + Send + Sync + 'static,
@@ -399,12 +400,13 @@ impl ClusterNode {
                         announced = Some(std::time::Instant::now());
                     }
                     let owners = ownership::read_owners(connected, &self.schema).await?;
-                    let placement = match placed {
-                        true => Some((
+                    let placement = if placed {
+                        Some((
                             ownership::live_nodes(connected, &self.schema, live_ms).await?,
                             ownership::held_locks(connected).await?,
-                        )),
-                        false => None,
+                        ))
+                    } else {
+                        None
                     };
                     Ok::<_, PostgresError>((owners, placement))
                 };
