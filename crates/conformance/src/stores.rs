@@ -25,7 +25,8 @@ use leaseq_core::{EngineConfig, ReceiptKey};
 use leaseq_server::clock::SharedClock;
 use leaseq_server::data_dir::recover_with;
 use leaseq_server::host::CHECKPOINT_LOG_BYTES_MIN;
-use leaseq_server::service::{BucketCall, RemoteAnswer, RemoteBuckets};
+use leaseq_server::placements::Placements;
+use leaseq_server::service::{is_not_served_here, BucketCall, RemoteAnswer, RemoteBuckets};
 use leaseq_server::{bucket_of_action, Api, Caller, Service as ServerService, ServiceConfig};
 use leaseq_sqs::{Action, Outcome, SqsError};
 use leaseq_wal::fault::{CrashMode, FaultStorage};
@@ -231,12 +232,16 @@ impl RemoteBuckets for SplitPeers {
 impl SplitNode {
     fn start(buckets: u32, nodes: u32, key: ReceiptKey, clock: &SharedClock) -> SplitNode {
         let peers = Arc::new(SplitPeers(std::sync::OnceLock::new()));
+        // One map, as if every node learned each placement at once (a cluster's nodes learn
+        // them by their watch, and the placing node tells the bucket's owner first).
+        let placements = Arc::new(Placements::default());
         let running: Vec<Running> = (0..nodes)
             .map(|node| {
                 let served: Vec<u32> = (0..buckets).filter(|b| b % nodes == node).collect();
                 let service =
                     ServerService::in_memory_some_buckets(config(), key.clone(), buckets, &served)
-                        .with_remote_buckets(peers.clone());
+                        .with_remote_buckets(peers.clone())
+                        .with_placements(placements.clone());
                 Running::start(service, clock)
             })
             .collect();
@@ -261,9 +266,23 @@ impl Service for SplitRouter {
         action: Action,
         caller: Caller,
     ) -> Pin<Box<dyn Future<Output = Result<Outcome, SqsError>> + Send>> {
-        let bucket = bucket_of_action(&config(), self.buckets, &action, &caller).unwrap_or(0);
-        let service = self.services[bucket as usize % self.services.len()].clone();
-        Box::pin(async move { service.execute(action, &caller).await })
+        let (buckets, services) = (self.buckets, self.services.clone());
+        Box::pin(async move {
+            // As the HTTP layer routes: a create placed in another service's bucket (its
+            // dead-letter queue's) goes there.
+            let placements = services[0].placements().clone();
+            let service_of = |action: &Action| {
+                let bucket = bucket_of_action(&config(), buckets, &placements, action, &caller);
+                services[bucket.unwrap_or(0) as usize % services.len()].clone()
+            };
+            let again = matches!(action, Action::CreateQueue { .. }).then(|| action.clone());
+            match (service_of(&action).execute(action, &caller).await, again) {
+                (Err(error), Some(again)) if is_not_served_here(&error) => {
+                    service_of(&again).execute(again, &caller).await
+                }
+                (result, _) => result,
+            }
+        })
     }
 }
 

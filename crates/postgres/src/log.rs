@@ -148,6 +148,8 @@ pub(crate) struct Shared {
 /// The PostgreSQL log store (see the module docs).
 pub struct PgLog {
     pub(crate) shared: Arc<Shared>,
+    /// The placements of the bucket's names, as the store found them when it opened.
+    placements: Vec<(Arc<str>, u32)>,
     // Declared last: dropped after `shared`'s handle, stopping the flusher and the connections.
     pub(crate) runtime: Arc<StoreRuntime>,
 }
@@ -163,6 +165,7 @@ pub(crate) struct Resumed {
     pub(crate) sizes: Sizes,
     pub(crate) flushes_in_flight: usize,
     pub(crate) tail: Tail,
+    pub(crate) placements: Vec<(Arc<str>, u32)>,
 }
 
 impl PgLog {
@@ -195,7 +198,11 @@ impl PgLog {
         runtime
             .handle()
             .spawn(Flusher::new(shared.clone(), flush).run());
-        Ok(PgLog { shared, runtime })
+        Ok(PgLog {
+            shared,
+            placements: resumed.placements,
+            runtime,
+        })
     }
 
     /// The epoch this store writes under.
@@ -260,6 +267,41 @@ impl Shared {
             *slot = Arc::new(client);
         }
         Ok(slot.clone())
+    }
+
+    /// Records that `name`, whose name hashes into this store's bucket, lives in `bucket`,
+    /// fenced by the bucket's epoch (as a frame is), once for good (see
+    /// `LogStore::place`).
+    async fn place(&self, name: &str, bucket: u32) -> Result<(), LogError> {
+        let client = self.other().await?;
+        let sql = self.schema.sql(
+            "WITH fence AS (SELECT 1 FROM {schema}.bucket WHERE bucket = $1 AND epoch = $2 FOR SHARE) \
+             INSERT INTO {schema}.placement (name, home, bucket) SELECT $3, $1, $4 FROM fence \
+             ON CONFLICT (name) DO NOTHING",
+        );
+        let placed = bucket as i32;
+        let inserted = client
+            .execute(&sql, &[&self.bucket, &self.epoch, &name, &placed])
+            .await
+            .map_err(database)?;
+        if inserted == 1 {
+            return Ok(());
+        }
+        // Placed before (this very placement repeated), or fenced out.
+        let sql = self
+            .schema
+            .sql("SELECT bucket FROM {schema}.placement WHERE name = $1");
+        let found = client.query_opt(&sql, &[&name]).await.map_err(database)?;
+        match found.map(|row| row.get::<_, i32>(0)) {
+            Some(found) if found == placed => Ok(()),
+            Some(found) => Err(LogError::other(format!(
+                "the queue {name} was placed in bucket {found} already"
+            ))),
+            None => Err(LogError::other(format!(
+                "this node no longer owns bucket {} (its epoch {} was fenced out)",
+                self.bucket, self.epoch
+            ))),
+        }
     }
 
     /// Waits until `lsn` is durable; fails at once while the store is unavailable or poisoned
@@ -516,6 +558,24 @@ impl LogStore for PgLog {
 
     fn keeps_records(&self) -> bool {
         true
+    }
+
+    fn place<'a>(&'a self, name: &'a str, bucket: u32) -> LogFuture<'a, ()> {
+        let shared = self.shared.clone();
+        let name = name.to_string();
+        // On the store's runtime, whose sessions these are.
+        let task = self
+            .runtime
+            .handle()
+            .spawn(async move { shared.place(&name, bucket).await });
+        Box::pin(async move {
+            task.await
+                .map_err(|error| LogError::other(format!("placing a queue: {error}")))?
+        })
+    }
+
+    fn placements(&self) -> Vec<(Arc<str>, u32)> {
+        self.placements.clone()
     }
 
     fn stats(&self) -> Option<LogStats> {

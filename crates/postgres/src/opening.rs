@@ -442,6 +442,27 @@ impl PgLogOpening {
         Ok(())
     }
 
+    /// The placements of the bucket's names and those of queues placed in it
+    /// (`LogStore::placements`), read after the bucket was taken over: none of its names can
+    /// be placed under an older epoch from now on.
+    fn placements(&self) -> Result<Vec<(Arc<str>, u32)>, LogError> {
+        let client = self.other_client.clone();
+        let sql = self
+            .schema
+            .sql("SELECT name, bucket FROM {schema}.placement WHERE home = $1 OR bucket = $1");
+        let bucket = self.bucket;
+        self.runtime.block(async move {
+            let rows = client.query(&sql, &[&bucket]).await.map_err(database)?;
+            Ok(rows
+                .iter()
+                .map(|row| {
+                    let name: &str = row.get(0);
+                    (Arc::from(name), row.get::<_, i32>(1) as u32)
+                })
+                .collect())
+        })
+    }
+
     /// Sets the readers' connection's `statement_timeout` (zero: none).
     fn statement_timeout(&self, timeout: Duration) -> Result<(), LogError> {
         let client = self.other_client.clone();
@@ -456,6 +477,7 @@ impl PgLogOpening {
     fn resume(self, tail_lsn: Lsn) -> Result<PgLog, LogError> {
         let segments = self.segment_extents()?;
         self.statement_timeout(crate::STATEMENT_TIMEOUT)?;
+        let placements = self.placements()?;
         let stored_tail = segments.values().map(|e| e.end_lsn - 1).max().unwrap_or(0);
         if stored_tail > tail_lsn {
             return Err(LogError::other(format!(
@@ -482,6 +504,7 @@ impl PgLogOpening {
             sizes: self.sizes,
             flushes_in_flight: self.flushes_in_flight,
             tail,
+            placements,
         };
         PgLog::start(self.runtime, resumed)
     }

@@ -18,6 +18,9 @@
 //!                 from_segment, epoch)               written last, fenced)
 //! snapshot_chunk (bucket, lsn, chunk, bytes)        the snapshot's bytes, in 1 MiB chunks
 //! settings       (id = 1, buckets)                  the bucket count, fixed for the log's life
+//! placement      (name, home, bucket, placed_at)    queues living outside their name's bucket
+//!                                                    (`home`): written once, fenced by home's
+//!                                                    epoch, never changed
 //! ```
 //! Migrations run in one transaction under an advisory lock (two nodes starting at once
 //! serialize), and a node refuses a schema whose version is newer than the newest it knows: an
@@ -157,6 +160,19 @@ INSERT INTO {schema}.settings (id, buckets)
 SELECT 1, 1 WHERE EXISTS (SELECT 1 FROM {schema}.bucket)
     OR EXISTS (SELECT 1 FROM {schema}.frame)
     OR EXISTS (SELECT 1 FROM {schema}.snapshot);
+"#,
+    // 7: placements. A queue created with a dead-letter queue of another bucket lives in that
+    // bucket rather than its name's (`leaseq_server::placements`). Written once per such
+    // queue by the owner of the name's bucket (`home`), fenced by that bucket's epoch, never
+    // updated or deleted: a placement is for good. Every node reads the table to route
+    // requests; the owner of `home` reads its rows when it takes the bucket over.
+    r#"
+CREATE TABLE {schema}.placement (
+    name text PRIMARY KEY,
+    home int NOT NULL,
+    bucket int NOT NULL,
+    placed_at timestamptz NOT NULL DEFAULT clock_timestamp()
+);
 "#,
 ];
 

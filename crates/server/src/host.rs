@@ -25,6 +25,7 @@ use parking_lot::{Mutex, MutexGuard, RwLockReadGuard};
 use crate::checkpoint::Checkpoints;
 use crate::log_store::{LogError, LogStore, Lsn};
 use crate::payloads;
+use crate::placements::Placements;
 
 /// The engine hosts of a node: one per bucket it serves (see `leaseq_core::transfer`), each
 /// with its own engine, mutex and log. A node of one bucket (the embedded default) has one host
@@ -36,6 +37,9 @@ pub struct Hosts {
     slots: Vec<Option<EngineHost>>,
     /// How many slots hold a host.
     served: usize,
+    /// Queues placed outside their name's bucket (shared with a cluster node's other
+    /// services, [`Hosts::share_placements`]).
+    placements: Arc<Placements>,
 }
 
 impl Hosts {
@@ -71,7 +75,36 @@ impl Hosts {
             );
             *slot = Some(host);
         }
-        Hosts { slots, served }
+        let placements = Arc::new(Placements::default());
+        for (home, host) in (0u32..).zip(&slots) {
+            let Some(host) = host else { continue };
+            for (name, bucket) in host.store().placements() {
+                // The bucket's own names placed elsewhere, and the queues placed in it.
+                if bucket != home {
+                    host.engine().place_elsewhere(&name);
+                }
+                placements.insert(name, bucket);
+            }
+        }
+        Hosts {
+            slots,
+            served,
+            placements,
+        }
+    }
+
+    /// Uses `shared` for the placements from now on, with those this node's hosts' logs
+    /// keep: a cluster node's services and its router read one map.
+    pub fn share_placements(&mut self, shared: Arc<Placements>) {
+        for (name, bucket) in self.placements.all() {
+            shared.insert(name, bucket);
+        }
+        self.placements = shared;
+    }
+
+    /// The queues placed outside their name's bucket.
+    pub fn placements(&self) -> &Arc<Placements> {
+        &self.placements
     }
 
     /// The log's bucket count (whether this node serves them all or not).
@@ -79,12 +112,10 @@ impl Hosts {
         self.slots.len() as u32
     }
 
-    /// The bucket of the queue named `name` (the engine's name): no hash with one bucket.
+    /// The bucket of the queue named `name` (the engine's name): its placement, else its
+    /// name's hash; no hash with one bucket.
     pub fn bucket_of(&self, name: &str) -> u32 {
-        match self.slots.len() {
-            1 => 0,
-            n => leaseq_core::bucket_of(name, n as u32),
-        }
+        self.placements.bucket_of(name, self.slots.len() as u32)
     }
 
     /// The host of `bucket`, if this node serves it.

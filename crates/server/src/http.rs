@@ -32,7 +32,7 @@ use axum::{BoxError, Router};
 use http_body_util::{BodyExt as _, Limited};
 use hyper::body::Body as HttpBody;
 use leaseq_sqs::error::SqsError;
-use leaseq_sqs::{Context, RawRequest};
+use leaseq_sqs::{Action, Context, RawRequest};
 
 use crate::auth::Authenticator;
 use crate::metrics::{Metrics, RequestOutcome};
@@ -429,65 +429,83 @@ where
         address: client_address(&found, address),
         user_agent: found.user_agent.cloned(),
     };
-    // A cluster's node passes the request on to the node that serves its queue's bucket, which
-    // verifies, decodes and executes it again (see `forward`).
-    match shared.service.route(&action, &caller) {
-        crate::service::Route::Here => {}
-        route => {
-            if found.forwarded_by.is_some() {
-                // Forwarded by a node that thought this one serves it: refuse without acting,
-                // so that node asks again (no request travels more than one hop).
-                let error = SqsError::service_unavailable("this node does not serve the request");
-                let mut refused = reply(leaseq_sqs::encode_error(protocol, &error, &context));
-                refused
-                    .headers_mut()
-                    .insert(forward::NOT_SERVING, HeaderValue::from_static("1"));
-                return refused;
-            }
-            let incoming = forward::Incoming {
-                method: &method,
-                uri: &uri,
-                headers: &headers,
-                body: &body,
-                scheme: shared.scheme,
-                address,
-            };
-            let forwarded = shared.forwarder.forward(
-                &*shared.service,
-                || shared.service.route(&action, &caller),
-                route,
-                incoming,
-                shared.node_id.as_ref(),
-            );
-            match forwarded.await {
-                Ok(forward::Forwarded::Answer(response)) => return response,
-                Ok(forward::Forwarded::Here) => {}
-                Err(error) => {
-                    return reply(leaseq_sqs::encode_error(protocol, &error, &context));
+    // A `CreateQueue` may place its queue in another bucket than its name's (its dead-letter
+    // queue's, `crate::placements`), which this node may not serve: it is then routed once
+    // more. Other actions are not kept: cloning every request for that would cost them all.
+    let mut again = matches!(action, Action::CreateQueue { .. }).then(|| action.clone());
+    loop {
+        // A cluster's node passes the request on to the node that serves its queue's bucket,
+        // which verifies, decodes and executes it again (see `forward`).
+        match shared.service.route(&action, &caller) {
+            crate::service::Route::Here => {}
+            route => {
+                if found.forwarded_by.is_some() {
+                    // Forwarded by a node that thought this one serves it: refuse without
+                    // acting, so that node asks again (no request travels more than one hop).
+                    let error =
+                        SqsError::service_unavailable("this node does not serve the request");
+                    let mut refused = reply(leaseq_sqs::encode_error(protocol, &error, &context));
+                    let why = if shared.service.placed_elsewhere(&action, &caller) {
+                        HeaderValue::from_static(forward::NOT_SERVING_PLACED)
+                    } else {
+                        HeaderValue::from_static("1")
+                    };
+                    refused.headers_mut().insert(forward::NOT_SERVING, why);
+                    return refused;
+                }
+                let incoming = forward::Incoming {
+                    method: &method,
+                    uri: &uri,
+                    headers: &headers,
+                    body: &body,
+                    scheme: shared.scheme,
+                    address,
+                };
+                let forwarded = shared.forwarder.forward(
+                    &*shared.service,
+                    || shared.service.route(&action, &caller),
+                    route,
+                    incoming,
+                    shared.node_id.as_ref(),
+                );
+                match forwarded.await {
+                    Ok(forward::Forwarded::Answer(response)) => return response,
+                    Ok(forward::Forwarded::Here) => {}
+                    Err(error) => {
+                        return reply(leaseq_sqs::encode_error(protocol, &error, &context));
+                    }
                 }
             }
         }
-    }
-    let started = Instant::now();
-    let result = shared.service.execute(action, &caller).await;
-    if let Some(metrics) = &shared.metrics {
-        let outcome = match &result {
-            Ok(_) => RequestOutcome::Success,
-            Err(error) if error.is_sender_fault() => RequestOutcome::ClientError,
-            Err(_) => RequestOutcome::ServerError,
-        };
-        metrics.observe_request(name, outcome, started.elapsed());
-    }
-    let response = match result {
-        Ok(outcome) => leaseq_sqs::encode(protocol, name, &outcome, &shape, &context),
-        Err(error) => {
-            if !error.is_sender_fault() {
-                tracing::error!(action = name, %error, "request failed on the server side");
+        let started = Instant::now();
+        let result = shared.service.execute(action, &caller).await;
+        if let Err(error) = &result {
+            if crate::service::is_not_served_here(error) {
+                if let Some(retry) = again.take() {
+                    action = retry;
+                    continue;
+                }
             }
-            leaseq_sqs::encode_error(protocol, &error, &context)
         }
-    };
-    reply(response)
+        if let Some(metrics) = &shared.metrics {
+            let outcome = match &result {
+                Ok(_) => RequestOutcome::Success,
+                Err(error) if error.is_sender_fault() => RequestOutcome::ClientError,
+                Err(_) => RequestOutcome::ServerError,
+            };
+            metrics.observe_request(name, outcome, started.elapsed());
+        }
+        let response = match result {
+            Ok(outcome) => leaseq_sqs::encode(protocol, name, &outcome, &shape, &context),
+            Err(error) => {
+                if !error.is_sender_fault() {
+                    tracing::error!(action = name, %error, "request failed on the server side");
+                }
+                leaseq_sqs::encode_error(protocol, &error, &context)
+            }
+        };
+        return reply(response);
+    }
 }
 
 /// A request's body, read whole, or `None` if it is longer than `limit` bytes or reading it

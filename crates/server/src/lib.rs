@@ -18,6 +18,7 @@
 //!   dashboard page.
 //! - [`auth`]: SigV4 verification of SQS requests (`auth = "sigv4"`) on the service's clock.
 //! - [`data_dir`]: the data directory (lock, receipt key) of the file log.
+//! - [`placements`]: the queues that live outside their name's bucket, which every router reads.
 //!
 //! Invariant: only this crate reads the real clock (`clock::now_ms`).
 
@@ -32,6 +33,7 @@ pub mod http;
 pub mod log_store;
 pub mod metrics;
 pub mod payloads;
+pub mod placements;
 pub mod recovery;
 pub mod service;
 pub mod waiters;

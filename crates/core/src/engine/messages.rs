@@ -253,7 +253,7 @@ impl Engine {
                 }
                 DeadLetterTarget::Local(target)
             }
-            None if self.config.placement.is_remote(name) && !self.refused_recently(name) => {
+            None if self.is_remote(name) && !self.refused_recently(name) => {
                 DeadLetterTarget::Remote(Arc::from(name))
             }
             None => return None,

@@ -236,6 +236,11 @@ pub struct Engine {
     deleted_names: BTreeMap<Arc<str>, u64>,
     /// Messages on their way to other buckets, and the marks of transfers from them.
     transfers: transfer::Transfers,
+    /// Names that hash into this engine's bucket but whose queues were placed in another
+    /// bucket (their dead-letter queue's, `docs/design/cluster.md`, "Placement"): a name of
+    /// them not found here lives elsewhere, as another bucket's name does. The service says so
+    /// ([`Engine::place_elsewhere`]); the store, not this engine's log, keeps placements.
+    placed_elsewhere: std::collections::BTreeSet<Arc<str>>,
 }
 
 impl Engine {
@@ -252,7 +257,27 @@ impl Engine {
             clients: Clients::default(),
             deleted_names: BTreeMap::new(),
             transfers: transfer::Transfers::default(),
+            placed_elsewhere: std::collections::BTreeSet::new(),
         }
+    }
+
+    /// Takes note that the queue named `name`, whose name hashes into this engine's bucket,
+    /// lives in another bucket: this engine then hands its dead letters and redriven messages
+    /// over there, and leaves checks of it to the bucket that has it, as for any other
+    /// bucket's queue.
+    pub fn place_elsewhere(&mut self, name: &str) {
+        self.placed_elsewhere.insert(Arc::from(name));
+    }
+
+    /// Whether a queue named `name` that is not in this engine may live in another bucket.
+    pub(crate) fn is_remote(&self, name: &str) -> bool {
+        self.config.placement.is_remote(name) || self.placed_elsewhere.contains(name)
+    }
+
+    /// Whether the name `name` is taken in this engine at `now_ms`: a queue has it, or one
+    /// that had it was deleted too recently for another to take it (`QueueDeletedRecently`).
+    pub fn name_taken(&self, now_ms: u64, name: &str) -> bool {
+        self.names.contains_key(name) || self.deleted_recently(name, now_ms)
     }
 
     /// Where queues live, and which bucket this engine serves.

@@ -126,7 +126,7 @@ impl Engine {
                     self.check_destination(source_id, id)?;
                     destination_queue_id = Some(id);
                 }
-                None if self.config.placement.is_remote(name) => {
+                None if self.is_remote(name) => {
                     self.check_remote_destination(source_id, name)?;
                     remote_destination = Some(name.to_string());
                 }
@@ -547,7 +547,7 @@ impl Engine {
             };
             match self.names.get(name) {
                 Some(&id) => Destination::Local(id),
-                None if self.config.placement.is_remote(name) => Destination::Remote(name.clone()),
+                None if self.is_remote(name) => Destination::Remote(name.clone()),
                 None => return Err(source_missing(name)),
             }
         };

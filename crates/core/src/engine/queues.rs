@@ -80,7 +80,7 @@ impl Engine {
             return Ok(());
         };
         let target = self.queue(&policy.dead_letter_queue);
-        if target.is_none() && self.config.placement.is_remote(&policy.dead_letter_queue) {
+        if target.is_none() && self.is_remote(&policy.dead_letter_queue) {
             // A queue of another bucket: its engine is the one that knows it, so whoever
             // serves both buckets checks it there, with `check_dead_letter_target` (see
             // `crate::transfer`).

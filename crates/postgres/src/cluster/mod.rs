@@ -34,6 +34,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use leaseq_server::clock::{OffsetClock, SharedClock};
+use leaseq_server::placements::Placements;
 use leaseq_server::service::{Peer, RemoteBuckets, Route};
 use leaseq_server::{Api, Caller, Metrics, Service, ServiceConfig};
 use leaseq_sqs::error::SqsError;
@@ -254,6 +255,9 @@ pub(crate) struct BucketNode {
     remote: std::sync::OnceLock<Arc<dyn RemoteBuckets>>,
     /// Which node should own which bucket (the node's, shared by its buckets).
     placement: Arc<placement::Placement>,
+    /// The queues living outside their name's bucket (the node's, shared by its buckets'
+    /// services and its router; `leaseq_server::placements`).
+    queues_placed: Arc<Placements>,
     role: RwLock<Role>,
     /// The owner a forward failed to reach, with the epoch it owned and when: not routed to
     /// again under that epoch for [`REFUSAL_HOLD`] (it is dead or leaving, and a standby takes
@@ -307,6 +311,7 @@ impl BucketNode {
         bucket: u32,
         clock: Arc<OffsetClock>,
         placement: Arc<placement::Placement>,
+        queues_placed: Arc<Placements>,
         look_owners: Arc<Notify>,
     ) -> BucketNode {
         BucketNode {
@@ -316,6 +321,7 @@ impl BucketNode {
             bucket,
             remote: std::sync::OnceLock::new(),
             placement,
+            queues_placed,
             role: RwLock::new(Role::Standby { owner: None }),
             refused: Mutex::new(None),
             look_again: Notify::new(),

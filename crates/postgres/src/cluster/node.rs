@@ -9,6 +9,7 @@ use leaseq_core::ReceiptKey;
 use leaseq_server::clock::OffsetClock;
 use leaseq_server::http::forward::{PeerClient, Posted};
 use leaseq_server::metrics::ConnectionStats;
+use leaseq_server::placements::Placements;
 use leaseq_server::service::{
     bucket_wire, BucketAnswer, BucketCall, ForwardStats, Peer, RemoteAnswer, RemoteBuckets, Route,
 };
@@ -77,6 +78,10 @@ pub struct ClusterNode {
     clock: Arc<OffsetClock>,
     /// Which node should own which bucket (read by the placement task).
     placement: Arc<Placement>,
+    /// The queues living outside their name's bucket, which the router reads: those of the
+    /// buckets this node owns as their logs keep them, the others as the watch last read them
+    /// (`leaseq_server::placements`).
+    queues_placed: Arc<Placements>,
     /// Wakes [`ClusterNode::watch_cluster`] (a bucket wants its owner read again).
     look_owners: Arc<Notify>,
     /// The node's SQS listener's connections, counted by the accept loop it is handed to.
@@ -122,6 +127,7 @@ impl ClusterNode {
         let schema = Schema::new(&config.log.schema)?;
         let clock = Arc::new(OffsetClock::default());
         let placement = Arc::new(Placement::default());
+        let queues_placed = Arc::new(Placements::default());
         let look_owners = Arc::new(Notify::new());
         let buckets = (0..config.log.buckets)
             .map(|bucket| {
@@ -132,6 +138,7 @@ impl ClusterNode {
                     bucket,
                     clock.clone(),
                     placement.clone(),
+                    queues_placed.clone(),
                     look_owners.clone(),
                 ))
             })
@@ -146,6 +153,7 @@ impl ClusterNode {
             peers: OnceLock::new(),
             clock,
             placement,
+            queues_placed,
             look_owners,
             connection_stats: Arc::default(),
             shutdown: watch::channel(false).0,
@@ -400,6 +408,12 @@ impl ClusterNode {
                         announced = Some(std::time::Instant::now());
                     }
                     let owners = ownership::read_owners(connected, &self.schema).await?;
+                    let known = self.queues_placed.len();
+                    for (name, bucket) in
+                        read_queue_placements(connected, &self.schema, known).await?
+                    {
+                        self.queues_placed.insert(name, bucket);
+                    }
                     let placement = if placed {
                         Some((
                             ownership::live_nodes(connected, &self.schema, live_ms).await?,
@@ -450,7 +464,13 @@ impl ClusterNode {
 
     /// The bucket whose node executes `action`: its queue's; `None` for one any owner runs.
     fn bucket_of(&self, action: &Action, caller: &Caller) -> Option<&BucketNode> {
-        let bucket = bucket_of_action(&self.config.service, self.bucket_count(), action, caller)?;
+        let bucket = bucket_of_action(
+            &self.config.service,
+            self.bucket_count(),
+            &self.queues_placed,
+            action,
+            caller,
+        )?;
         self.buckets.get(bucket as usize).map(|bucket| &**bucket)
     }
 
@@ -537,6 +557,30 @@ impl ClusterNode {
     }
 }
 
+/// The placements of queues (`leaseq_server::placements`) that the watch has not read yet,
+/// `known` of them read before: none while the table holds no more rows (placements are never
+/// deleted, so a count that has not grown means nothing new), else every row.
+async fn read_queue_placements(
+    client: &tokio_postgres::Client,
+    schema: &Schema,
+    known: usize,
+) -> Result<Vec<(Arc<str>, u32)>, PostgresError> {
+    let count = schema.sql("SELECT count(*) FROM {schema}.placement");
+    let rows: i64 = client.query_one(&count, &[]).await?.get(0);
+    if rows as usize <= known {
+        return Ok(Vec::new());
+    }
+    let all = schema.sql("SELECT name, bucket FROM {schema}.placement");
+    let rows = client.query(&all, &[]).await?;
+    Ok(rows
+        .iter()
+        .map(|row| {
+            let name: &str = row.get(0);
+            (Arc::from(name), row.get::<_, i32>(1) as u32)
+        })
+        .collect())
+}
+
 /// The dashboard and `/metrics` of a cluster node show the buckets it owns (their queues,
 /// storage and transfers) and its own cluster counters; a queue's routes run on its bucket's
 /// service through [`Api::execute`], between two confirmations of the bucket's epoch.
@@ -609,6 +653,20 @@ impl Api for ClusterNode {
         for bucket in &self.buckets {
             bucket.peer_refused(peer);
         }
+    }
+
+    fn placed_elsewhere(&self, action: &Action, caller: &Caller) -> bool {
+        let buckets = self.bucket_count();
+        let config = &self.config.service;
+        let unplaced = Placements::default();
+        let home = bucket_of_action(config, buckets, &unplaced, action, caller);
+        let placed = bucket_of_action(config, buckets, &self.queues_placed, action, caller);
+        home != placed
+            && home.is_some_and(|home| matches!(self.buckets[home as usize].route(), Route::Here))
+    }
+
+    fn placements_changed(&self) {
+        self.look_owners.notify_one();
     }
 
     fn forward_stats(&self) -> Option<&ForwardStats> {

@@ -115,7 +115,11 @@ impl BucketNode {
             ));
         }
         self.confirmed.open(sent, epoch);
-        let mut service = service.with_clock(clock);
+        // The placements of the bucket's names, read when it was taken over, join the node's
+        // before the bucket serves: as its owner, this node knows them all.
+        let mut service = service
+            .with_clock(clock)
+            .with_placements(self.queues_placed.clone());
         if let Some(remote) = self.remote.get() {
             service = service.with_remote_buckets(remote.clone());
         }

@@ -42,7 +42,13 @@ pub const FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-leaseq-forwar
 /// but what a history says of its client.
 pub const FORWARDED_FOR: HeaderName = HeaderName::from_static("x-leaseq-forwarded-for");
 /// Marks an answer of a node that does not serve the request it was forwarded (it did nothing).
+/// Its value says why: [`NOT_SERVING_PLACED`] when the request's queue lives outside its name's
+/// bucket, which this node owns (the forwarding node has not learned the placement yet), any
+/// other when this node does not own the bucket (the forwarding node's owner is stale).
 pub const NOT_SERVING: HeaderName = HeaderName::from_static("x-leaseq-not-serving");
+/// The value of [`NOT_SERVING`] for a queue placed outside its name's bucket
+/// (`crate::placements`).
+pub const NOT_SERVING_PLACED: &str = "placed";
 /// Every SQS answer of a cluster node names the node that executed the request.
 pub const NODE: HeaderName = HeaderName::from_static("x-leaseq-node");
 
@@ -218,6 +224,19 @@ impl Forwarder {
                         )));
                     }
                 }
+                Sent::Placed => {
+                    // The peer owns the bucket of the queue's name, and the queue was placed
+                    // in another: this node learns the placement (the service reads them
+                    // again) and routes the request there. The peer stays the bucket's owner.
+                    count(service, |stats| &stats.refused);
+                    service.placements_changed();
+                    if attempts >= ATTEMPTS_MAX {
+                        return Err(SqsError::service_unavailable(format!(
+                            "the queue was placed in another bucket and no node took the request after {attempts} tries; try again"
+                        )));
+                    }
+                    tokio::time::sleep(ROUTE_POLL).await;
+                }
                 Sent::Broken(error) => {
                     count(service, |stats| &stats.broken);
                     tracing::warn!(peer = %peer.node_id, %error, "a forwarded request's answer was lost");
@@ -273,7 +292,11 @@ impl Forwarder {
         let answer = tokio::time::timeout(FORWARD_TIMEOUT, self.client.request(forwarded)).await;
         match answer {
             Ok(Ok(response)) if response.headers().contains_key(NOT_SERVING) => {
-                Sent::Refused("it no longer serves the request".into())
+                if response.headers()[NOT_SERVING] == NOT_SERVING_PLACED {
+                    Sent::Placed
+                } else {
+                    Sent::Refused("it no longer serves the request".into())
+                }
             }
             Ok(Ok(response)) => {
                 let (mut parts, body) = response.into_parts();
@@ -309,6 +332,9 @@ enum Sent {
     Answered(Response),
     /// The peer certainly did not act on the request.
     Refused(String),
+    /// The peer did not act on the request: it owns the bucket of the queue's name, and the
+    /// queue lives in another ([`NOT_SERVING_PLACED`]).
+    Placed,
     /// The request went out and its answer was lost.
     Broken(String),
 }

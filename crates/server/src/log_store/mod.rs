@@ -160,6 +160,25 @@ pub trait LogStore: Send + Sync + 'static {
 
     /// The store's own measurements, for the metrics page.
     fn stats(&self) -> Option<crate::metrics::LogStats>;
+
+    /// Keeps, durably, that the queue named `name` (the engine's name), whose name hashes into
+    /// this log's bucket, lives in bucket `bucket` (`crate::placements`), and only while this
+    /// log's owner owns the bucket (a fenced-out owner gets an error). Placements are never
+    /// taken back, so repeating one is harmless. A store of one bucket places nothing.
+    fn place<'a>(&'a self, name: &'a str, bucket: u32) -> LogFuture<'a, ()> {
+        let _ = (name, bucket);
+        Box::pin(async {
+            Err(LogError::other(
+                "this log has one bucket and places no queue",
+            ))
+        })
+    }
+
+    /// The placements [`LogStore::place`] kept of this log's bucket's names, and of the queues
+    /// placed in it, as of when the store was opened (the service remembers later ones).
+    fn placements(&self) -> Vec<(std::sync::Arc<str>, u32)> {
+        Vec::new()
+    }
 }
 
 /// Why a log store failed.

@@ -39,6 +39,26 @@ pub enum BucketCall {
     /// A message handed over from another bucket: taken or refused (`leaseq_core::transfer`).
     /// Answered once the answer is durable in the bucket's log.
     Transfer(IncomingTransfer),
+    /// The queue `name`, whose name hashes into another bucket, was placed in this one
+    /// (`crate::placements`): the bucket's owner learns it before the queue is created here,
+    /// and so routes the queue's requests to itself from the first.
+    Placed { name: String },
+}
+
+impl BucketCall {
+    /// The queue the call is about, which lives in the bucket it is made to; `None` for a call
+    /// about the bucket, or one made to every bucket.
+    fn queue(&self) -> Option<&str> {
+        match self {
+            BucketCall::CheckDeadLetterTarget { target, .. } => Some(target),
+            BucketCall::QueueKind { name } => Some(name),
+            BucketCall::Transfer(transfer) => Some(&transfer.destination),
+            BucketCall::ListQueues { .. }
+            | BucketCall::SourcesNaming { .. }
+            | BucketCall::DestinationDeleted { .. }
+            | BucketCall::Placed { .. } => None,
+        }
+    }
 }
 
 /// A bucket's answer to a [`BucketCall`], of the call's kind.
@@ -46,7 +66,8 @@ pub enum BucketCall {
 pub enum BucketAnswer {
     /// To `ListQueues` and `SourcesNaming`.
     Names(Vec<Arc<str>>),
-    /// To `CheckDeadLetterTarget` (a refusal is the call's error) and `DestinationDeleted`.
+    /// To `CheckDeadLetterTarget` (a refusal is the call's error), `DestinationDeleted` and
+    /// `Placed`.
     Done,
     /// To `QueueKind`: `None` when there is no such queue, else whether it is a FIFO queue.
     Kind(Option<bool>),
@@ -102,6 +123,16 @@ impl Service {
         let host = self.hosts.get(bucket).ok_or_else(|| {
             SqsError::service_unavailable(format!("this node does not serve bucket {bucket}"))
         })?;
+        if let Some(name) = call.queue() {
+            // Asked by a node that has not learned the queue's placement yet: its answer here
+            // would be that no such queue exists (`crate::placements`).
+            let placed = self.hosts.bucket_of(name);
+            if placed != bucket {
+                return Err(SqsError::service_unavailable(format!(
+                    "the queue {name} lives in bucket {placed}, not {bucket}; try again"
+                )));
+            }
+        }
         let names = |names: fn(&Engine, &str) -> Vec<Arc<str>>, argument: String| {
             self.run_on(host, move |engine, _| {
                 Ok::<_, SqsError>(BucketAnswer::Names(names(engine, &argument)))
@@ -140,6 +171,10 @@ impl Service {
                     Ok::<_, SqsError>(BucketAnswer::Done)
                 })
                 .await
+            }
+            BucketCall::Placed { name } => {
+                self.hosts.placements().insert(Arc::from(name), bucket);
+                Ok(BucketAnswer::Done)
             }
             BucketCall::Transfer(transfer) => {
                 self.run_on(host, |engine, journal| {
@@ -218,6 +253,22 @@ impl Service {
                     "a bucket was not told of a deleted queue; its move tasks into it fail at their next message"
                 ),
             }
+        }
+    }
+
+    /// Tells the owner of `bucket` that the queue `name` was placed there (a best effort:
+    /// an owner that was not told reads the placement within a round of its watch).
+    pub(super) async fn tell_placed(&self, bucket: u32, name: &str) {
+        let call = BucketCall::Placed { name: name.into() };
+        match self.call_bucket(bucket, call).await {
+            Ok(BucketAnswer::Done) => {}
+            Ok(other) => tracing::error!(bucket, "{}", unexpected(other).message),
+            Err(error) => tracing::warn!(
+                bucket,
+                queue = name,
+                error = %error.message,
+                "the owner of a bucket was not told of a queue placed there; it reads it from the log's placements"
+            ),
         }
     }
 
@@ -303,6 +354,10 @@ pub mod wire {
             BucketCall::Transfer(transfer) => {
                 out.push(6);
                 out.extend_from_slice(&transfer.encode());
+            }
+            BucketCall::Placed { name } => {
+                out.push(7);
+                put_str(&mut out, name);
             }
         }
         let tag = key.tag_for(DOMAIN, &out);
@@ -402,6 +457,9 @@ pub mod wire {
                 reader.0 = &[];
                 BucketCall::Transfer(transfer)
             }
+            7 => BucketCall::Placed {
+                name: reader.string()?,
+            },
             kind => return Err(format!("unknown call {kind}")),
         };
         reader.end()?;
@@ -533,13 +591,18 @@ mod tests {
         // prefix's.
         const BUCKETS: u32 = 9;
         let split = Arc::new(Split(OnceLock::new()));
+        let placements = Arc::new(crate::placements::Placements::default());
         let services: [Arc<Service>; NODES] = [0, 1, 2].map(|node| {
             let served: Vec<u32> = (0..BUCKETS)
                 .filter(|b| *b as usize % NODES == node)
                 .collect();
             let key = ReceiptKey::new([7; 16]);
             let service = Service::in_memory_some_buckets(config(), key, BUCKETS, &served);
-            Arc::new(service.with_remote_buckets(split.clone()))
+            Arc::new(
+                service
+                    .with_remote_buckets(split.clone())
+                    .with_placements(placements.clone()),
+            )
         });
         let _ = split.0.set(services.each_ref().map(Arc::downgrade));
         let caller = Caller {
@@ -563,11 +626,23 @@ mod tests {
                 .unwrap()
         };
         let (queue, dlq) = (pick(0), pick(1));
+        // As the HTTP layer routes: a create placed in another service's bucket goes there.
         let execute = |action: Action| {
-            let bucket = bucket_of_action(&config(), BUCKETS, &action, &caller).unwrap_or(0);
-            let service = services[bucket as usize % NODES].clone();
+            let (services, placements) = (services.clone(), placements.clone());
             let caller = caller.clone();
-            async move { service.execute(action, &caller).await }
+            async move {
+                let service_of = |action: &Action| {
+                    let bucket = bucket_of_action(&config(), BUCKETS, &placements, action, &caller);
+                    services[bucket.unwrap_or(0) as usize % NODES].clone()
+                };
+                let again = action.clone();
+                match service_of(&action).execute(action, &caller).await {
+                    Err(error) if crate::service::is_not_served_here(&error) => {
+                        service_of(&again).execute(again, &caller).await
+                    }
+                    result => result,
+                }
+            }
         };
         let create = |name: &str, attributes: QueueConfigPatch| Action::CreateQueue {
             name: name.into(),
@@ -591,6 +666,12 @@ mod tests {
             leaseq_sqs::error::ErrorCode::InvalidParameterValue
         );
         execute(create(&queue, policy(&dlq))).await.unwrap();
+        // Placed in its dead-letter queue's bucket, by the engine names.
+        let bucket_of = |name: &str| leaseq_core::bucket_of(&format!("{prefix}{name}"), BUCKETS);
+        assert_eq!(
+            placements.get(&format!("{prefix}{queue}")),
+            Some(bucket_of(&dlq))
+        );
         let listed = execute(Action::ListQueues {
             prefix: String::new(),
             max_results: None,
@@ -659,6 +740,7 @@ mod tests {
             BucketCall::QueueKind { name: "q".into() },
             BucketCall::DestinationDeleted { name: "q".into() },
             BucketCall::Transfer(transfer),
+            BucketCall::Placed { name: "q".into() },
         ];
         for call in calls {
             let bytes = wire::encode_call(&key, 1_000, 7, &call);

@@ -47,11 +47,12 @@ use crate::clock::{SharedClock, SystemClock};
 use crate::host::{EngineHost, Hosts, CHECKPOINT_LOG_BYTES_MIN};
 use crate::log_store::{LogStore, Lsn, MemoryLog};
 use crate::metrics::{ConnectionStats, Metrics};
+use crate::placements::Placements;
 use crate::waiters::Waiters;
 
 pub use buckets::{wire as bucket_wire, BucketAnswer, BucketCall, RemoteAnswer, RemoteBuckets};
 pub use moves::AUTOMATIC_RATE_PER_SECOND;
-pub use route::{ForwardStats, Peer, Route};
+pub use route::{is_not_served_here, not_served_here, ForwardStats, Peer, Route};
 
 /// Settings of the service.
 #[derive(Clone, Debug)]
@@ -158,6 +159,18 @@ pub trait Api: Send + Sync + 'static {
         let _ = peer;
     }
 
+    /// Whether `action`'s queue, which this node does not serve, lives outside its name's
+    /// bucket, and this node owns that bucket (`crate::placements`): a node that forwarded it
+    /// here by the name's hash has not learned the placement yet.
+    fn placed_elsewhere(&self, action: &Action, caller: &Caller) -> bool {
+        let _ = (action, caller);
+        false
+    }
+
+    /// Told that a peer refused a request as placed elsewhere ([`Api::placed_elsewhere`]): the
+    /// placements this node knows are behind, so it reads them again.
+    fn placements_changed(&self) {}
+
     /// Where the HTTP layer counts the requests it forwarded for this node, if anywhere.
     fn forward_stats(&self) -> Option<&ForwardStats> {
         None
@@ -187,6 +200,9 @@ pub struct Service {
     transfers_waiting: tokio::sync::Notify,
     /// The buckets this node does not serve (a cluster's), see `buckets.rs`.
     remote: Option<Arc<dyn RemoteBuckets>>,
+    /// Held by a `CreateQueue` on a node of several buckets, where a name's placement is
+    /// decided (see `queues.rs`): creates of one name are decided one at a time.
+    placing: tokio::sync::Mutex<()>,
 }
 
 impl Service {
@@ -209,7 +225,20 @@ impl Service {
             connection_stats: Arc::default(),
             transfers_waiting: tokio::sync::Notify::new(),
             remote: None,
+            placing: tokio::sync::Mutex::new(()),
         }
+    }
+
+    /// Reads and records placements in `shared` from now on (a cluster node's map, which its
+    /// other services and its router read too), with those this service's logs keep.
+    pub fn with_placements(mut self, shared: Arc<Placements>) -> Service {
+        self.hosts.share_placements(shared);
+        self
+    }
+
+    /// The queues placed outside their name's bucket, as this service knows them.
+    pub fn placements(&self) -> &Arc<Placements> {
+        self.hosts.placements()
     }
 
     /// Reaches the buckets this service does not serve through `remote` (a cluster node's
@@ -274,11 +303,9 @@ impl Service {
     /// The host of the named queue (the engine's name), if this node serves its bucket (a
     /// cluster routes each request to the node that does).
     fn host_for(&self, queue: &str) -> Result<&EngineHost, SqsError> {
-        self.hosts.for_queue(queue).ok_or_else(|| {
-            SqsError::service_unavailable(
-                "this node does not serve the queue's bucket right now; try again",
-            )
-        })
+        self.hosts
+            .for_queue(queue)
+            .ok_or_else(route::not_served_here)
     }
 
     /// The time now, by this service's clock.
@@ -438,12 +465,14 @@ fn prefix_of(config: &ServiceConfig, account_id: &str, region: &str) -> String {
 }
 
 /// The bucket (of `buckets`) whose engine executes `action` for `caller` on a node configured
-/// by `config`: its queue's, by the engine name [`Service::execute`] gives it. `None` for an
-/// action that any node's service runs (`ListQueues` gathers every bucket), and for one that
-/// names its queue so badly that any service refuses it alike.
+/// by `config`: its queue's, by the engine name [`Service::execute`] gives it, where
+/// `placements` (or else the name's hash) puts it. `None` for an action that any node's service
+/// runs (`ListQueues` gathers every bucket), and for one that names its queue so badly that any
+/// service refuses it alike.
 pub fn bucket_of_action(
     config: &ServiceConfig,
     buckets: u32,
+    placements: &Placements,
     action: &Action,
     caller: &Caller,
 ) -> Option<u32> {
@@ -454,7 +483,7 @@ pub fn bucket_of_action(
     let target = policy::target_of(config, action, caller).ok()?;
     let mut engine_name = target.prefix;
     engine_name.push_str(name);
-    Some(leaseq_core::bucket_of(&engine_name, buckets))
+    Some(placements.bucket_of(&engine_name, buckets))
 }
 
 impl Api for Service {

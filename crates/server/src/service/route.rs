@@ -11,6 +11,8 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+use leaseq_sqs::error::{ErrorCode, SqsError};
+
 /// Where a request goes.
 #[derive(Clone, Debug)]
 pub enum Route {
@@ -56,3 +58,18 @@ impl ForwardStats {
         ]
     }
 }
+
+/// What a service answers when the bucket of a request's queue is not one it serves: the queue
+/// was just placed in another bucket, or the bucket changed owner while the request was on its
+/// way. The HTTP layer routes a `CreateQueue` that gets it once more (`is_not_served_here`);
+/// anything else goes back to the client, whose SDK tries again.
+pub fn not_served_here() -> SqsError {
+    SqsError::service_unavailable(NOT_SERVED_HERE)
+}
+
+/// Whether `error` is [`not_served_here`]'s.
+pub fn is_not_served_here(error: &SqsError) -> bool {
+    error.code == ErrorCode::ServiceUnavailable && error.message == NOT_SERVED_HERE
+}
+
+const NOT_SERVED_HERE: &str = "this node does not serve the queue's bucket right now; try again";
