@@ -1,7 +1,8 @@
 //! A node of several buckets on the PostgreSQL log (`--postgres-buckets`), restarted: the
 //! messages of every bucket, and a dead letter caught between two buckets (its source recorded
 //! it in its outbox, its target has not answered yet), are there exactly once after the
-//! restart, and the transfer completes exactly once after it. On the machine's PostgreSQL
+//! restart, and the transfer completes exactly once after it; a queue placed in its dead-letter
+//! queue's bucket stays there, and a node fenced out places nothing. On the machine's PostgreSQL
 //! (`LEASEQ_TEST_POSTGRES`), in a schema of the test's own, dropped at the end.
 
 mod common;
@@ -119,8 +120,21 @@ async fn messages_of_every_bucket_and_a_transfer_in_flight_survive_a_restart_onc
         .await
         .unwrap();
     let redrive = json!({"deadLetterTargetArn": "arn:aws:sqs:us-east-1:000000000000:dlq", "maxReceiveCount": "1"});
-    let create = json!({"QueueName": "q", "Attributes": {"RedrivePolicy": redrive.to_string()}});
+    // `q` exists before it names `dlq`, so it stays in its own bucket; `placed`, created
+    // with the policy, lives in dlq's bucket (`leaseq_server::placements`).
+    call(&service, "CreateQueue", json!({"QueueName": "q"}))
+        .await
+        .unwrap();
+    let set = json!({"QueueUrl": url("q"), "Attributes": {"RedrivePolicy": redrive.to_string()}});
+    call(&service, "SetQueueAttributes", set).await.unwrap();
+    assert_ne!(bucket_of("placed", BUCKETS), bucket_of("dlq", BUCKETS));
+    let create =
+        json!({"QueueName": "placed", "Attributes": {"RedrivePolicy": redrive.to_string()}});
     call(&service, "CreateQueue", create).await.unwrap();
+    assert_eq!(
+        service.placements().get("placed"),
+        Some(bucket_of("dlq", BUCKETS))
+    );
     let send = json!({"QueueUrl": url("q"), "MessageBody": "spent"});
     call(&service, "SendMessage", send).await.unwrap();
     assert!(
@@ -141,6 +155,20 @@ async fn messages_of_every_bucket_and_a_transfer_in_flight_survive_a_restart_onc
     // every bucket, then drives the transfer.
     drop(service);
     let service = Arc::new(open(config));
+    assert_eq!(
+        service.placements().all(),
+        vec![(Arc::from("placed"), bucket_of("dlq", BUCKETS))],
+        "the placement is kept by the log"
+    );
+    let send = json!({"QueueUrl": url("placed"), "MessageBody": "placed and spent"});
+    call(&service, "SendMessage", send).await.unwrap();
+    assert!(receive_one(&service, "placed").await.is_some());
+    assert!(receive_one(&service, "placed").await.is_none());
+    assert_eq!(
+        count(&service, "dlq").await,
+        1,
+        "a dead letter of a queue placed with its dead-letter queue moves at once"
+    );
     let driver = tokio::spawn(service.clone().drive_moves());
     let started = Instant::now();
     while count(&service, "dlq").await == 0 {
@@ -159,7 +187,10 @@ async fn messages_of_every_bucket_and_a_transfer_in_flight_survive_a_restart_onc
     }
     assert_eq!(
         drain(&service, "dlq").await,
-        HashMap::from([("spent".to_string(), 1)])
+        HashMap::from([
+            ("spent".to_string(), 1),
+            ("placed and spent".to_string(), 1)
+        ])
     );
     assert_eq!(count(&service, "q").await, 0);
     service.shut_down();
@@ -174,11 +205,22 @@ async fn messages_of_every_bucket_and_a_transfer_in_flight_survive_a_restart_onc
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert_eq!(
         (count(&service, "q").await, count(&service, "dlq").await),
-        (0, 1)
+        (0, 2)
     );
     for queue in &queues {
         assert_eq!(count(&service, queue).await, PER_QUEUE, "{queue}");
     }
+
+    // A node that was fenced out (another opened the log since) places nothing.
+    let newer = open(config);
+    let create = json!({"QueueName": "late", "Attributes": {"RedrivePolicy": redrive.to_string()}});
+    assert_ne!(bucket_of("late", BUCKETS), bucket_of("dlq", BUCKETS));
+    let refused = call(&service, "CreateQueue", create).await;
+    assert!(refused.is_err(), "{refused:?}");
+    drop(newer);
+    let service_again = open(config);
+    assert_eq!(service_again.placements().get("late"), None);
+    drop(service_again);
     service.shut_down();
     driver.await.unwrap();
 }

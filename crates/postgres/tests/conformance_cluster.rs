@@ -31,7 +31,7 @@ use leaseq_postgres::{drop_schema, NodeIdentity, PgConfig};
 use leaseq_server::clock::SharedClock;
 use leaseq_server::host::CHECKPOINT_LOG_BYTES_MIN;
 use leaseq_server::http::forward::Posted;
-use leaseq_server::service::{Peer, Route};
+use leaseq_server::service::{is_not_served_here, Peer, Route};
 use leaseq_server::{Api, Caller};
 use leaseq_sqs::{Action, Outcome, SqsError};
 use parking_lot::Mutex;
@@ -187,17 +187,37 @@ impl Service for ClusterService {
         Box::pin(async move {
             let started = Instant::now();
             let mut node = cluster.random_node();
+            // A create placed in a bucket its node does not serve is routed once more.
+            let mut again = matches!(action, Action::CreateQueue { .. }).then(|| action.clone());
+            let mut action = action;
             loop {
-                match node.route(&action, &caller) {
-                    Route::Here => return node.execute(action, &caller).await,
+                let executor = match node.route(&action, &caller) {
+                    Route::Here => Some(node.clone()),
                     Route::Peer(peer) => match cluster.node(&peer.node_id) {
-                        // One hop, as a forward: the peer serves it or says it does not.
+                        // One hop, as a forward: the peer serves it or says it does not, and
+                        // why (it owns the bucket of a name placed elsewhere, or not that).
                         Some(owner) if matches!(owner.route(&action, &caller), Route::Here) => {
-                            return owner.execute(action, &caller).await
+                            Some(owner)
                         }
-                        _ => node.peer_refused(&peer),
+                        Some(owner) if owner.placed_elsewhere(&action, &caller) => {
+                            node.placements_changed();
+                            None
+                        }
+                        _ => {
+                            node.peer_refused(&peer);
+                            None
+                        }
                     },
-                    Route::Unknown => {}
+                    Route::Unknown => None,
+                };
+                if let Some(executor) = executor {
+                    match (executor.execute(action, &caller).await, again.take()) {
+                        (Err(error), Some(retry)) if is_not_served_here(&error) => {
+                            action = retry;
+                            continue;
+                        }
+                        (result, _) => return result,
+                    }
                 }
                 if started.elapsed() > WAIT_MAX {
                     return Err(SqsError::service_unavailable("no owner in time"));
