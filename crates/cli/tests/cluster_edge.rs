@@ -318,34 +318,9 @@ async fn a_nodes_dashboard_and_metrics_show_every_bucket_it_owns() {
     // b joins and placement hands it its share; each node then shows its own buckets' queues,
     // together every queue once.
     let (b, b_admin) = node(&schema, "b", &args(), scratch.path()).await;
-    let started = Instant::now();
-    let owners = loop {
-        let (a_view, b_view) = (cluster_view(a_admin).await, cluster_view(b_admin).await);
-        let owned = |view: &Value| view["buckets_owned"].as_array().unwrap().len();
-        let owners = |view: &Value| -> Vec<Value> {
-            let buckets = view["buckets"].as_array().unwrap();
-            buckets
-                .iter()
-                .map(|bucket| bucket["owner"].clone())
-                .collect()
-        };
-        let settled = owned(&a_view) > 0
-            && owned(&b_view) > 0
-            && owned(&a_view) + owned(&b_view) == BUCKETS as usize
-            && owners(&a_view) == owners(&b_view);
-        if settled {
-            break owners(&a_view);
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(30),
-            "{a_view} {b_view}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
-    let owner_of = |name: &str| {
-        let bucket = leaseq_core::transfer::bucket_of(name, BUCKETS) as usize;
-        owners[bucket].as_str().unwrap().to_string()
-    };
+    let owners = shared_out(a_admin, b_admin, BUCKETS).await;
+    let owner_of =
+        |name: &str| owners[leaseq_core::transfer::bucket_of(name, BUCKETS) as usize].clone();
     for (node, admin) in [("a", a_admin), ("b", b_admin)] {
         let theirs: Vec<String> = names
             .iter()
@@ -373,6 +348,139 @@ async fn a_nodes_dashboard_and_metrics_show_every_bucket_it_owns() {
     );
     let owner = format!("node {} owns it", owner_of(name));
     assert!(refused.text().contains(&owner), "{}", refused.text());
+    drop((a, b));
+}
+
+/// Waits until two nodes own every one of `buckets` buckets between them, each some, and agree
+/// on who owns which; returns each bucket's owner.
+async fn shared_out(a_admin: SocketAddr, b_admin: SocketAddr, buckets: u32) -> Vec<String> {
+    let started = Instant::now();
+    loop {
+        let (a_view, b_view) = (cluster_view(a_admin).await, cluster_view(b_admin).await);
+        let owned = |view: &Value| view["buckets_owned"].as_array().unwrap().len();
+        let owners = |view: &Value| -> Vec<Value> {
+            let buckets = view["buckets"].as_array().unwrap();
+            buckets
+                .iter()
+                .map(|bucket| bucket["owner"].clone())
+                .collect()
+        };
+        let settled = owned(&a_view) > 0
+            && owned(&b_view) > 0
+            && owned(&a_view) + owned(&b_view) == buckets as usize
+            && owners(&a_view) == owners(&b_view);
+        if settled {
+            return owners(&a_view)
+                .iter()
+                .map(|owner| owner.as_str().unwrap().to_string())
+                .collect();
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "{a_view} {b_view}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// A queue created with a dead-letter queue of another bucket lives in that bucket
+/// (`leaseq_server::placements`), through HTTP between real nodes: created through the node
+/// that does not own its name's bucket, the create is forwarded to the owner of that bucket,
+/// which places it and refuses the forward as placed elsewhere; the first node learns the
+/// placement and routes the create to the dead-letter queue's bucket. Every node then serves
+/// the queue, and its dead letter moves at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queue_created_with_a_remote_dead_letter_queue_is_placed_with_it_through_any_node() {
+    const BUCKETS: u32 = 4;
+    let schema = Schema::new("placement");
+    let scratch = ScratchDir::new(
+        env!("CARGO_TARGET_TMPDIR"),
+        &format!("cluster-placement-{}", std::process::id()),
+    );
+    let args = || -> Vec<String> { vec!["--postgres-buckets".into(), BUCKETS.to_string()] };
+    let (a, a_admin) = node(&schema, "a", &args(), scratch.path()).await;
+    let (b, b_admin) = node(&schema, "b", &args(), scratch.path()).await;
+    let owners = shared_out(a_admin, b_admin, BUCKETS).await;
+    let bucket = |name: &str| leaseq_core::transfer::bucket_of(name, BUCKETS);
+    let owner_of = |name: &str| owners[bucket(name) as usize].clone();
+    // A dead-letter queue, and a source whose name's bucket another node owns.
+    let dlq = "placement-dlq";
+    let source = (0..1000)
+        .map(|i| format!("placement-{i}"))
+        .find(|name| owner_of(name) != owner_of(dlq))
+        .unwrap();
+    // `entry` does not own the bucket of the source's name (`home` does): it owns the dead-letter
+    // queue's.
+    let (home, entry) = match owner_of(&source).as_str() {
+        "a" => (&a, &b),
+        _ => (&b, &a),
+    };
+    let sqs = leaseq_testkit::sdk::sdk_client(&entry.endpoint());
+    let dlq_url = sqs
+        .create_queue()
+        .queue_name(dlq)
+        .send()
+        .await
+        .unwrap()
+        .queue_url
+        .unwrap();
+    let redrive = format!(
+        r#"{{"deadLetterTargetArn":"arn:aws:sqs:us-east-1:000000000000:{dlq}","maxReceiveCount":"1"}}"#
+    );
+    let home_sqs = leaseq_testkit::sdk::sdk_client(&home.endpoint());
+    let url = sqs
+        .create_queue()
+        .queue_name(&source)
+        .attributes(
+            aws_sdk_sqs::types::QueueAttributeName::RedrivePolicy,
+            &redrive,
+        )
+        .send()
+        .await
+        .unwrap()
+        .queue_url
+        .unwrap();
+    // The dead-letter queue's owner shows it on its dashboard: the queue lives there.
+    let dlq_admin = if owner_of(dlq) == "a" {
+        a_admin
+    } else {
+        b_admin
+    };
+    let listed = dashboard_queues(dlq_admin).await;
+    assert!(listed.contains(&source), "{listed:?}");
+    for client in [&sqs, &home_sqs] {
+        client
+            .send_message()
+            .queue_url(&url)
+            .message_body("spent")
+            .send()
+            .await
+            .unwrap();
+    }
+    for client in [&sqs, &home_sqs, &sqs] {
+        let received = client
+            .receive_message()
+            .queue_url(&url)
+            .max_number_of_messages(10)
+            .visibility_timeout(0)
+            .send()
+            .await
+            .unwrap();
+        let _ = received.messages;
+    }
+    // Both messages were received once, and the next receive made them dead letters, which
+    // are in the dead-letter queue at once (one record in one log, no transfer to wait for).
+    let attributes = home_sqs
+        .get_queue_attributes()
+        .queue_url(&dlq_url)
+        .attribute_names(aws_sdk_sqs::types::QueueAttributeName::ApproximateNumberOfMessages)
+        .send()
+        .await
+        .unwrap();
+    let count = attributes.attributes.unwrap()
+        [&aws_sdk_sqs::types::QueueAttributeName::ApproximateNumberOfMessages]
+        .clone();
+    assert_eq!(count, "2");
     drop((a, b));
 }
 

@@ -302,18 +302,34 @@ pub struct NodeStatus {
     pub step_downs: u64,
 }
 
+/// What every bucket of a node shares with the node.
+#[derive(Clone)]
+struct NodeShared {
+    /// PostgreSQL's clock, as the node measures it.
+    clock: Arc<OffsetClock>,
+    /// Which node should own which bucket.
+    placement: Arc<placement::Placement>,
+    /// The queues living outside their name's bucket.
+    queues_placed: Arc<Placements>,
+    /// Wakes the node's watch of the buckets' owners.
+    look_owners: Arc<Notify>,
+}
+
 impl BucketNode {
-    /// Bucket `bucket` of a node that has not joined yet, on the node's `clock`.
+    /// Bucket `bucket` of a node that has not joined yet, with what the node's buckets share.
     fn new(
         config: ClusterConfig,
         identity: NodeIdentity,
         schema: Schema,
         bucket: u32,
-        clock: Arc<OffsetClock>,
-        placement: Arc<placement::Placement>,
-        queues_placed: Arc<Placements>,
-        look_owners: Arc<Notify>,
+        shared: NodeShared,
     ) -> BucketNode {
+        let NodeShared {
+            clock,
+            placement,
+            queues_placed,
+            look_owners,
+        } = shared;
         BucketNode {
             schema,
             identity,

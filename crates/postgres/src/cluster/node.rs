@@ -22,8 +22,8 @@ use super::ownership;
 use super::ownership::OwnerRow;
 use super::placement::{Placement, ANNOUNCE_PLACEMENT_EVERY, LIVE_ROUNDS};
 use super::{
-    stopped, BucketNode, ClusterConfig, NodeStatus, ANNOUNCE_EVERY, OWNER_POLL, RETRY_MAX,
-    RETRY_MIN,
+    stopped, BucketNode, ClusterConfig, NodeShared, NodeStatus, ANNOUNCE_EVERY, OWNER_POLL,
+    RETRY_MAX, RETRY_MIN,
 };
 use crate::schema::{self, Schema};
 use crate::{NodeIdentity, PostgresError};
@@ -129,6 +129,12 @@ impl ClusterNode {
         let placement = Arc::new(Placement::default());
         let queues_placed = Arc::new(Placements::default());
         let look_owners = Arc::new(Notify::new());
+        let shared = NodeShared {
+            clock: clock.clone(),
+            placement: placement.clone(),
+            queues_placed: queues_placed.clone(),
+            look_owners: look_owners.clone(),
+        };
         let buckets = (0..config.log.buckets)
             .map(|bucket| {
                 Arc::new(BucketNode::new(
@@ -136,10 +142,7 @@ impl ClusterNode {
                     identity.clone(),
                     schema.clone(),
                     bucket,
-                    clock.clone(),
-                    placement.clone(),
-                    queues_placed.clone(),
-                    look_owners.clone(),
+                    shared.clone(),
                 ))
             })
             .collect();

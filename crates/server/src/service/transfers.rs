@@ -61,7 +61,7 @@ impl HandOverFailures {
 impl Service {
     /// Hands over every waiting transfer of every host, until the outboxes are empty or a
     /// hand-over fails (it is tried again at the next tick).
-    pub(crate) async fn hand_over_transfers(&self, failures: &mut HandOverFailures) {
+    pub(super) async fn hand_over_transfers(&self, failures: &mut HandOverFailures) {
         if self.hosts.bucket_count() < 2 {
             return;
         }

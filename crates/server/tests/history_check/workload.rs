@@ -226,7 +226,11 @@ impl Recording {
 }
 
 /// Creates the queues, through any node, retrying while none can answer (CreateQueue with the
-/// same attributes is idempotent, so a retry of an unknown outcome is harmless).
+/// same attributes is idempotent, so a retry of an unknown outcome is harmless). The FIFO
+/// queue is created with its dead-letter queue, so on a log of several buckets it lives in that
+/// queue's bucket and its dead letters move in one record; the standard queue is given its
+/// policy after it was created, so it stays in its own bucket and its dead letters go between
+/// buckets as transfers (`leaseq_server::placements`): the faults strike both paths.
 pub async fn setup(nodes: &Nodes, queues: &Queues) {
     for (queue, dlq) in [
         (&queues.standard, &queues.standard_dlq),
@@ -243,10 +247,18 @@ pub async fn setup(nodes: &Nodes, queues: &Queues) {
             "deadLetterTargetArn": format!("arn:aws:sqs:{REGION}:{ACCOUNT_ID}:{dlq}"),
             "maxReceiveCount": MAX_RECEIVE_COUNT,
         });
-        attributes["RedrivePolicy"] = json!(policy.to_string());
         attributes["VisibilityTimeout"] = json!("1");
-        let request = json!({"QueueName": queue, "Attributes": attributes});
-        call_until_answered(nodes, "CreateQueue", &request).await;
+        let redrive = json!(policy.to_string());
+        if fifo {
+            attributes["RedrivePolicy"] = redrive;
+            let request = json!({"QueueName": queue, "Attributes": attributes});
+            call_until_answered(nodes, "CreateQueue", &request).await;
+        } else {
+            let request = json!({"QueueName": queue, "Attributes": attributes});
+            call_until_answered(nodes, "CreateQueue", &request).await;
+            let set = json!({"QueueUrl": url(queue), "Attributes": {"RedrivePolicy": redrive}});
+            call_until_answered(nodes, "SetQueueAttributes", &set).await;
+        }
     }
 }
 
