@@ -453,13 +453,7 @@ impl PgLogOpening {
         let bucket = self.bucket;
         self.runtime.block(async move {
             let rows = client.query(&sql, &[&bucket]).await.map_err(database)?;
-            Ok(rows
-                .iter()
-                .map(|row| {
-                    let name: &str = row.get(0);
-                    (Arc::from(name), row.get::<_, i32>(1) as u32)
-                })
-                .collect())
+            Ok(crate::schema::placements(&rows))
         })
     }
 

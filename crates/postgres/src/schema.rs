@@ -176,6 +176,19 @@ CREATE TABLE {schema}.placement (
 "#,
 ];
 
+/// The placements (`name`, `bucket`) that rows of the `placement` table hold.
+pub(crate) fn placements(rows: &[tokio_postgres::Row]) -> Vec<(std::sync::Arc<str>, u32)> {
+    rows.iter()
+        .map(|row| {
+            let name: &str = row.get("name");
+            (
+                std::sync::Arc::from(name),
+                row.get::<_, i32>("bucket") as u32,
+            )
+        })
+        .collect()
+}
+
 /// The newest schema version this build knows.
 pub const SCHEMA_VERSION: i32 = MIGRATIONS.len() as i32;
 

@@ -574,14 +574,7 @@ async fn read_queue_placements(
         return Ok(Vec::new());
     }
     let all = schema.sql("SELECT name, bucket FROM {schema}.placement");
-    let rows = client.query(&all, &[]).await?;
-    Ok(rows
-        .iter()
-        .map(|row| {
-            let name: &str = row.get(0);
-            (Arc::from(name), row.get::<_, i32>(1) as u32)
-        })
-        .collect())
+    Ok(schema::placements(&client.query(&all, &[]).await?))
 }
 
 /// The dashboard and `/metrics` of a cluster node show the buckets it owns (their queues,

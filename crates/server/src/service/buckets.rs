@@ -243,16 +243,8 @@ impl Service {
         let own = self.hosts.bucket_of(name);
         for bucket in (0..self.hosts.bucket_count()).filter(|bucket| *bucket != own) {
             let call = BucketCall::DestinationDeleted { name: name.into() };
-            match self.call_bucket(bucket, call).await {
-                Ok(BucketAnswer::Done) => {}
-                Ok(other) => tracing::error!(bucket, "{}", unexpected(other).message),
-                Err(error) => tracing::warn!(
-                    bucket,
-                    queue = name,
-                    error = %error.message,
-                    "a bucket was not told of a deleted queue; its move tasks into it fail at their next message"
-                ),
-            }
+            self.tell(bucket, call, name, "a bucket was not told of a deleted queue; its move tasks into it fail at their next message")
+                .await;
         }
     }
 
@@ -260,15 +252,19 @@ impl Service {
     /// an owner that was not told reads the placement within a round of its watch).
     pub(super) async fn tell_placed(&self, bucket: u32, name: &str) {
         let call = BucketCall::Placed { name: name.into() };
+        self.tell(bucket, call, name, "the owner of a bucket was not told of a queue placed there; it reads it from the log's placements")
+            .await;
+    }
+
+    /// Makes `call` (answered `Done`) to `bucket` about the queue `name`, a best effort: a
+    /// failure is logged as `unheard`.
+    async fn tell(&self, bucket: u32, call: BucketCall, name: &str, unheard: &str) {
         match self.call_bucket(bucket, call).await {
             Ok(BucketAnswer::Done) => {}
             Ok(other) => tracing::error!(bucket, "{}", unexpected(other).message),
-            Err(error) => tracing::warn!(
-                bucket,
-                queue = name,
-                error = %error.message,
-                "the owner of a bucket was not told of a queue placed there; it reads it from the log's placements"
-            ),
+            Err(error) => {
+                tracing::warn!(bucket, queue = name, error = %error.message, "{unheard}")
+            }
         }
     }
 
