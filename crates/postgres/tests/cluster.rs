@@ -222,3 +222,43 @@ async fn a_single_node_refuses_a_log_a_cluster_owns() {
     let owner = a.status();
     assert_eq!((owner.role, owner.step_downs), ("owner", 0), "{owner:?}");
 }
+
+/// A node shut down while it takes the log over (its epoch claimed, its serving delay not over)
+/// says it has handed the log off only once it has: the hand-off's release is written by then.
+/// (A fault run found a node that stopped in that window with its hand-off's checkpoint still
+/// to run: the process exited under it, and the next owner waited out a serving delay.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_shut_down_while_taking_over_hands_off_before_it_says_so() {
+    let schema = Schema::new("shutdown_takeover");
+    let a = Node::start(&connection(&format!("{}_a", schema.0)), &schema.0, "a").await;
+    let client = common::side_client("leaseq_tests_watcher").await;
+    let sql = format!(
+        "SELECT epoch, released_epoch FROM \"{}\".bucket WHERE bucket = 0",
+        schema.0
+    );
+    // The claim is in PostgreSQL, and the node does not serve yet (the first owner of a log
+    // waits out a confirmation window).
+    let started = std::time::Instant::now();
+    let epoch = loop {
+        let claimed = match client.query_opt(&sql, &[]).await {
+            Ok(Some(row)) => Some(row.get::<_, i64>(0)),
+            _ => None,
+        };
+        if let Some(epoch) = claimed.filter(|epoch| *epoch > 0) {
+            assert_ne!(a.status().role, "owner", "the serving delay ended first");
+            break epoch;
+        }
+        assert!(started.elapsed() < WAIT_MAX, "a never claimed the log");
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    };
+    a.node.shut_down();
+    tokio::time::timeout(WAIT_MAX, a.node.handed_off())
+        .await
+        .expect("the hand-off ends");
+    let row = client.query_one(&sql, &[]).await.unwrap();
+    assert_eq!(
+        row.get::<_, Option<i64>>(1),
+        Some(epoch),
+        "the release was written before the node said it had handed off"
+    );
+}

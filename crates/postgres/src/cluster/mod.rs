@@ -427,7 +427,10 @@ impl BucketNode {
             }
         }
         // Standing by after a hand-off: requests still arriving while the HTTP layer drains are
-        // forwarded to the new owner, which the node's watch keeps finding.
+        // forwarded to the new owner, which the node's watch keeps finding. Only now, whatever
+        // the loop was doing when the node shut down (waiting, taking over, serving), is
+        // nothing of this bucket left to hand off.
+        self.handed_off.send_replace(true);
     }
 
     /// Connects the lock's session and waits until it holds the lock, reconnecting after
@@ -612,13 +615,18 @@ impl BucketNode {
         result
     }
 
-    /// Stops the control loop: hands the bucket off if this node owns it.
+    /// Stops the control loop: hands the bucket off if this node owns it, or once it does (a
+    /// takeover under way completes, then hands off). The loop says when it is over
+    /// ([`BucketNode::handed_off`]).
     fn shut_down(&self) {
         self.shutdown.send_replace(true);
-        if self.owned_service().is_none() {
-            self.handed_off.send_replace(true);
-        }
         self.look_again.notify_one();
+    }
+
+    /// Says that no control loop runs for this bucket (the node never joined), so there is
+    /// nothing to hand off.
+    fn nothing_to_hand_off(&self) {
+        self.handed_off.send_replace(true);
     }
 
     /// Whether the bucket is served, here or by a known owner.

@@ -305,6 +305,7 @@ impl ClusterNode {
         if !matches!(joined, Ok(true)) {
             for bucket in &self.buckets {
                 bucket.shut_down();
+                bucket.nothing_to_hand_off();
             }
             return joined.map(drop);
         }
