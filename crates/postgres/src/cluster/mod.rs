@@ -544,7 +544,7 @@ impl BucketNode {
             let unchanged = owner.as_ref().map(|(known, _)| known) == row.as_ref();
             if !unchanged {
                 if let Some(row) = &row {
-                    tracing::info!(owner = %row.node_id, epoch = row.epoch, "the log's owner");
+                    tracing::info!(bucket = self.bucket, owner = %row.node_id, epoch = row.epoch, "the log's owner");
                 }
                 *owner = row.map(|row| {
                     let peer = Peer {
