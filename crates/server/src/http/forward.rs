@@ -45,7 +45,9 @@ pub const FORWARDED_FOR: HeaderName = HeaderName::from_static("x-leaseq-forwarde
 /// Its value says why: [`NOT_SERVING_PLACED`] when the request's queue lives outside its name's
 /// bucket, which this node owns (the forwarding node has not learned the placement yet), any
 /// other when this node does not own the bucket (the forwarding node's owner is stale).
-pub const NOT_SERVING: HeaderName = HeaderName::from_static("x-leaseq-not-serving");
+pub const NOT_SERVING: HeaderName = HeaderName::from_static(NOT_SERVING_NAME);
+/// [`NOT_SERVING`]'s name, for answers that carry it as text.
+pub const NOT_SERVING_NAME: &str = "x-leaseq-not-serving";
 /// The value of [`NOT_SERVING`] for a queue placed outside its name's bucket
 /// (`crate::placements`).
 pub const NOT_SERVING_PLACED: &str = "placed";

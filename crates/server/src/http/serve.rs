@@ -36,15 +36,14 @@ use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use parking_lot::Mutex;
 use rustc_hash::FxHashMap;
-use std::pin::Pin;
-use std::task::{Context, Poll};
-use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWrite, ReadBuf};
+use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{oneshot, watch, Semaphore};
 use tokio::time::Instant;
 use tokio_rustls::server::TlsStream;
 use tower::ServiceExt as _;
 
+use super::h1::{self, Replay};
 use super::idle::Streams;
 use super::tls::Tls;
 use super::{handle_sqs, router_of, HttpConfig, Shared};
@@ -236,10 +235,10 @@ impl Stops {
 }
 
 /// What every connection's service shares.
-struct App<B> {
-    shared: Arc<Shared<B>>,
+pub(super) struct App<B> {
+    pub(super) shared: Arc<Shared<B>>,
     /// `GET /health`, the caller's routes, and the SQS handler as the fallback.
-    router: Router,
+    pub(super) router: Router,
 }
 
 impl<B: Api> App<B> {
@@ -326,38 +325,27 @@ async fn serve_connection<B: Api>(
     address: SocketAddr,
     stop: oneshot::Receiver<()>,
 ) {
-    let answer = move |request: hyper::Request<Incoming>| {
-        let app = app.clone();
-        async move { Ok::<_, Infallible>(app.answer(request, address).await) }
-    };
-    // HTTP/1.1 is never idle here: hyper's header read timeout closes an idle connection.
-    let never_idle = std::future::pending::<()>;
     let timeout = connections.header_read_timeout;
+    let mut stop = stop;
     let Some(tls) = &connections.tls else {
-        let service = service_fn(answer);
-        let connection = http1_builder(timeout).serve_connection(TokioIo::new(stream), service);
-        until_stopped!(connection, stop, never_idle(), never_idle(), address);
+        http1(app, stream, address, timeout, stop).await;
         return;
     };
     // A stop while the handshake (or HTTP/2's preface) is still on its way ends the connection
     // at once: it has no request in progress.
-    let mut stop = stop;
     let secured = tokio::select! {
         secured = secure(tls, stream, timeout, address) => secured,
         _ = &mut stop => None,
     };
     match secured {
         None => {}
-        Some(Secured::Http1(stream)) => {
-            let service = service_fn(answer);
-            let connection = http1_builder(timeout).serve_connection(TokioIo::new(stream), service);
-            until_stopped!(connection, stop, never_idle(), never_idle(), address);
-        }
+        Some(Secured::Http1(stream)) => http1(app, stream, address, timeout, stop).await,
         Some(Secured::Http2(stream)) => {
             // hyper's HTTP/2 server has no idle timeout of its own: each stream is counted
             // open until its answer is produced, and a connection with none open for as long
             // as an idle HTTP/1.1 connection may stay (the header read timeout) is closed.
             let streams = Streams::new();
+            let answer = answerer(app, address);
             let service = service_fn({
                 let streams = streams.clone();
                 move |request| {
@@ -385,10 +373,47 @@ async fn serve_connection<B: Api>(
     }
 }
 
+/// An answer to a request hyper read.
+type Answering = std::pin::Pin<Box<dyn Future<Output = Result<Response, Infallible>> + Send>>;
+
+/// hyper's service for a connection: every request to [`App::answer`].
+fn answerer<B: Api>(
+    app: Arc<App<B>>,
+    address: SocketAddr,
+) -> impl Fn(hyper::Request<Incoming>) -> Answering + Clone {
+    move |request: hyper::Request<Incoming>| -> Answering {
+        let app = app.clone();
+        Box::pin(async move { Ok::<_, Infallible>(app.answer(request, address).await) })
+    }
+}
+
+/// Serves an HTTP/1.1 connection: on the fast path ([`h1`]) until a request needs hyper, then
+/// with hyper for the rest of its life, from the bytes the fast path had read.
+async fn http1<B: Api, S>(
+    app: Arc<App<B>>,
+    stream: S,
+    address: SocketAddr,
+    timeout: Duration,
+    mut stop: oneshot::Receiver<()>,
+) where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let stream = match h1::serve(&app, stream, address, timeout, &mut stop).await {
+        h1::Ended::Closed => return,
+        h1::Ended::HandOff(stream) => stream,
+    };
+    tracing::trace!(%address, "a request for hyper: the connection is hyper's from here on");
+    // HTTP/1.1 is never idle here: hyper's header read timeout closes an idle connection.
+    let never_idle = std::future::pending::<()>;
+    let service = service_fn(answerer(app, address));
+    let connection = http1_builder(timeout).serve_connection(TokioIo::new(stream), service);
+    until_stopped!(connection, stop, never_idle(), never_idle(), address);
+}
+
 /// A TLS connection ready for hyper, in the protocol ALPN chose.
 enum Secured {
     Http1(TlsStream<TcpStream>),
-    Http2(Prefaced<TlsStream<TcpStream>>),
+    Http2(Replay<TlsStream<TcpStream>>),
 }
 
 /// The TLS handshake and, for HTTP/2, the client's preface, each within `timeout`; `None` (the
@@ -422,7 +447,7 @@ async fn secure(
     // hyper's HTTP/2 server has no header read timeout: it would wait for the client's
     // preface forever (and a graceful stop would wait for it too). So the preface must arrive
     // within the timeout; after it, HTTP/2's own flow control and hyper's limits apply.
-    match tokio::time::timeout(timeout, Prefaced::read(stream)).await {
+    match tokio::time::timeout(timeout, read_preface(stream)).await {
         Ok(Ok(stream)) => Some(Secured::Http2(stream)),
         Ok(Err(error)) => {
             tracing::debug!(%address, %error, "no HTTP/2 preface");
@@ -452,72 +477,18 @@ fn http1_builder(header_read_timeout: Duration) -> http1::Builder {
 /// The client connection preface of HTTP/2 (RFC 9113 §3.4).
 const HTTP2_PREFACE: &[u8; 24] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
-/// A stream whose HTTP/2 preface has been read (and checked), handed to hyper as if unread.
-struct Prefaced<S> {
-    inner: S,
-    /// How much of the preface hyper has read back.
-    replayed: usize,
-}
-
-impl<S: AsyncRead + Unpin> Prefaced<S> {
-    async fn read(mut inner: S) -> io::Result<Prefaced<S>> {
-        let mut preface = [0u8; HTTP2_PREFACE.len()];
-        inner.read_exact(&mut preface).await?;
-        if &preface != HTTP2_PREFACE {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidData,
-                "not the HTTP/2 connection preface",
-            ));
-        }
-        Ok(Prefaced { inner, replayed: 0 })
+/// `inner` once its HTTP/2 preface has been read (and checked), to be handed to hyper as if
+/// unread.
+async fn read_preface<S: AsyncRead + Unpin>(mut inner: S) -> io::Result<Replay<S>> {
+    let mut preface = [0u8; HTTP2_PREFACE.len()];
+    inner.read_exact(&mut preface).await?;
+    if &preface != HTTP2_PREFACE {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            "not the HTTP/2 connection preface",
+        ));
     }
-}
-
-impl<S: AsyncRead + Unpin> AsyncRead for Prefaced<S> {
-    fn poll_read(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        if self.replayed < HTTP2_PREFACE.len() {
-            let rest = &HTTP2_PREFACE[self.replayed..];
-            let n = rest.len().min(buf.remaining());
-            buf.put_slice(&rest[..n]);
-            self.replayed += n;
-            return Poll::Ready(Ok(()));
-        }
-        Pin::new(&mut self.inner).poll_read(cx, buf)
-    }
-}
-
-impl<S: AsyncWrite + Unpin> AsyncWrite for Prefaced<S> {
-    fn poll_write(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.inner).poll_write(cx, buf)
-    }
-
-    fn poll_write_vectored(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[io::IoSlice<'_>],
-    ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        self.inner.is_write_vectored()
-    }
-
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_flush(cx)
-    }
-
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_shutdown(cx)
-    }
+    Ok(Replay::new(preface.to_vec(), inner))
 }
 
 /// After a failed accept: a client that gave up before we accepted is no concern; anything

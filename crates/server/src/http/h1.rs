@@ -1,0 +1,582 @@
+//! The HTTP/1.1 fast path: the plain requests every SDK sends, answered without hyper.
+//!
+//! Why: a single-message request spent about as many instructions in hyper's connection loop
+//! (its head parse into a `HeaderMap`, the body channel, the response's `HeaderMap` and its
+//! encoding, a timer per request) as in everything leaseq does for it (issue 23, measured with
+//! `scripts/callgrind-send.sh`). Here a connection reads its requests into one buffer, parses
+//! each head with `httparse` (what hyper uses too), hands the SQS handler the head's slices and
+//! the body in place, and writes the encoded answer into one reused buffer.
+//!
+//! What it serves: requests of HTTP/1.1, `GET` or `POST`, a request target in origin form made
+//! of characters a `Uri` takes, a body announced by one `Content-Length` (or none), and no
+//! `Transfer-Encoding`, `Expect`, `Upgrade`, or `Connection` other than `keep-alive` or `close`.
+//! The first request that is anything else, or whose head is not valid, not complete within
+//! [`HEAD_MAX`] bytes, or of more than [`HEADERS_MAX`] lines, hands the connection, with the
+//! bytes read and not yet answered, to hyper for the rest of its life ([`Replay`]): hyper then
+//! does what it always did (chunked bodies, `100 Continue`, HTTP/1.0, `400` and `431`). So this
+//! path implements no part of HTTP that it could get wrong for an unusual client; it only
+//! skips the general machinery for the usual one.
+//!
+//! The limits are hyper's, as the accept loop sets them ([`super::serve`]): a request's head must
+//! arrive within `header_read_timeout` of the connection's start or of the previous answer (and
+//! an idle keep-alive connection is closed after that long); a body is not timed; a stopping
+//! server finishes the answer in progress and closes. Answers carry what hyper's carried:
+//! `content-length` and `date`, and `connection: close` when the connection closes after it.
+
+use std::future::{poll_fn, Future as _};
+use std::io;
+use std::mem::MaybeUninit;
+use std::net::SocketAddr;
+use std::pin::{pin, Pin};
+use std::task::{Context, Poll};
+use std::time::{Duration, SystemTime};
+
+use axum::body::{Body, Bytes};
+use axum::extract::ConnectInfo;
+use axum::http::{HeaderValue, Method, StatusCode};
+use axum::response::Response;
+use http_body_util::BodyExt as _;
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt as _, ReadBuf};
+use tokio::sync::oneshot;
+use tokio::time::Instant;
+use tower::ServiceExt as _;
+
+use super::serve::{App, ROUTED_PATH_PREFIXES};
+use super::{answer_sqs, forward, Answer, Head, RequestHeaders, Whole};
+use crate::service::Api;
+
+/// The most header lines a request may have here; one with more goes to hyper (which takes 100).
+pub(super) const HEADERS_MAX: usize = 48;
+/// The most bytes a request's head may take here; a longer one goes to hyper (whose limit is
+/// about 400 KiB, answered with `431`).
+pub(super) const HEAD_MAX: usize = 16 * 1024;
+/// The connection's read and write buffers start at this size.
+const BUFFER: usize = 8 * 1024;
+
+/// How a connection's fast path ended.
+pub(super) enum Ended<S> {
+    /// The connection is closed (by the client, an error, the timeout, or a stop).
+    Closed,
+    /// A request this path does not serve: hyper serves the connection from here on.
+    HandOff(Replay<S>),
+}
+
+/// Serves `stream`'s requests (from a client at `address`) until the connection closes, `stop`
+/// fires (or its sender is dropped), or a request needs hyper.
+pub(super) async fn serve<B: Api, S>(
+    app: &App<B>,
+    mut stream: S,
+    address: SocketAddr,
+    timeout: Duration,
+    stop: &mut oneshot::Receiver<()>,
+) -> Ended<S>
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send,
+{
+    let node_id = app.shared.node_id.as_ref();
+    let mut read = Vec::with_capacity(BUFFER);
+    let mut out = Vec::with_capacity(BUFFER);
+    // What comes while a request is answered (see below).
+    let mut early = Vec::with_capacity(BUFFER / 4);
+    // The header read timeout runs from here, and again from each answer's end. Its timer is
+    // set once and moved only when it fires early (a request came meanwhile), not per request.
+    let mut waiting_since = Instant::now();
+    let mut deadline = pin!(tokio::time::sleep_until(waiting_since + timeout));
+    loop {
+        // A complete head, or more bytes.
+        // Uninitialised: `httparse` writes only the lines it finds.
+        let mut lines = [const { MaybeUninit::<httparse::Header<'_>>::uninit() }; HEADERS_MAX];
+        let mut request = httparse::Request::new(&mut []);
+        let parsed = httparse::ParserConfig::default().parse_request_with_uninit_headers(
+            &mut request,
+            &read,
+            &mut lines,
+        );
+        let wanted = match parsed {
+            Ok(httparse::Status::Complete(head_len)) => {
+                let Some(plain) = Plain::of(&request) else {
+                    return Ended::HandOff(Replay::new(read, stream));
+                };
+                let total = head_len.saturating_add(plain.content_length);
+                if plain.content_length > app.shared.config.request_body_max_bytes {
+                    // Refused unread, as the limit promises; the unread body ends the connection.
+                    let head = plain.head(&request);
+                    let answer = answer_sqs(&app.shared, &head, None, Some(address)).await;
+                    out.clear();
+                    let _ = write_answer(&mut out, answer, node_id, true).await;
+                    let _ = send(&mut stream, &out).await;
+                    return Ended::Closed;
+                }
+                if read.len() >= total {
+                    let head = plain.head(&request);
+                    let body = &read[head_len..total];
+                    // The router's answers name no node (as through hyper, where only the SQS
+                    // handler adds it).
+                    let routed = plain.routed;
+                    let answered = {
+                        let mut answering = pin!(async {
+                            if routed {
+                                (route(app, &head, body, address).await, None)
+                            } else {
+                                let answer =
+                                    answer_sqs(&app.shared, &head, Some(body), Some(address));
+                                (answer.await, node_id)
+                            }
+                        });
+                        // Meanwhile the connection is watched: a client that goes away (a long poll
+                        // given up) takes its request with it, as with hyper. Bytes that come
+                        // instead (the next request, pipelined) are kept, and the watch ends.
+                        let mut watching = true;
+                        poll_fn(|cx| {
+                            if let Poll::Ready(answer) = answering.as_mut().poll(cx) {
+                                return Poll::Ready(Some(answer));
+                            }
+                            if watching {
+                                match poll_read(&mut stream, cx, &mut early) {
+                                    Poll::Ready(Ok(0) | Err(_)) => return Poll::Ready(None),
+                                    Poll::Ready(Ok(_)) => watching = false,
+                                    Poll::Pending => {}
+                                }
+                            }
+                            Poll::Pending
+                        })
+                        .await
+                    };
+                    let Some((answer, node_id)) = answered else {
+                        tracing::trace!(%address, "the client closed its connection before its answer");
+                        return Ended::Closed;
+                    };
+                    out.clear();
+                    let close = plain.close || stopped(stop);
+                    if write_answer(&mut out, answer, node_id, close)
+                        .await
+                        .is_err()
+                        || send(&mut stream, &out).await.is_err()
+                        || close
+                    {
+                        return Ended::Closed;
+                    }
+                    read.drain(..total);
+                    read.append(&mut early);
+                    if out.capacity() > 4 * BUFFER {
+                        // One large answer does not pin its buffer for the connection's life.
+                        out = Vec::with_capacity(BUFFER);
+                    }
+                    waiting_since = Instant::now();
+                    continue;
+                }
+                // The body is not all here yet: read it whole, untimed (as hyper does).
+                Some(total)
+            }
+            Ok(httparse::Status::Partial) if read.len() < HEAD_MAX => None,
+            // Not valid, too long, or too many lines: hyper answers it.
+            _ => return Ended::HandOff(Replay::new(read, stream)),
+        };
+        match wanted {
+            Some(total) => {
+                read.reserve(total - read.len());
+                while read.len() < total {
+                    match poll_fn(|cx| poll_read(&mut stream, cx, &mut read)).await {
+                        Ok(0) | Err(_) => return Ended::Closed,
+                        Ok(_) => {}
+                    }
+                }
+            }
+            None => {
+                if read.capacity() - read.len() < BUFFER / 4 {
+                    read.reserve(BUFFER);
+                }
+                let event = poll_fn(|cx| {
+                    if let Poll::Ready(result) = poll_read(&mut stream, cx, &mut read) {
+                        return Poll::Ready(Event::Read(result));
+                    }
+                    if Pin::new(&mut *stop).poll(cx).is_ready() {
+                        return Poll::Ready(Event::Stopped);
+                    }
+                    if deadline.as_mut().poll(cx).is_ready() {
+                        return Poll::Ready(Event::Late);
+                    }
+                    Poll::Pending
+                })
+                .await;
+                match event {
+                    Event::Read(Ok(0) | Err(_)) | Event::Stopped => return Ended::Closed,
+                    Event::Read(Ok(_)) => {}
+                    Event::Late => {
+                        let due = waiting_since + timeout;
+                        if Instant::now() >= due {
+                            tracing::trace!(%address, "no request header within header_read_timeout: closed");
+                            return Ended::Closed;
+                        }
+                        deadline.as_mut().reset(due);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// What woke a connection waiting for a request's head.
+enum Event {
+    Read(io::Result<usize>),
+    Stopped,
+    Late,
+}
+
+/// Whether the server is stopping (without waiting).
+fn stopped(stop: &mut oneshot::Receiver<()>) -> bool {
+    !matches!(stop.try_recv(), Err(oneshot::error::TryRecvError::Empty))
+}
+
+/// Reads what is there into `buffer`'s spare capacity (which the caller made non-empty).
+fn poll_read<S: AsyncRead + Unpin>(
+    stream: &mut S,
+    cx: &mut Context<'_>,
+    buffer: &mut Vec<u8>,
+) -> Poll<io::Result<usize>> {
+    tokio_util::io::poll_read_buf(Pin::new(stream), cx, buffer)
+}
+
+/// What the fast path needs of a request it serves.
+struct Plain<'h> {
+    method: Method,
+    path: &'h str,
+    query: Option<&'h str>,
+    target: &'h str,
+    content_length: usize,
+    /// `Connection: close`.
+    close: bool,
+    /// Its path is one the router serves (`/health`, the dashboard's, a cluster's bucket calls).
+    routed: bool,
+}
+
+impl<'h> Plain<'h> {
+    /// The request, if this path serves it (see the module's documentation).
+    fn of(request: &httparse::Request<'_, 'h>) -> Option<Plain<'h>> {
+        if request.version != Some(1) {
+            return None;
+        }
+        let method = match request.method? {
+            "POST" => Method::POST,
+            "GET" => Method::GET,
+            _ => return None,
+        };
+        let target = request.path?;
+        if !target.starts_with('/') || !target.bytes().all(is_target_byte) {
+            return None;
+        }
+        let (path, query) = match target.split_once('?') {
+            Some((path, query)) => (path, Some(query)),
+            None => (target, None),
+        };
+        let mut content_length = None;
+        let mut close = false;
+        for line in request.headers.iter() {
+            let name = line.name.as_bytes();
+            let is = |literal: &str| name.eq_ignore_ascii_case(literal.as_bytes());
+            match name.len() {
+                14 if is("content-length") => {
+                    if content_length.is_some() {
+                        return None;
+                    }
+                    content_length = Some(decimal(line.value)?);
+                }
+                10 if is("connection") => {
+                    if line.value.eq_ignore_ascii_case(b"close") {
+                        close = true;
+                    } else if !line.value.eq_ignore_ascii_case(b"keep-alive") {
+                        return None;
+                    }
+                }
+                17 if is("transfer-encoding") => return None,
+                6 if is("expect") => return None,
+                7 if is("upgrade") => return None,
+                _ => {}
+            }
+        }
+        Some(Plain {
+            routed: ROUTED_PATH_PREFIXES
+                .iter()
+                .any(|prefix| path.starts_with(prefix)),
+            method,
+            path,
+            query,
+            target,
+            content_length: content_length.unwrap_or(0),
+            close,
+        })
+    }
+
+    /// The head the handler reads.
+    fn head<'a>(&self, request: &'a httparse::Request<'_, 'h>) -> Head<'a>
+    where
+        'h: 'a,
+    {
+        let mut found = RequestHeaders::default();
+        for line in request.headers.iter() {
+            found.see(line.name.as_bytes(), line.value);
+        }
+        Head {
+            method: self.method.clone(),
+            path: self.path,
+            query: self.query,
+            found,
+            whole: Whole::Raw {
+                target: self.target,
+                headers: &*request.headers,
+            },
+        }
+    }
+}
+
+/// A `Content-Length` value: decimal digits only (RFC 9110 §8.6), of a size that fits.
+fn decimal(value: &[u8]) -> Option<usize> {
+    if value.is_empty() || value.len() > 12 {
+        return None;
+    }
+    value.iter().try_fold(0usize, |n, &b| {
+        b.is_ascii_digit().then(|| n * 10 + usize::from(b - b'0'))
+    })
+}
+
+/// Whether `b` may appear in a request target this path serves: RFC 3986's unreserved and
+/// reserved characters and `%` (which `Uri` takes in a path and a query). Anything else (a
+/// space, a quote, a brace, a byte beyond ASCII) goes to hyper, which decides.
+fn is_target_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric()
+        || matches!(
+            b,
+            b'-' | b'.'
+                | b'_'
+                | b'~'
+                | b':'
+                | b'/'
+                | b'?'
+                | b'@'
+                | b'!'
+                | b'$'
+                | b'&'
+                | b'\''
+                | b'('
+                | b')'
+                | b'*'
+                | b'+'
+                | b','
+                | b';'
+                | b'='
+                | b'%'
+        )
+}
+
+/// A request for one of the router's paths, through the router.
+async fn route<B: Api>(app: &App<B>, head: &Head<'_>, body: &[u8], address: SocketAddr) -> Answer {
+    let Ok((uri, headers)) = head.whole.parts() else {
+        // The fast path lets through only heads that `http` takes.
+        return Answer::Http(status_only(StatusCode::BAD_REQUEST));
+    };
+    let mut request = axum::http::Request::new(Body::from(Bytes::copy_from_slice(body)));
+    *request.method_mut() = head.method.clone();
+    *request.uri_mut() = uri.into_owned();
+    *request.headers_mut() = headers.into_owned();
+    request.extensions_mut().insert(ConnectInfo(address));
+    let router = app.router.clone();
+    let response = router
+        .oneshot(request)
+        .await
+        .unwrap_or_else(|never| match never {});
+    // The router's answers are not SQS answers: no node header (as through hyper, where only
+    // the SQS handler adds it).
+    Answer::Http(response)
+}
+
+fn status_only(status: StatusCode) -> Response {
+    let mut response = Response::new(Body::empty());
+    *response.status_mut() = status;
+    response
+}
+
+/// Writes `answer` into `out` as an HTTP/1.1 response naming `node_id` (unless it names a
+/// peer), with `connection: close` when `close`. `Err` when an answer from elsewhere (a
+/// peer's, passed on) fails while its body is read: the connection must then close without an
+/// answer.
+async fn write_answer(
+    out: &mut Vec<u8>,
+    answer: Answer,
+    node_id: Option<&HeaderValue>,
+    close: bool,
+) -> Result<(), ()> {
+    match answer {
+        Answer::Sqs(response) => {
+            status_line(out, response.status);
+            let mut content_type = false;
+            for (name, value) in &response.headers {
+                if !is_header_value(value.as_bytes()) {
+                    continue;
+                }
+                content_type |= *name == "content-type";
+                header(out, name.as_bytes(), value.as_bytes());
+            }
+            if !content_type {
+                header(out, b"content-type", b"application/octet-stream");
+            }
+            if let Some(node_id) = node_id {
+                header(out, forward::NODE.as_str().as_bytes(), node_id.as_bytes());
+            }
+            framing(out, response.body.len(), close, true);
+            out.extend_from_slice(&response.body);
+        }
+        Answer::Http(response) => {
+            let (parts, body) = response.into_parts();
+            let body = body.collect().await.map_err(|_| ())?.to_bytes();
+            status_line(out, parts.status.as_u16());
+            for (name, value) in &parts.headers {
+                // The framing is this connection's own.
+                if !matches!(
+                    name.as_str(),
+                    "content-length" | "transfer-encoding" | "connection"
+                ) {
+                    header(out, name.as_str().as_bytes(), value.as_bytes());
+                }
+            }
+            if let Some(node_id) = node_id.filter(|_| !parts.headers.contains_key(forward::NODE)) {
+                header(out, forward::NODE.as_str().as_bytes(), node_id.as_bytes());
+            }
+            let date = !parts.headers.contains_key(axum::http::header::DATE);
+            framing(out, body.len(), close, date);
+            out.extend_from_slice(&body);
+        }
+    }
+    Ok(())
+}
+
+fn status_line(out: &mut Vec<u8>, status: u16) {
+    let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    out.extend_from_slice(b"HTTP/1.1 ");
+    out.extend_from_slice(status.as_str().as_bytes());
+    out.push(b' ');
+    out.extend_from_slice(status.canonical_reason().unwrap_or("").as_bytes());
+    out.extend_from_slice(b"\r\n");
+}
+
+fn header(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
+    out.extend_from_slice(name);
+    out.extend_from_slice(b": ");
+    out.extend_from_slice(value);
+    out.extend_from_slice(b"\r\n");
+}
+
+/// The headers every answer ends with (`date` unless it has one), and the blank line.
+fn framing(out: &mut Vec<u8>, body_len: usize, close: bool, date: bool) {
+    if close {
+        header(out, b"connection", b"close");
+    }
+    out.extend_from_slice(b"content-length: ");
+    out.extend_from_slice(itoa::Buffer::new().format(body_len).as_bytes());
+    out.extend_from_slice(b"\r\n");
+    if date {
+        out.extend_from_slice(b"date: ");
+        http_date(out);
+        out.extend_from_slice(b"\r\n");
+    }
+    out.extend_from_slice(b"\r\n");
+}
+
+/// What `HeaderValue::from_bytes` takes: no control characters but tab.
+fn is_header_value(value: &[u8]) -> bool {
+    value
+        .iter()
+        .all(|&b| b == b'\t' || (b >= b' ' && b != 0x7f))
+}
+
+/// Today's date as an HTTP date (RFC 9110 §5.6.7), formatted once a second per thread (as
+/// hyper caches it).
+fn http_date(out: &mut Vec<u8>) {
+    thread_local! {
+        static LAST: std::cell::RefCell<(u64, String)> = const { std::cell::RefCell::new((0, String::new())) };
+    }
+    let second = crate::clock::now_ms() / 1000;
+    LAST.with(|last| {
+        let mut last = last.borrow_mut();
+        if last.0 != second || last.1.is_empty() {
+            let now = SystemTime::UNIX_EPOCH + Duration::from_secs(second);
+            *last = (second, httpdate::fmt_http_date(now));
+        }
+        out.extend_from_slice(last.1.as_bytes());
+    });
+}
+
+/// Writes all of `out` and flushes it (a TLS stream holds records back until then).
+async fn send<S: AsyncWrite + Unpin>(stream: &mut S, out: &[u8]) -> io::Result<()> {
+    stream.write_all(out).await?;
+    stream.flush().await
+}
+
+/// A stream whose first bytes (read already) are replayed before the rest: what the fast path
+/// hands hyper, and the HTTP/2 preface read ahead of hyper.
+pub(super) struct Replay<S> {
+    inner: S,
+    read: Vec<u8>,
+    /// How much of `read` has been replayed.
+    replayed: usize,
+}
+
+impl<S> Replay<S> {
+    pub(super) fn new(read: Vec<u8>, inner: S) -> Replay<S> {
+        Replay {
+            inner,
+            read,
+            replayed: 0,
+        }
+    }
+}
+
+impl<S: AsyncRead + Unpin> AsyncRead for Replay<S> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        if self.replayed < self.read.len() {
+            let rest = &self.read[self.replayed..];
+            let n = rest.len().min(buf.remaining());
+            buf.put_slice(&rest[..n]);
+            self.replayed += n;
+            if self.replayed == self.read.len() {
+                self.read = Vec::new();
+                self.replayed = 0;
+            }
+            return Poll::Ready(Ok(()));
+        }
+        Pin::new(&mut self.inner).poll_read(cx, buf)
+    }
+}
+
+impl<S: AsyncWrite + Unpin> AsyncWrite for Replay<S> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
