@@ -240,15 +240,24 @@ fn request_id() -> String {
 /// The sender id: the access key id of the `Authorization` header, or the account id (shared,
 /// not copied).
 fn sender_id(headers: &RequestHeaders<'_>, account_id: &Arc<str>) -> Arc<str> {
-    match headers
-        .authorization
-        .and_then(header_text)
-        .and_then(leaseq_sqs::headers::access_key_id)
-    {
+    let key = headers.authorization.and_then(|value| {
+        // Only the key id is read, and in the header every SDK sends it ends at the first `/`:
+        // only the bytes before it need to be text (not the scope, signed headers and
+        // signature after it, two thirds of the header).
+        let value = match value.iter().position(|&b| b == b'/') {
+            Some(end) if value.starts_with(SIGV4_CREDENTIAL_PREFIX) => &value[..end],
+            _ => value,
+        };
+        header_text(value).and_then(leaseq_sqs::headers::access_key_id)
+    });
+    match key {
         Some(access_key_id) => access_key_id.into(),
         None => account_id.clone(),
     }
 }
+
+/// How a SigV4 `Authorization` header starts, up to the credential's value.
+const SIGV4_CREDENTIAL_PREFIX: &[u8] = b"AWS4-HMAC-SHA256 Credential=";
 
 /// The namespace a request addresses: its key's account (else the home account) in the region
 /// its `Host` names (else the home region); `None` when that is the home namespace.

@@ -108,11 +108,11 @@ where
                     return Ended::Closed;
                 }
                 if read.len() >= total {
-                    let head = plain.head(&request);
-                    let body = &read[head_len..total];
                     // The router's answers name no node (as through hyper, where only the SQS
                     // handler adds it).
-                    let routed = plain.routed;
+                    let (routed, close) = (plain.routed, plain.close);
+                    let head = plain.head(&request);
+                    let body = &read[head_len..total];
                     let answered = {
                         let mut answering = pin!(async {
                             if routed {
@@ -147,7 +147,7 @@ where
                         return Ended::Closed;
                     };
                     out.clear();
-                    let close = plain.close || stopped(stop);
+                    let close = close || stopped(stop);
                     if write_answer(&mut out, answer, node_id, close)
                         .await
                         .is_err()
@@ -248,6 +248,8 @@ struct Plain<'h> {
     close: bool,
     /// Its path is one the router serves (`/health`, the dashboard's, a cluster's bucket calls).
     routed: bool,
+    /// The headers the handler reads, found in the same pass.
+    found: RequestHeaders<'h>,
 }
 
 impl<'h> Plain<'h> {
@@ -271,8 +273,10 @@ impl<'h> Plain<'h> {
         };
         let mut content_length = None;
         let mut close = false;
+        let mut found = RequestHeaders::default();
         for line in request.headers.iter() {
             let name = line.name.as_bytes();
+            found.see(name, line.value);
             let is = |literal: &str| name.eq_ignore_ascii_case(literal.as_bytes());
             match name.len() {
                 14 if is("content-length") => {
@@ -304,23 +308,20 @@ impl<'h> Plain<'h> {
             target,
             content_length: content_length.unwrap_or(0),
             close,
+            found,
         })
     }
 
     /// The head the handler reads.
-    fn head<'a>(&self, request: &'a httparse::Request<'_, 'h>) -> Head<'a>
+    fn head<'a>(self, request: &'a httparse::Request<'_, 'h>) -> Head<'a>
     where
         'h: 'a,
     {
-        let mut found = RequestHeaders::default();
-        for line in request.headers.iter() {
-            found.see(line.name.as_bytes(), line.value);
-        }
         Head {
-            method: self.method.clone(),
+            method: self.method,
             path: self.path,
             query: self.query,
-            found,
+            found: self.found,
             whole: Whole::Raw {
                 target: self.target,
                 headers: &*request.headers,
@@ -410,7 +411,13 @@ async fn write_answer(
             status_line(out, response.status);
             let mut content_type = false;
             for (name, value) in &response.headers {
-                if !is_header_value(value.as_bytes()) {
+                // The encoder's content types are header values by making; anything else is
+                // checked (as `HeaderValue` would).
+                let known = matches!(
+                    value.as_str(),
+                    leaseq_sqs::encode::JSON_CONTENT_TYPE | leaseq_sqs::encode::XML_CONTENT_TYPE
+                );
+                if !known && !is_header_value(value.as_bytes()) {
                     continue;
                 }
                 content_type |= *name == "content-type";
