@@ -881,6 +881,54 @@ mod tests {
         }
     }
 
+    /// The sender id is the credential's key id, wherever the header puts it, whatever
+    /// follows it; else the account id.
+    #[test]
+    fn the_sender_id_is_the_credentials_key_id() {
+        let account: Arc<str> = "000000000000".into();
+        let of = |authorization: &[u8]| {
+            let found = RequestHeaders {
+                authorization: Some(authorization),
+                ..RequestHeaders::default()
+            };
+            sender_id(&found, &account).to_string()
+        };
+        let standard = b"AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/20240101/us-east-1/sqs/aws4_request,             SignedHeaders=host;x-amz-date, Signature=abc";
+        assert_eq!(of(standard), "AKIDEXAMPLE");
+        // What follows the key id is not read: not even bytes that are no text.
+        let mut odd = standard.to_vec();
+        odd.extend_from_slice(b"\x01\xff");
+        assert_eq!(of(&odd), "AKIDEXAMPLE");
+        assert_eq!(
+            of(b"Other x=1, Credential=AKIDOTHER/20240101/us-east-1/sqs/aws4_request"),
+            "AKIDOTHER"
+        );
+        assert_eq!(of(b"AWS4-HMAC-SHA256 Credential=AKID\x01/2024"), "000000000000");
+        assert_eq!(of(b"Bearer token"), "000000000000");
+        assert_eq!(of(b""), "000000000000");
+    }
+
+    /// A raw head's names match whatever their case, and only the first value of a name counts.
+    #[test]
+    fn raw_header_names_match_in_any_case() {
+        let mut found = RequestHeaders::default();
+        for (name, value) in [
+            ("X-AMZ-TARGET", "AmazonSQS.SendMessage"),
+            ("x-amz-target", "AmazonSQS.ReceiveMessage"),
+            ("Content-Type", "application/x-amz-json-1.0"),
+            ("HoSt", "localhost:9324"),
+            ("X-Leaseq-Forwarded-Proto", "https"),
+            ("Host-Not", "no"),
+        ] {
+            found.see(name.as_bytes(), value.as_bytes());
+        }
+        assert_eq!(found.target, Some(&b"AmazonSQS.SendMessage"[..]));
+        assert_eq!(found.content_type, Some(&b"application/x-amz-json-1.0"[..]));
+        assert_eq!(found.host, Some(&b"localhost:9324"[..]));
+        assert_eq!(found.forwarded_proto, Some(&b"https"[..]));
+        assert_eq!(found.authorization, None);
+    }
+
     /// One pass finds what `HeaderMap::get` finds for every name the handler reads: the first
     /// value of each, whatever else the request has, and nothing for names it lacks.
     #[test]

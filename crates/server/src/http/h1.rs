@@ -74,10 +74,12 @@ where
     S: AsyncRead + AsyncWrite + Unpin + Send,
 {
     let node_id = app.shared.node_id.as_ref();
+    // The read buffer holds the requests read and not yet answered; an answer is written into
+    // `out`, which grows to the largest answer's size; `early` takes what comes while a request
+    // is answered (see below). An idle connection holds no more than the read buffer.
     let mut read = Vec::with_capacity(BUFFER);
-    let mut out = Vec::with_capacity(BUFFER);
-    // What comes while a request is answered (see below).
-    let mut early = Vec::with_capacity(BUFFER / 4);
+    let mut out = Vec::new();
+    let mut early = Vec::new();
     // The header read timeout runs from here, and again from each answer's end. Its timer is
     // set once and moved only when it fires early (a request came meanwhile), not per request.
     let mut waiting_since = Instant::now();
@@ -158,9 +160,13 @@ where
                     }
                     read.drain(..total);
                     read.append(&mut early);
+                    // One large request or answer does not pin its buffer for the
+                    // connection's life.
                     if out.capacity() > 4 * BUFFER {
-                        // One large answer does not pin its buffer for the connection's life.
-                        out = Vec::with_capacity(BUFFER);
+                        out = Vec::new();
+                    }
+                    if read.capacity() > 4 * BUFFER && read.len() < BUFFER {
+                        read.shrink_to(BUFFER);
                     }
                     waiting_since = Instant::now();
                     continue;
@@ -585,5 +591,109 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Replay<S> {
 
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::http::Uri;
+    use proptest::prelude::*;
+
+    fn target_bytes() -> impl Strategy<Value = String> {
+        let allowed: Vec<char> = (0u8..=255)
+            .filter(|&b| is_target_byte(b))
+            .map(char::from)
+            .collect();
+        proptest::collection::vec(proptest::sample::select(allowed), 0..200)
+            .prop_map(|chars| format!("/{}", chars.into_iter().collect::<String>()))
+    }
+
+    proptest! {
+        /// Every target the fast path lets through is a `Uri` (what `Whole::parts` builds for
+        /// SigV4, forwarding and the router), with the path and query the fast path split.
+        #[test]
+        fn targets_the_fast_path_takes_are_uris(target in target_bytes()) {
+            let uri = Uri::try_from(target.as_str()).unwrap();
+            let (path, query) = match target.split_once('?') {
+                Some((path, query)) => (path, Some(query)),
+                None => (target.as_str(), None),
+            };
+            prop_assert_eq!(uri.path(), path);
+            prop_assert_eq!(uri.query(), query);
+        }
+
+        /// A `Content-Length` is its decimal digits, and nothing else is one.
+        #[test]
+        fn content_lengths_are_decimal_digits(value in "[0-9+ a-f-]{0,14}") {
+            let expected = (!value.is_empty()
+                && value.len() <= 12
+                && value.bytes().all(|b| b.is_ascii_digit()))
+            .then(|| value.parse::<usize>().unwrap());
+            prop_assert_eq!(decimal(value.as_bytes()), expected);
+        }
+    }
+
+    /// A replayed stream reads its first bytes, then the rest, however small the reads.
+    #[tokio::test]
+    async fn a_replay_reads_what_was_read_then_the_rest() {
+        use tokio::io::AsyncReadExt as _;
+        let rest: &[u8] = b" and the rest";
+        let mut replay = Replay::new(b"read already".to_vec(), rest);
+        let mut all = Vec::new();
+        let mut byte = [0u8; 5];
+        loop {
+            let n = replay.read(&mut byte).await.unwrap();
+            if n == 0 {
+                break;
+            }
+            all.extend_from_slice(&byte[..n]);
+        }
+        assert_eq!(all, b"read already and the rest");
+    }
+
+    /// What the fast path serves, and what it leaves to hyper.
+    #[test]
+    fn plain_requests_are_the_fast_paths() {
+        let plain = |head: &str| {
+            let mut lines = [httparse::EMPTY_HEADER; HEADERS_MAX];
+            let mut request = httparse::Request::new(&mut lines);
+            // A head `httparse` refuses goes to hyper too.
+            match request.parse(head.as_bytes()) {
+                Ok(httparse::Status::Complete(_)) => {}
+                _ => return None,
+            }
+            Plain::of(&request).map(|plain| (plain.content_length, plain.close, plain.routed))
+        };
+        let served = [
+            ("POST / HTTP/1.1\r\nContent-Length: 12\r\n\r\n", (12, false, false)),
+            ("GET /000000000000/q?Action=SendMessage&MessageBody=a%20b HTTP/1.1\r\n\r\n", (0, false, false)),
+            ("POST / HTTP/1.1\r\nCONNECTION: Close\r\ncontent-length: 0\r\n\r\n", (0, true, false)),
+            ("POST / HTTP/1.1\r\nConnection: keep-alive\r\n\r\n", (0, false, false)),
+            ("GET /health HTTP/1.1\r\n\r\n", (0, false, true)),
+            ("POST /_leaseq/bucket HTTP/1.1\r\n\r\n", (0, false, true)),
+        ];
+        for (head, expected) in served {
+            assert_eq!(plain(head), Some(expected), "{head}");
+        }
+        let left = [
+            "POST / HTTP/1.0\r\n\r\n",
+            "PUT / HTTP/1.1\r\n\r\n",
+            "HEAD / HTTP/1.1\r\n\r\n",
+            "POST http://localhost/ HTTP/1.1\r\n\r\n",
+            "POST * HTTP/1.1\r\n\r\n",
+            "GET /a\"b HTTP/1.1\r\n\r\n",
+            "GET /{q} HTTP/1.1\r\n\r\n",
+            "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n",
+            "POST / HTTP/1.1\r\nContent-Length: 5\r\nContent-Length: 5\r\n\r\n",
+            "POST / HTTP/1.1\r\nContent-Length: +5\r\n\r\n",
+            "POST / HTTP/1.1\r\nExpect: 100-continue\r\n\r\n",
+            "GET / HTTP/1.1\r\nUpgrade: h2c\r\n\r\n",
+            "GET / HTTP/1.1\r\nConnection: Upgrade\r\n\r\n",
+            "GET / HTTP/1.1\r\nConnection: keep-alive, close\r\n\r\n",
+        ];
+        for head in left {
+            assert_eq!(plain(head), None, "{head}");
+        }
     }
 }

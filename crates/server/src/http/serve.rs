@@ -1,14 +1,15 @@
-//! The accept loop of `leaseq serve`: one hyper connection per client (HTTP/1.1 on plain TCP;
-//! over TLS, HTTP/2 or HTTP/1.1 as ALPN chose), and a service that hands SQS requests straight
-//! to the handler.
+//! The accept loop of `leaseq serve`: one connection per client, HTTP/1.1 on plain TCP, and
+//! over TLS HTTP/2 or HTTP/1.1 as ALPN chose. HTTP/1.1 is served by the fast path
+//! ([`super::h1`]) until a request needs hyper, and by hyper from then on; HTTP/2 by hyper.
+//! Either way SQS requests go straight to the handler.
 //!
 //! Limits that protect the server from its clients ([`Connections`]): at most
 //! `max_connections` connections are served at once (beyond that, the loop stops accepting and
 //! new connections wait in the kernel's listen backlog until one closes), a request's header
 //! (and, over TLS, the handshake before it, or HTTP/2's connection preface) must arrive within
 //! `header_read_timeout`, and an idle connection is closed after that long too: an HTTP/1.1
-//! one by hyper's header read timeout (which runs from the end of one answer to the end of the
-//! next request's header), an HTTP/2 one with GOAWAY once it has had no stream open for that
+//! one by the header read timeout (the fast path's, or hyper's: it runs from the end of one
+//! answer to the end of the next request's header), an HTTP/2 one with GOAWAY once it has had no stream open for that
 //! long ([`super::idle`]; hyper's HTTP/2 server has no such timeout).
 //!
 //! Why not `axum::serve`: for every request it boxes the body, inserts the client's address
