@@ -903,7 +903,10 @@ mod tests {
             of(b"Other x=1, Credential=AKIDOTHER/20240101/us-east-1/sqs/aws4_request"),
             "AKIDOTHER"
         );
-        assert_eq!(of(b"AWS4-HMAC-SHA256 Credential=AKID\x01/2024"), "000000000000");
+        assert_eq!(
+            of(b"AWS4-HMAC-SHA256 Credential=AKID\x01/2024"),
+            "000000000000"
+        );
         assert_eq!(of(b"Bearer token"), "000000000000");
         assert_eq!(of(b""), "000000000000");
     }

@@ -666,10 +666,22 @@ mod tests {
             Plain::of(&request).map(|plain| (plain.content_length, plain.close, plain.routed))
         };
         let served = [
-            ("POST / HTTP/1.1\r\nContent-Length: 12\r\n\r\n", (12, false, false)),
-            ("GET /000000000000/q?Action=SendMessage&MessageBody=a%20b HTTP/1.1\r\n\r\n", (0, false, false)),
-            ("POST / HTTP/1.1\r\nCONNECTION: Close\r\ncontent-length: 0\r\n\r\n", (0, true, false)),
-            ("POST / HTTP/1.1\r\nConnection: keep-alive\r\n\r\n", (0, false, false)),
+            (
+                "POST / HTTP/1.1\r\nContent-Length: 12\r\n\r\n",
+                (12, false, false),
+            ),
+            (
+                "GET /000000000000/q?Action=SendMessage&MessageBody=a%20b HTTP/1.1\r\n\r\n",
+                (0, false, false),
+            ),
+            (
+                "POST / HTTP/1.1\r\nCONNECTION: Close\r\ncontent-length: 0\r\n\r\n",
+                (0, true, false),
+            ),
+            (
+                "POST / HTTP/1.1\r\nConnection: keep-alive\r\n\r\n",
+                (0, false, false),
+            ),
             ("GET /health HTTP/1.1\r\n\r\n", (0, false, true)),
             ("POST /_leaseq/bucket HTTP/1.1\r\n\r\n", (0, false, true)),
         ];
