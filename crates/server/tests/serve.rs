@@ -96,6 +96,18 @@ async fn a_body_over_the_bound_is_refused() {
     assert!(body.contains("at most 1024 bytes"), "{body}");
 }
 
+/// The bound is the SQS API's: a routed path's request over it still reaches the router (as a
+/// cluster's bucket calls must), here to be told its method is wrong.
+#[tokio::test]
+async fn a_routed_request_over_the_sqs_bound_reaches_the_router() {
+    let server = start().await;
+    let mut stream = connect(&server).await;
+    let (status, body) = exchange(&mut stream, "POST", "/health", "", &"x".repeat(2000)).await;
+    assert_eq!(status, 405, "{body}");
+    let (status, body) = exchange(&mut stream, "GET", "/health", "", "").await;
+    assert_eq!((status, body.as_str()), (200, "ok\n"));
+}
+
 #[tokio::test]
 async fn shutdown_closes_idle_connections_and_returns() {
     let server = start().await;

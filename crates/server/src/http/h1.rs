@@ -101,6 +101,11 @@ where
                 };
                 let total = head_len.saturating_add(plain.content_length);
                 if plain.content_length > app.shared.config.request_body_max_bytes {
+                    if plain.routed {
+                        // The bound is the SQS API's; the router's routes have their own
+                        // (axum's), as through hyper, which streams the body to them.
+                        return Ended::HandOff(Replay::new(read, stream));
+                    }
                     // Refused unread, as the limit promises; the unread body ends the connection.
                     let head = plain.head(&request);
                     let answer = answer_sqs(&app.shared, &head, None, Some(address)).await;
