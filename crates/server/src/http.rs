@@ -18,9 +18,8 @@ pub use serve::{
     serve, Connections, HEADER_READ_TIMEOUT_DEFAULT, MAX_CONNECTIONS_DEFAULT, ROUTED_PATH_PREFIXES,
 };
 
-use std::borrow::Cow;
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
 use axum::body::{Body, Bytes};
@@ -379,35 +378,47 @@ pub(crate) enum Whole<'a> {
         headers: &'a HeaderMap,
     },
     /// As `httparse` found them: the request target (origin form, of characters a `Uri`
-    /// takes: see [`h1`]) and the header lines.
+    /// takes: see [`h1`]) and the header lines; `built` holds them as `http`'s types once
+    /// something asked (SigV4's check and forwarding both may).
     Raw {
         target: &'a str,
         headers: &'a [httparse::Header<'a>],
+        built: OnceLock<Option<Box<(Uri, HeaderMap)>>>,
     },
 }
 
 impl Whole<'_> {
-    /// The target and the headers as `http`'s types: borrowed when hyper made them, built
-    /// otherwise. `Err` for a head that `http` does not take (which the fast path does not let
+    /// The target and the headers as `http`'s types: hyper's, or built once from the raw
+    /// head. `Err` for a head that `http` does not take (which the fast path does not let
     /// through).
-    fn parts(&self) -> Result<(Cow<'_, Uri>, Cow<'_, HeaderMap>), SqsError> {
-        match *self {
-            Whole::Parsed { uri, headers } => Ok((Cow::Borrowed(uri), Cow::Borrowed(headers))),
-            Whole::Raw { target, headers } => {
-                let invalid =
-                    || SqsError::invalid_parameter_value("the request's head is not valid HTTP");
-                let uri = Uri::try_from(target).map_err(|_| invalid())?;
-                let mut map = HeaderMap::with_capacity(headers.len());
-                for header in headers {
-                    let name =
-                        HeaderName::from_bytes(header.name.as_bytes()).map_err(|_| invalid())?;
-                    let value = HeaderValue::from_bytes(header.value).map_err(|_| invalid())?;
-                    map.append(name, value);
-                }
-                Ok((Cow::Owned(uri), Cow::Owned(map)))
-            }
+    fn parts(&self) -> Result<(&Uri, &HeaderMap), SqsError> {
+        match self {
+            Whole::Parsed { uri, headers } => Ok((uri, headers)),
+            Whole::Raw {
+                target,
+                headers,
+                built,
+            } => built
+                .get_or_init(|| build_parts(target, headers).map(Box::new))
+                .as_deref()
+                .map(|(uri, headers)| (uri, headers))
+                .ok_or_else(|| {
+                    SqsError::invalid_parameter_value("the request's head is not valid HTTP")
+                }),
         }
     }
+}
+
+/// A raw head's target and headers as `http`'s types, if they are valid there.
+fn build_parts(target: &str, headers: &[httparse::Header<'_>]) -> Option<(Uri, HeaderMap)> {
+    let uri = Uri::try_from(target).ok()?;
+    let mut map = HeaderMap::with_capacity(headers.len());
+    for header in headers {
+        let name = HeaderName::from_bytes(header.name.as_bytes()).ok()?;
+        let value = HeaderValue::from_bytes(header.value).ok()?;
+        map.append(name, value);
+    }
+    Some((uri, map))
 }
 
 /// What the SQS handler answers: an encoded SQS response (written by whichever HTTP layer
@@ -475,7 +486,7 @@ where
         Some(auth) => match head
             .whole
             .parts()
-            .and_then(|(uri, headers)| Ok(auth.verify(&head.method, &uri, &headers, body)?))
+            .and_then(|(uri, headers)| Ok(auth.verify(&head.method, uri, headers, body)?))
         {
             Ok(verified) => Some(verified),
             Err(error) => {
@@ -559,8 +570,8 @@ where
                 let body = Bytes::copy_from_slice(body);
                 let incoming = forward::Incoming {
                     method: &head.method,
-                    uri: &uri,
-                    headers: &headers,
+                    uri,
+                    headers,
                     body: &body,
                     scheme: shared.scheme,
                     address,

@@ -28,6 +28,7 @@ use std::io;
 use std::mem::MaybeUninit;
 use std::net::SocketAddr;
 use std::pin::{pin, Pin};
+use std::sync::OnceLock;
 use std::task::{Context, Poll};
 use std::time::{Duration, SystemTime};
 
@@ -41,7 +42,7 @@ use tokio::sync::oneshot;
 use tokio::time::Instant;
 use tower::ServiceExt as _;
 
-use super::serve::{App, ROUTED_PATH_PREFIXES};
+use super::serve::{is_routed, App};
 use super::{answer_sqs, forward, Answer, Head, RequestHeaders, Whole};
 use crate::service::Api;
 
@@ -310,9 +311,7 @@ impl<'h> Plain<'h> {
             }
         }
         Some(Plain {
-            routed: ROUTED_PATH_PREFIXES
-                .iter()
-                .any(|prefix| path.starts_with(prefix)),
+            routed: is_routed(path),
             method,
             path,
             query,
@@ -336,6 +335,7 @@ impl<'h> Plain<'h> {
             whole: Whole::Raw {
                 target: self.target,
                 headers: &*request.headers,
+                built: OnceLock::new(),
             },
         }
     }
@@ -382,14 +382,20 @@ fn is_target_byte(b: u8) -> bool {
 
 /// A request for one of the router's paths, through the router.
 async fn route<B: Api>(app: &App<B>, head: &Head<'_>, body: &[u8], address: SocketAddr) -> Answer {
-    let Ok((uri, headers)) = head.whole.parts() else {
+    let Whole::Raw {
+        target, headers, ..
+    } = head.whole
+    else {
+        unreachable!("the fast path's heads are raw");
+    };
+    let Some((uri, headers)) = super::build_parts(target, headers) else {
         // The fast path lets through only heads that `http` takes.
         return Answer::Http(status_only(StatusCode::BAD_REQUEST));
     };
     let mut request = axum::http::Request::new(Body::from(Bytes::copy_from_slice(body)));
     *request.method_mut() = head.method.clone();
-    *request.uri_mut() = uri.into_owned();
-    *request.headers_mut() = headers.into_owned();
+    *request.uri_mut() = uri;
+    *request.headers_mut() = headers;
     request.extensions_mut().insert(ConnectInfo(address));
     let router = app.router.clone();
     let response = router

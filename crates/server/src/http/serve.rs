@@ -66,6 +66,14 @@ pub const ROUTED_PATH_PREFIXES: &[&str] = &[
     "/_leaseq/",
 ];
 
+/// Whether a request for `path` goes through the router rather than straight to the SQS
+/// handler.
+pub(super) fn is_routed(path: &str) -> bool {
+    ROUTED_PATH_PREFIXES
+        .iter()
+        .any(|prefix| path.starts_with(prefix))
+}
+
 /// What the accept loop does with connections: TLS or not, and the limits on them.
 #[derive(Clone, Debug)]
 pub struct Connections {
@@ -244,11 +252,7 @@ pub(super) struct App<B> {
 
 impl<B: Api> App<B> {
     async fn answer(&self, request: hyper::Request<Incoming>, address: SocketAddr) -> Response {
-        let path = request.uri().path();
-        if ROUTED_PATH_PREFIXES
-            .iter()
-            .any(|prefix| path.starts_with(prefix))
-        {
+        if is_routed(request.uri().path()) {
             let mut request = request.map(Body::new);
             request.extensions_mut().insert(ConnectInfo(address));
             let router = self.router.clone();
