@@ -243,9 +243,12 @@ fn sender_id(headers: &RequestHeaders<'_>, account_id: &Arc<str>) -> Arc<str> {
         // Only the key id is read, and in the header every SDK sends it ends at the first `/`:
         // only the bytes before it need to be text (not the scope, signed headers and
         // signature after it, two thirds of the header).
-        let value = match value.iter().position(|&b| b == b'/') {
-            Some(end) if value.starts_with(SIGV4_CREDENTIAL_PREFIX) => &value[..end],
-            _ => value,
+        let value = match value.strip_prefix(SIGV4_CREDENTIAL_PREFIX) {
+            Some(credential) => match credential.iter().position(|&b| b == b'/') {
+                Some(end) => &value[..SIGV4_CREDENTIAL_PREFIX.len() + end],
+                None => value,
+            },
+            None => value,
         };
         header_text(value).and_then(leaseq_sqs::headers::access_key_id)
     });
@@ -711,14 +714,10 @@ impl<'a> RequestHeaders<'a> {
 
 /// A header's value as text, when it is visible ASCII (what `HeaderValue::to_str` takes).
 fn header_text(value: &[u8]) -> Option<&str> {
-    if value
-        .iter()
-        .all(|&b| b == b'\t' || (b' '..0x7f).contains(&b))
-    {
-        std::str::from_utf8(value).ok()
-    } else {
-        None
-    }
+    // Visible ASCII is UTF-8: the conversion cannot fail, and takes its ASCII fast path.
+    crate::http::h1::is_visible_ascii(value)
+        .then(|| std::str::from_utf8(value).ok())
+        .flatten()
 }
 
 /// The HTTP response of an encoded SQS response.

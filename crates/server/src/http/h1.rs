@@ -506,10 +506,22 @@ fn framing(out: &mut Vec<u8>, body_len: usize, close: bool, date: bool) {
 }
 
 /// What `HeaderValue::from_bytes` takes: no control characters but tab.
+///
+/// This and [`is_visible_ascii`] look at every byte with no early exit, which the compiler
+/// turns into vector instructions: a dozen bytes an instruction, where `all` with its early
+/// exit took one byte per five to fifteen (callgrind: ~300 instructions per request for the
+/// request id alone).
 fn is_header_value(value: &[u8]) -> bool {
-    value
-        .iter()
-        .all(|&b| b == b'\t' || (b >= b' ' && b != 0x7f))
+    !value.iter().fold(false, |bad, &b| {
+        bad | ((b < b' ') & (b != b'\t')) | (b == 0x7f)
+    })
+}
+
+/// What `HeaderValue::to_str` takes: visible ASCII and tabs (see [`is_header_value`]).
+pub(crate) fn is_visible_ascii(value: &[u8]) -> bool {
+    !value.iter().fold(false, |bad, &b| {
+        bad | ((b < b' ') & (b != b'\t')) | (b >= 0x7f)
+    })
 }
 
 /// Today's date as an HTTP date (RFC 9110 §5.6.7), formatted once a second per thread (as
@@ -621,6 +633,23 @@ mod tests {
     }
 
     proptest! {
+        /// The byte checks answer as `HeaderValue` does: `from_bytes` for a value written out,
+        /// `to_str` for one read as text.
+        #[test]
+        fn header_byte_checks_agree_with_header_value(
+            value in proptest::collection::vec(
+                prop_oneof![Just(b'\t'), Just(0x7f_u8), Just(b' '), any::<u8>()],
+                0..70,
+            )
+        ) {
+            let parsed = HeaderValue::from_bytes(&value);
+            prop_assert_eq!(is_header_value(&value), parsed.is_ok());
+            prop_assert_eq!(
+                is_visible_ascii(&value),
+                parsed.is_ok_and(|value| value.to_str().is_ok())
+            );
+        }
+
         /// Every target the fast path lets through is a `Uri` (what `Whole::parts` builds for
         /// SigV4, forwarding and the router), with the path and query the fast path split.
         #[test]
