@@ -203,35 +203,12 @@ fn base_url<B>(shared: &Shared<B>, headers: &RequestHeaders<'_>) -> Arc<str> {
     })
 }
 
-/// A fresh request id (`x-amzn-RequestId`): a version-4 UUID, hyphenated.
+/// A fresh request id (`x-amzn-RequestId`): a version-4 UUID, hyphenated (see [`crate::ids`]).
+/// Encoded into a buffer rather than through `Display`, which goes through the formatting
+/// machinery.
 fn request_id() -> String {
-    // An id needs to be unique, not secret or unpredictable: each thread draws 16 random bytes
-    // once and then counts in the low 8 (a request's id is its thread's seed plus how many ids
-    // the thread made before). Ids of one thread differ in the counter (2^62 of them before it
-    // wraps, the variant bits aside), ids of different threads or processes in 122 random bits
-    // of seed. `Uuid::new_v4` asks the kernel for every id (a syscall per request), and the
-    // thread-local ChaCha generator cost ~550 instructions per id. Encoded into a buffer rather
-    // than through `Display`, which goes through the formatting machinery.
-    thread_local! {
-        static NEXT: std::cell::Cell<(u64, u64)> = std::cell::Cell::new({
-            let seed: [u8; 16] = rand::random();
-            let (high, low) = seed.split_at(8);
-            (
-                u64::from_be_bytes(high.try_into().expect("8 bytes")),
-                u64::from_be_bytes(low.try_into().expect("8 bytes")),
-            )
-        });
-    }
-    let (high, low) = NEXT.with(|next| {
-        let (high, low) = next.get();
-        next.set((high, low.wrapping_add(1)));
-        (high, low)
-    });
-    let mut bytes = [0; 16];
-    bytes[..8].copy_from_slice(&high.to_be_bytes());
-    bytes[8..].copy_from_slice(&low.to_be_bytes());
-    // The version and variant bits (which are not the counter's low bits) make it a v4 UUID.
-    let uuid = uuid::Builder::from_random_bytes(bytes).into_uuid();
+    // The version and variant bits make the bytes a v4 UUID.
+    let uuid = uuid::Builder::from_random_bytes(crate::ids::unique_bytes()).into_uuid();
     let mut buffer = uuid::Uuid::encode_buffer();
     uuid.hyphenated().encode_lower(&mut buffer).to_owned()
 }

@@ -30,6 +30,7 @@ pub mod dashboard;
 pub mod data_dir;
 pub mod host;
 pub mod http;
+mod ids;
 pub mod log_store;
 pub mod metrics;
 pub mod payloads;

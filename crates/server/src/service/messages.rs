@@ -16,7 +16,7 @@ impl Service {
         message: SendInput,
         caller: &Caller,
     ) -> Result<Outcome, SqsError> {
-        let id = MessageId::from_random(rand::random());
+        let id = MessageId::from_random(crate::ids::unique_bytes());
         let message = send_input(message, caller);
         let sent = self
             .run(name, |e, j| e.send(self.now_ms(), name, message, id, j))
@@ -38,7 +38,7 @@ impl Service {
         let results = self
             .per_entry(name, entries, check, |engine, now, message, journal| {
                 let message = send_input(message, caller);
-                let id = MessageId::from_random(rand::random());
+                let id = MessageId::from_random(crate::ids::unique_bytes());
                 engine
                     .send(now, name, message, id, journal)
                     .map_err(SqsError::for_batch_entry)

@@ -70,7 +70,7 @@ impl Service {
                     continue;
                 }
                 let ids: Vec<MessageId> = (0..count)
-                    .map(|_| MessageId::from_random(rand::random()))
+                    .map(|_| MessageId::from_random(crate::ids::unique_bytes()))
                     .collect();
                 let moved = self
                     .run_on(host, |engine, journal| {
