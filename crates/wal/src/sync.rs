@@ -11,7 +11,9 @@
 //! and finds no batch in flight does it on its own thread: it **leads** (see
 //! [`crate::Wal::wait_durable`]). A lone request thus pays no thread hand-off at all: the thread
 //! that appended is the one that writes, fsyncs and replies (the hand-offs to and from a sync
-//! thread cost two wake-ups, about as long as the fdatasync itself on a small VM). When other
+//! thread cost two wake-ups, about as long as the fdatasync itself on a small VM). With two
+//! runtime workers or more it blocks its worker for the batch, which only one waiter at a time
+//! can be doing; with one it leads inside `block_in_place`, so the runtime keeps serving. When other
 //! waiters are about, the waiter registers and wakes the dedicated **sync thread**, which, as
 //! under the other policies, writes whatever is pending for as long as anything is, so under
 //! load batches follow each other with no hand-off between them. Why not let waiting requests

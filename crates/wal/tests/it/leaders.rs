@@ -30,11 +30,54 @@ fn warm_log(storage: &FaultStorage) -> Arc<Wal> {
 }
 
 fn runtime() -> tokio::runtime::Runtime {
+    runtime_of(2)
+}
+
+fn runtime_of(workers: usize) -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
+        .worker_threads(workers)
         .enable_time()
         .build()
         .unwrap()
+}
+
+/// With two workers a lone leader blocks its own for the batch (the other serves meanwhile);
+/// with one it must not, or every other task would wait for the fdatasync: it leads inside
+/// `block_in_place`. Here the batch is held in its fdatasync while other tasks must still
+/// run and append on the one worker.
+#[test]
+fn a_leader_on_a_runtime_of_one_worker_leaves_it_serving() {
+    const TASKS: u64 = 8;
+    let storage = FaultStorage::new();
+    let wal = warm_log(&storage);
+    let runtime = runtime_of(1);
+    storage.hold_syncs();
+    let spawn = |task: u64| {
+        let wal = wal.clone();
+        runtime.spawn(async move {
+            let record = wal.append(&payload(task)).unwrap();
+            wal.wait_durable(record.lsn).await.unwrap();
+        })
+    };
+    let mut tasks = vec![spawn(0)];
+    storage.wait_for_held_syncs(1);
+    tasks.extend((1..TASKS).map(spawn));
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while wal.next_lsn() < 2 + TASKS && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let appended = wal.next_lsn() - 2;
+    storage.release_syncs();
+    assert_eq!(
+        appended, TASKS,
+        "the other tasks ran while the batch was held"
+    );
+    runtime.block_on(async {
+        for task in tasks {
+            task.await.unwrap();
+        }
+    });
+    assert_eq!(wal.durable_lsn(), 1 + TASKS);
 }
 
 /// A lone task leads the first batch, held in its fdatasync until every other task has
