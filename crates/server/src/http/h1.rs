@@ -507,10 +507,9 @@ fn framing(out: &mut Vec<u8>, body_len: usize, close: bool, date: bool) {
 
 /// What `HeaderValue::from_bytes` takes: no control characters but tab.
 ///
-/// This and [`is_visible_ascii`] look at every byte with no early exit, which the compiler
-/// turns into vector instructions: a dozen bytes an instruction, where `all` with its early
-/// exit took one byte per five to fifteen (callgrind: ~300 instructions per request for the
-/// request id alone).
+/// This and [`is_visible_ascii`] look at every byte with no early exit, a branch-free loop of
+/// about 5 instructions a byte, where `all` with its early exit and range test took about 13
+/// (callgrind, on header values of 15 to 45 bytes).
 fn is_header_value(value: &[u8]) -> bool {
     !value.iter().fold(false, |bad, &b| {
         bad | ((b < b' ') & (b != b'\t')) | (b == 0x7f)
