@@ -291,7 +291,7 @@ impl Checkpoints {
                 engine.relocate(queue_id, seq, from, payload, &mut journal);
             }
             relocated += journal.len();
-            let appended = payloads::append(log, None, &mut engine, &journal)?;
+            let appended = payloads::append(log, &mut engine, &journal)?;
             self.logged(appended.bytes);
         }
         Ok(relocated)

@@ -193,8 +193,6 @@ pub struct EngineHost {
     /// Set when an append failed after the engine applied the change: the reason every request
     /// is refused until a restart.
     stopped: OnceLock<String>,
-    /// The payloads this host appended most recently (see [`payloads`]).
-    recent: payloads::RecentPayloads,
 }
 
 impl EngineHost {
@@ -205,7 +203,6 @@ impl EngineHost {
             store,
             checkpoints: Arc::new(checkpoints),
             stopped: OnceLock::new(),
-            recent: payloads::RecentPayloads::new(payloads::RECENT_PAYLOADS_BYTES),
         }
     }
 
@@ -223,22 +220,6 @@ impl EngineHost {
     /// wait for storage on the calling thread (for inspection and tests).
     pub fn payload(&self, payload: &PayloadRef) -> Result<Arc<Payload>, payloads::ReadError> {
         payloads::payload(self.store.as_ref(), payload)
-    }
-
-    /// The payloads of `references`, in order, for an answer (see [`payloads::payloads`]).
-    pub(crate) fn payloads<'a>(
-        &self,
-        references: impl IntoIterator<Item = (&'a PayloadRef, leaseq_core::MessageId)>,
-    ) -> Result<Vec<Arc<Payload>>, SqsError> {
-        payloads::payloads(self.store.as_ref(), &self.recent, references)
-    }
-
-    /// The deliveries with their payloads (see [`payloads::resolve`]).
-    pub(crate) fn resolve(
-        &self,
-        deliveries: Vec<leaseq_core::Delivery<PayloadRef>>,
-    ) -> Result<Vec<leaseq_core::Delivery>, SqsError> {
-        payloads::resolve(self.store.as_ref(), &self.recent, deliveries)
     }
 
     /// Runs `operation` on the engine and appends the records it journaled; `observe` sees the
@@ -270,12 +251,7 @@ impl EngineHost {
             }
             let result = operation(&mut engine, &mut journal);
             observe(&engine, &journal);
-            match payloads::append(
-                self.store.as_ref(),
-                Some(&self.recent),
-                &mut engine,
-                &journal,
-            ) {
+            match payloads::append(self.store.as_ref(), &mut engine, &journal) {
                 Ok(appended) => {
                     self.checkpoints.logged(appended.bytes);
                     (result, appended.tail_lsn)
