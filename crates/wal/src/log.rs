@@ -854,6 +854,11 @@ enum Lead {
 /// (the bare fdatasync: 130 µs) and the server CPU per send from 95 to 63 µs, and changed
 /// nothing at 64 clients, where waiters seldom lead. With one worker, blocking it would stop
 /// every other connection for the batch: there `block_in_place` keeps them served.
+///
+/// What waits on a blocked worker: a task that the leader itself woke just before (tokio puts
+/// it in the worker's LIFO slot, which other workers do not steal), typically a long-polling
+/// receive that the leader's send woke. Such a receive cannot answer before this batch ends in
+/// any case: its own lease record comes after the send's, so it waits for a later batch.
 fn how_to_lead() -> Option<Lead> {
     let handle = tokio::runtime::Handle::try_current().ok()?;
     if handle.runtime_flavor() != tokio::runtime::RuntimeFlavor::MultiThread {
