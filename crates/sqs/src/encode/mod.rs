@@ -960,9 +960,14 @@ fn write_json_object<'a, K: AsRef<str>>(members: Vec<(K, Node<'a>)>, out: &mut V
     out.push(b'}');
 }
 
-/// How many bytes a response's buffer starts with: most responses fit; a receive of 10 large
-/// messages grows it a few times. (Sizing it exactly with a walk of the tree first measured
-/// slower than those few reallocations.)
+/// Room for one received message's JSON members besides its body, unescaped: the member names
+/// and quotes, the id (36 characters), the receipt (50) and the body's MD5 (32), about 160
+/// bytes; attributes, when asked for, and escapes take more, and grow the buffer.
+const MESSAGE_JSON_MEMBERS_BYTES: usize = 192;
+
+/// How many bytes a response's buffer starts with: most responses fit (a JSON receive's is
+/// sized for its messages, see [`MESSAGE_JSON_MEMBERS_BYTES`]). Sizing a tree's output exactly
+/// with a walk of the tree first measured slower than the few reallocations it spares.
 const RESPONSE_CAPACITY_BYTES: usize = 1024;
 
 /// `node` as a JSON document.
@@ -1116,7 +1121,15 @@ pub fn encode(
         }
         (crate::Protocol::Json, Outcome::Received { deliveries, .. }) => {
             let (attribute_names, message_attribute_names) = shape.message_attribute_names();
-            direct(RESPONSE_CAPACITY_BYTES, &|out| {
+            // Room for the bodies and each message's usual members: grown from the usual
+            // capacity, the buffer of ten 256 B messages was reallocated (and copied) three
+            // times.
+            let capacity_bytes = deliveries
+                .iter()
+                .map(|delivery| delivery.payload.body.len() + MESSAGE_JSON_MEMBERS_BYTES)
+                .sum::<usize>()
+                .max(RESPONSE_CAPACITY_BYTES);
+            direct(capacity_bytes, &|out| {
                 write_received_json(
                     deliveries,
                     attribute_names,
