@@ -691,10 +691,12 @@ impl<'a> RequestHeaders<'a> {
 
 /// A header's value as text, when it is visible ASCII (what `HeaderValue::to_str` takes).
 fn header_text(value: &[u8]) -> Option<&str> {
-    // Visible ASCII is UTF-8: the conversion cannot fail, and takes its ASCII fast path.
-    crate::http::h1::is_visible_ascii(value)
-        .then(|| std::str::from_utf8(value).ok())
-        .flatten()
+    if crate::http::h1::is_visible_ascii(value) {
+        // Visible ASCII is UTF-8: this cannot fail, and takes its ASCII fast path.
+        std::str::from_utf8(value).ok()
+    } else {
+        None
+    }
 }
 
 /// The HTTP response of an encoded SQS response.

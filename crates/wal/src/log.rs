@@ -469,10 +469,9 @@ impl Wal {
             if settled(&state) {
                 return self.acknowledgement(&state.progress, lsn);
             }
-            let lead = match self.shared.waiters_lead() && state.writer.is_some() {
-                true if waiting.alone() => how_to_lead(),
-                _ => None,
-            };
+            let lead = (self.shared.waiters_lead() && state.writer.is_some() && waiting.alone())
+                .then(how_to_lead)
+                .flatten();
             if let Some(lead) = lead {
                 // The record is pending (not acknowledged, and no batch in flight), so the
                 // batch this leads covers it, or poisons the log.
