@@ -18,7 +18,8 @@ use crate::limits::Limits;
 pub struct MessageId(pub [u8; 16]);
 
 impl MessageId {
-    /// A version-4 UUID made from 16 random bytes the caller drew.
+    /// A version-4 UUID made from 16 bytes the caller chose to be unique (random, or a random
+    /// seed plus a counter): the version and variant bits are set over them.
     pub fn from_random(mut bytes: [u8; 16]) -> MessageId {
         bytes[6] = (bytes[6] & 0x0f) | 0x40;
         bytes[8] = (bytes[8] & 0x3f) | 0x80;
