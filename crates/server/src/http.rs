@@ -220,13 +220,10 @@ fn sender_id(headers: &RequestHeaders<'_>, account_id: &Arc<str>) -> Arc<str> {
         // Only the key id is read, and in the header every SDK sends it ends at the first `/`:
         // only the bytes before it need to be text (not the scope, signed headers and
         // signature after it, two thirds of the header).
-        let value = match value.strip_prefix(SIGV4_CREDENTIAL_PREFIX) {
-            Some(credential) => match credential.iter().position(|&b| b == b'/') {
-                Some(end) => &value[..SIGV4_CREDENTIAL_PREFIX.len() + end],
-                None => value,
-            },
-            None => value,
-        };
+        let value = value
+            .strip_prefix(SIGV4_CREDENTIAL_PREFIX)
+            .and_then(|credential| credential.iter().position(|&b| b == b'/'))
+            .map_or(value, |end| &value[..SIGV4_CREDENTIAL_PREFIX.len() + end]);
         header_text(value).and_then(leaseq_sqs::headers::access_key_id)
     });
     match key {
