@@ -12,8 +12,11 @@ For every cell: msg/s, PostgreSQL CPU us per message (all postgres processes, /p
 and commits per message (pg_current_wal_lsn, pg_stat_database), and leaseq's own CPU us/msg.
 With --held-xmin, the same again while another session holds the xmin horizon back
 (BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT ...; left open), then n_dead_tup of each
-system's tables. The file log (--fsync always) runs the batch shape too, for the ratio of
-leaseq on PostgreSQL to leaseq on its file log.
+system's tables. The file log (--fsync always) runs both send shapes too: the ratio of leaseq on
+PostgreSQL to leaseq on its file log, and a ceiling (the same engine and request path without
+PostgreSQL's round trip and CPU). The last column is the CPU that 5x pgmq's rate would take at
+leaseq-pg's measured cost per message (generator + leaseq + PostgreSQL), in cores: above the
+machine's cores, that cell's 5x cannot be reached at these costs.
 
 pgmq's SQL comes from the `pgmq` package on PyPI (its wheel ships pgmq.sql), installed with
 `psql -f` into a database this script creates (and drops at the end).
@@ -155,6 +158,7 @@ def bench(binary, target, shape, size, concurrency, seconds):
         "wal_b": pg.get("wal_bytes_per_message"),
         "commits": pg.get("commits_per_message"),
         "leaseq_cpu_us": (run.get("server_cpu") or {}).get("us_per_message"),
+        "generator_cpu_us": (run.get("generator_cpu") or {}).get("us_per_message"),
         "errors": errors,
     }
 
@@ -224,7 +228,7 @@ def run(binary, options, sizes, concurrencies, shapes):
                         systems = [("leaseq-pg", on_postgres), ("pgmq", None)]
                         if one_flush:
                             systems.append(("leaseq-pg1", one_flush))
-                        if shape == "send10" and not held:
+                        if shape in ("send1", "send10") and not held:
                             systems.append(("leaseq-file", on_file))
                         for name, target in systems:
                             cell = bench(binary, target, shape, size, concurrency,
@@ -264,8 +268,8 @@ def print_table(results):
               for r in results}
     print("| held xmin | size | c | shape | leaseq-pg msg/s | pgmq msg/s | ratio | "
           "PG CPU us/msg (leaseq / pgmq) | WAL B/msg | commits/msg | leaseq-file msg/s | "
-          "leaseq-pg 1 flush msg/s |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "leaseq-pg 1 flush msg/s | CPU us/msg (gen + leaseq + PG) | cores for 5x pgmq |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for key in sorted({k[:4] for k in by_key}):
         ours, theirs = by_key.get(key + ("leaseq-pg",), {}), by_key.get(key + ("pgmq",), {})
         file_log = by_key.get(key + ("leaseq-file",), {})
@@ -273,12 +277,16 @@ def print_table(results):
         ratio = (ours.get("msg_s") / theirs["msg_s"]
                  if ours.get("msg_s") and theirs.get("msg_s") else None)
         held, size, concurrency, shape = key
+        parts = [ours.get("generator_cpu_us"), ours.get("leaseq_cpu_us"), ours.get("pg_cpu_us")]
+        cost = sum(parts) if all(p is not None for p in parts) else None
+        cores = cost * 5 * theirs["msg_s"] / 1e6 if cost and theirs.get("msg_s") else None
         print(f"| {'yes' if held else 'no'} | {size} | {concurrency} | {shape} | "
               f"{fmt(ours.get('msg_s'), 0)} | {fmt(theirs.get('msg_s'), 0)} | {fmt(ratio)}x | "
               f"{fmt(ours.get('pg_cpu_us'))} / {fmt(theirs.get('pg_cpu_us'))} | "
               f"{fmt(ours.get('wal_b'), 0)} / {fmt(theirs.get('wal_b'), 0)} | "
               f"{fmt(ours.get('commits'), 3)} / {fmt(theirs.get('commits'), 3)} | "
-              f"{fmt(file_log.get('msg_s'), 0)} | {fmt(single.get('msg_s'), 0)} |")
+              f"{fmt(file_log.get('msg_s'), 0)} | {fmt(single.get('msg_s'), 0)} | "
+              f"{' + '.join(fmt(p) for p in parts)} | {fmt(cores, 2)} |")
 
 
 if __name__ == "__main__":
