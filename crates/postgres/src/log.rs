@@ -22,6 +22,7 @@
 //! the bucket over) or frames found under the same keys that are not ours. Every later append
 //! and wait then fails with `poisoned: true`, and the node serves nothing until it is reopened.
 
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -33,7 +34,7 @@ use leaseq_server::log_store::{
 };
 use leaseq_server::metrics::LogStats;
 use parking_lot::Mutex;
-use tokio::sync::{watch, Notify};
+use tokio::sync::{oneshot, Notify};
 use tokio_postgres::Client;
 
 use crate::flusher::{FlushConnection, Flusher};
@@ -96,12 +97,41 @@ fn removal(schema: &Schema, bucket: i32, epoch: i64, segments: &[u64]) -> String
 }
 
 /// What the flusher has published: the durable LSN, and why the store is unavailable (a flush
-/// of unknown outcome being resolved) or poisoned, if it is.
-#[derive(Clone, Debug, Default)]
+/// of unknown outcome being resolved) or poisoned, if it is; and who waits for a later LSN.
+///
+/// Waiters are kept by LSN, as the file log keeps them, so that a flush wakes exactly those it
+/// covers. (A `watch` channel woke every waiter on every flush: with one flush in flight, the
+/// requests that arrived during it, half of those waiting, were woken for nothing, re-polled
+/// and queued again on the channel's one waiter list.)
+#[derive(Debug, Default)]
 struct Durable {
     lsn: Lsn,
     unavailable: Option<Arc<str>>,
     poisoned: Option<Arc<str>>,
+    /// By (LSN awaited, arrival): told (or dropped) once the LSN is durable, or the store is
+    /// unavailable or poisoned; the waiter then reads the state again.
+    waiters: BTreeMap<(Lsn, u64), oneshot::Sender<()>>,
+    next_waiter: u64,
+}
+
+impl Durable {
+    /// Every waiter, to be told after the lock is released.
+    fn take_all(&mut self) -> BTreeMap<(Lsn, u64), oneshot::Sender<()>> {
+        std::mem::take(&mut self.waiters)
+    }
+
+    /// The waiters of LSNs up to `lsn`, to be told after the lock is released.
+    fn take_through(&mut self, lsn: Lsn) -> BTreeMap<(Lsn, u64), oneshot::Sender<()>> {
+        let later = self.waiters.split_off(&(lsn.saturating_add(1), 0));
+        std::mem::replace(&mut self.waiters, later)
+    }
+}
+
+/// Tells `waiters` to look at the state again (a waiter that gave up is gone: nothing to tell).
+fn tell(waiters: BTreeMap<(Lsn, u64), oneshot::Sender<()>>) {
+    for (_, waiter) in waiters {
+        let _ = waiter.send(());
+    }
 }
 
 /// Sizes of the log's units; tests use tiny ones so a script crosses many segments.
@@ -138,7 +168,7 @@ pub(crate) struct Shared {
     sizes: Sizes,
     pub(crate) tail: Mutex<Tail>,
     cache: Mutex<FrameCache>,
-    durable: watch::Sender<Durable>,
+    durable: Mutex<Durable>,
     pub(crate) wake: Notify,
     flush_micros: Histogram,
     batch_records: Histogram,
@@ -186,7 +216,7 @@ impl PgLog {
             sizes: resumed.sizes,
             tail: Mutex::new(resumed.tail),
             cache: Mutex::new(FrameCache::default()),
-            durable: watch::Sender::new(Durable {
+            durable: Mutex::new(Durable {
                 lsn: durable_lsn,
                 ..Durable::default()
             }),
@@ -212,14 +242,14 @@ impl PgLog {
 
     /// The LSN up to which PostgreSQL has acknowledged every record.
     pub fn durable_lsn(&self) -> Lsn {
-        self.shared.durable.borrow().lsn
+        self.shared.durable.lock().lsn
     }
 
     /// Why the store is poisoned, if it is.
     pub fn poisoned(&self) -> Option<String> {
         self.shared
             .durable
-            .borrow()
+            .lock()
             .poisoned
             .as_deref()
             .map(str::to_string)
@@ -246,9 +276,12 @@ impl Shared {
         tracing::error!(%reason, "the PostgreSQL log is poisoned; the node serves nothing until it is reopened");
         // Published before the pending frames are dropped, and appends look under the tail's
         // lock: an append either sees the poison or adds frames that are dropped here.
-        self.durable.send_modify(|durable| {
+        let waiters = {
+            let mut durable = self.durable.lock();
             durable.poisoned.get_or_insert_with(|| Arc::from(reason));
-        });
+            durable.take_all()
+        };
+        tell(waiters);
         self.tail.lock().pending.clear();
     }
 
@@ -307,10 +340,9 @@ impl Shared {
     /// Waits until `lsn` is durable; fails at once while the store is unavailable or poisoned
     /// (a flush of unknown outcome may be resolved long after, and a client must not hang).
     async fn wait(&self, lsn: Lsn) -> Result<(), LogError> {
-        let mut receiver = self.durable.subscribe();
         loop {
-            {
-                let durable = receiver.borrow_and_update();
+            let told = {
+                let mut durable = self.durable.lock();
                 if durable.lsn >= lsn {
                     return Ok(());
                 }
@@ -320,11 +352,14 @@ impl Shared {
                 if let Some(reason) = &durable.unavailable {
                     return Err(Shared::unavailable_error(reason));
                 }
-            }
-            receiver
-                .changed()
-                .await
-                .map_err(|_| LogError::other("the PostgreSQL log was closed"))?;
+                let (sender, receiver) = oneshot::channel();
+                let arrival = durable.next_waiter;
+                durable.next_waiter += 1;
+                durable.waiters.insert((lsn, arrival), sender);
+                receiver
+            };
+            // Told, or dropped with the store: either way the state says what happened.
+            let _ = told.await;
         }
     }
 
@@ -335,21 +370,27 @@ impl Shared {
 
     /// Publishes `lsn` as durable: every waiter up to it returns.
     pub(crate) fn publish_durable(&self, lsn: Lsn) {
-        self.durable
-            .send_modify(|durable| durable.lsn = durable.lsn.max(lsn));
+        let waiters = {
+            let mut durable = self.durable.lock();
+            durable.lsn = durable.lsn.max(lsn);
+            durable.take_through(lsn)
+        };
+        tell(waiters);
         self.cache.lock().evict(lsn, CACHE_BYTES_MAX);
     }
 
     /// Makes the store unavailable: waiters not yet durable fail, new work is turned away.
     pub(crate) fn set_unavailable(&self, reason: String) {
-        self.durable.send_modify(|durable| {
+        let waiters = {
+            let mut durable = self.durable.lock();
             durable.unavailable = Some(Arc::from(reason));
-        });
+            durable.take_all()
+        };
+        tell(waiters);
     }
 
     pub(crate) fn set_available(&self) {
-        self.durable
-            .send_modify(|durable| durable.unavailable = None);
+        self.durable.lock().unavailable = None;
     }
 
     /// Records a flush's round trip and records in the store's histograms.
@@ -411,7 +452,7 @@ impl Shared {
             body: row.get::<_, Vec<u8>>(3),
         });
         let bytes = frame.record(location).ok_or_else(not_found)?.to_vec();
-        let durable_lsn = self.durable.borrow().lsn;
+        let durable_lsn = self.durable.lock().lsn;
         let mut cache = self.cache.lock();
         cache.insert(frame);
         cache.evict(durable_lsn, CACHE_BYTES_MAX);
@@ -433,7 +474,7 @@ impl LogStore for PgLog {
     ) -> Result<Appended, LogError> {
         let sizes = self.shared.sizes;
         let mut tail = self.shared.tail.lock();
-        if let Some(reason) = &self.shared.durable.borrow().poisoned {
+        if let Some(reason) = &self.shared.durable.lock().poisoned {
             return Err(Shared::poisoned_error(reason));
         }
         let mut encoded = Vec::with_capacity(1024);
@@ -460,7 +501,7 @@ impl LogStore for PgLog {
     }
 
     fn writable(&self) -> Result<(), LogError> {
-        let durable = self.shared.durable.borrow();
+        let durable = self.shared.durable.lock();
         if let Some(reason) = &durable.poisoned {
             return Err(Shared::poisoned_error(reason));
         }
@@ -584,5 +625,38 @@ impl LogStore for PgLog {
             batch_records: self.shared.batch_records.snapshot(),
             uncached_reads: self.shared.uncached_reads.load(Ordering::Relaxed),
         })
+    }
+}
+
+#[cfg(test)]
+mod waiters {
+    use super::*;
+
+    /// A flush tells exactly the waiters whose LSN it covers; the later ones stay asleep (a
+    /// `watch` woke them all, and half of them for nothing).
+    #[test]
+    fn a_flush_tells_exactly_the_waiters_it_covers() {
+        let mut durable = Durable::default();
+        let mut receivers = Vec::new();
+        for (arrival, lsn) in [7, 5, 9, 7, 8].into_iter().enumerate() {
+            let (sender, receiver) = oneshot::channel();
+            durable.waiters.insert((lsn, arrival as u64), sender);
+            receivers.push((lsn, receiver));
+        }
+        tell(durable.take_through(7));
+        for (lsn, receiver) in &mut receivers {
+            assert_eq!(
+                receiver.try_recv().is_ok(),
+                *lsn <= 7,
+                "the waiter of LSN {lsn}"
+            );
+        }
+        tell(durable.take_through(Lsn::MAX));
+        for (lsn, receiver) in &mut receivers {
+            if *lsn > 7 {
+                assert!(receiver.try_recv().is_ok(), "the waiter of LSN {lsn}");
+            }
+        }
+        assert!(durable.waiters.is_empty());
     }
 }
