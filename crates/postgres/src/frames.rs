@@ -102,6 +102,14 @@ pub(crate) struct Tail {
     pub(crate) next_offset: u64,
     pub(crate) pending: VecDeque<Frame>,
     pub(crate) segments: BTreeMap<u64, SegmentExtent>,
+    /// The room a new frame starts with: the largest frame the last flush took, a quarter
+    /// more. Grown from one record's size, a frame of a flush under load (tens of records) was
+    /// reallocated and copied five times or more; starting it at a fixed large size would
+    /// leave the cache's frames mostly empty room when flushes are small.
+    pub(crate) frame_capacity: usize,
+    /// A record being encoded, before it is copied into its frame (kept, so that an append
+    /// allocates nothing for it).
+    pub(crate) scratch: Vec<u8>,
 }
 
 impl Tail {
@@ -136,7 +144,9 @@ impl Tail {
                 start_offset: self.next_offset,
                 first_lsn: lsn,
                 last_lsn: lsn - 1,
-                body: Vec::with_capacity(framed as usize),
+                body: Vec::with_capacity(
+                    (framed as usize).max(self.frame_capacity.min(frame_bytes_max)),
+                ),
             });
         }
         let frame = self.pending.back_mut().expect("a pending frame");
@@ -171,6 +181,9 @@ impl Tail {
             }
             bytes += frame.body.len();
             taken.push(self.pending.pop_front().expect("a front frame"));
+        }
+        if let Some(largest) = taken.iter().map(|frame| frame.body.len()).max() {
+            self.frame_capacity = largest + largest / 4;
         }
         taken
     }

@@ -477,17 +477,19 @@ impl LogStore for PgLog {
         if let Some(reason) = &self.shared.durable.lock().poisoned {
             return Err(Shared::poisoned_error(reason));
         }
-        let mut encoded = Vec::with_capacity(1024);
+        let mut encoded = std::mem::take(&mut tail.scratch);
         let mut bytes = 0;
         for record in journal {
             encoded.clear();
             codec::encode(record, &mut encoded);
+            // (A failed push leaves the scratch empty: the next append allocates one again.)
             let location = tail.push(&encoded, sizes.segment_bytes_max, FRAME_BYTES_MAX)?;
             bytes += LENGTH_PREFIX_BYTES + encoded.len() as u64;
             if record.carried_payload().is_some() {
                 placed(record, location);
             }
         }
+        tail.scratch = encoded;
         let tail_lsn = tail.tail_lsn;
         drop(tail);
         if !journal.is_empty() {

@@ -487,6 +487,8 @@ impl PgLogOpening {
             next_offset: 0,
             pending: Default::default(),
             segments,
+            frame_capacity: 0,
+            scratch: Vec::new(),
         };
         let resumed = Resumed {
             schema: self.schema,
