@@ -9,7 +9,7 @@
 //!
 //! A read from the page cache takes microseconds, one from the disk may take milliseconds, and
 //! a request thread that waits for the disk holds up every other task queued on it. So the
-//! payloads of an answer are read from memory first ([`LogStore::read_cached`]), and those that
+//! payloads of an answer are read from memory first ([`LogStore::read_cached_many`]), and those that
 //! would wait for the disk (a backlog larger than memory, read long after it was sent) are then
 //! read together inside `tokio::task::block_in_place`, which moves the thread's other tasks to
 //! another thread meanwhile ([`payloads`]).
@@ -40,17 +40,6 @@ pub(crate) fn append(
 /// Reads the payload stored at `location`: the `Send` or `Relocate` record there.
 pub(crate) fn read(store: &dyn LogStore, location: Location) -> Result<Arc<Payload>, ReadError> {
     decode_payload(&store.read(location)?, location)
-}
-
-/// [`read`] if the record is in memory; `Ok(None)` if the read would wait for the disk.
-fn read_cached(
-    store: &dyn LogStore,
-    location: Location,
-) -> Result<Option<Arc<Payload>>, ReadError> {
-    store
-        .read_cached(location)?
-        .map(|bytes| decode_payload(&bytes, location))
-        .transpose()
 }
 
 fn decode_payload(bytes: &[u8], location: Location) -> Result<Arc<Payload>, ReadError> {
@@ -102,21 +91,39 @@ pub(crate) fn payloads<'a>(
     store: &dyn LogStore,
     references: impl IntoIterator<Item = (&'a PayloadRef, MessageId)>,
 ) -> Result<Vec<Arc<Payload>>, SqsError> {
-    let mut payloads = Vec::new();
-    let mut from_disk = Vec::new();
-    for (index, (reference, message_id)) in references.into_iter().enumerate() {
-        let payload = match reference {
+    let references: Vec<(&PayloadRef, MessageId)> = references.into_iter().collect();
+    let mut payloads: Vec<Option<Arc<Payload>>> = Vec::with_capacity(references.len());
+    // The stored ones: where each goes in `payloads`, and where it is in the log.
+    let mut stored: Vec<(usize, Location)> = Vec::new();
+    for (index, (reference, _)) in references.iter().enumerate() {
+        payloads.push(match reference {
             PayloadRef::Inline(payload) => Some(payload.clone()),
             PayloadRef::Stored(location) => {
-                let cached = read_cached(store, *location)
-                    .map_err(|error| client_error(error, message_id))?;
-                if cached.is_none() {
-                    from_disk.push((index, *location, message_id));
-                }
-                cached
+                stored.push((index, *location));
+                None
             }
-        };
-        payloads.push(payload);
+        });
+    }
+    let locations: Vec<Location> = stored.iter().map(|&(_, location)| location).collect();
+    let mut from_disk = Vec::new();
+    let mut failed = None;
+    store.read_cached_many(&locations, &mut |at, record| {
+        let (index, location) = stored[at];
+        let payload = record.map_err(ReadError::from).and_then(|record| {
+            record
+                .map(|bytes| decode_payload(bytes, location))
+                .transpose()
+        });
+        match payload {
+            Ok(Some(payload)) => payloads[index] = Some(payload),
+            Ok(None) => from_disk.push((index, location, references[index].1)),
+            Err(error) => {
+                failed.get_or_insert_with(|| client_error(error, references[index].1));
+            }
+        }
+    });
+    if let Some(error) = failed {
+        return Err(error);
     }
     if !from_disk.is_empty() {
         off_the_executor(|| {

@@ -62,6 +62,8 @@ struct World {
     syncs_waiting: u64,
     /// `read_exact_at_cached` answers that nothing is in memory.
     reads_uncached: bool,
+    /// Calls of `read_exact_at` and `read_exact_at_cached` (each a system call on a real file).
+    read_count: u64,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -154,6 +156,12 @@ impl FaultStorage {
     /// How many `sync_data` calls have succeeded.
     pub fn sync_count(&self) -> u64 {
         self.world_unchecked().sync_count
+    }
+
+    /// How many reads files have been asked for (`read_exact_at` and `read_exact_at_cached`
+    /// calls, each a system call on a real file).
+    pub fn read_count(&self) -> u64 {
+        self.world_unchecked().read_count
     }
 
     /// Simulates a power loss and returns the storage handle for the rebooted machine. Every
@@ -375,6 +383,7 @@ impl FaultFile {
 impl StorageFile for FaultFile {
     fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
         self.with_image(|world, id| {
+            world.read_count += 1;
             let current = &world.files[&id].current;
             let start = usize::try_from(offset).unwrap_or(usize::MAX);
             let end = start.saturating_add(buf.len());
@@ -387,9 +396,12 @@ impl StorageFile for FaultFile {
     }
 
     fn read_exact_at_cached(&self, buf: &mut [u8], offset: u64) -> io::Result<bool> {
-        if self.storage.world()?.reads_uncached {
+        let mut world = self.storage.world()?;
+        if world.reads_uncached {
+            world.read_count += 1;
             return Ok(false);
         }
+        drop(world);
         self.read_exact_at(buf, offset).map(|()| true)
     }
 

@@ -34,7 +34,7 @@ mod sync;
 use std::time::Duration;
 
 pub use error::{PoisonCause, ReplayError, WalError};
-pub use log::Wal;
+pub use log::{ReadAnswer, Wal, READ_GAP_BYTES, READ_SPAN_BYTES};
 pub use recovery::{Recovery, Salvage, TornTail};
 pub use snapshot::Snapshot;
 pub use stats::WalStats;

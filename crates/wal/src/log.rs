@@ -611,13 +611,156 @@ impl Wal {
         Ok(payload)
     }
 
-    fn read_in(&self, position: Position, source: Source) -> Result<Option<Vec<u8>>, WalError> {
-        self.read_unpoisoned(position, source).map_err(|error| {
-            match self.shared.lock().progress.poisoned.clone() {
-                Some(cause) => WalError::Poisoned { cause },
-                None => error,
+    /// [`Wal::read_cached`] of several records at once: `each(i, answer)` for the record at
+    /// `positions[i]`, in no particular order, with its payload borrowed (`Ok(None)`: it is not
+    /// in memory). Records that lie close together in a segment's file (at most
+    /// [`READ_GAP_BYTES`] apart, within [`READ_SPAN_BYTES`]) are read with one system call: the
+    /// bodies one receive delivers from a backlog were mostly appended one after another, and a
+    /// system call each cost more than reading the few records between them too. A span not
+    /// wholly in the page cache is read record by record, so that what is cached still comes
+    /// back.
+    pub fn read_cached_many(
+        &self,
+        positions: &[Position],
+        each: &mut dyn FnMut(usize, ReadAnswer<'_>),
+    ) {
+        let mut answer = |index: usize, read: Result<Option<&[u8]>, WalError>| {
+            if matches!(read, Ok(None)) {
+                self.shared
+                    .stats
+                    .uncached_reads
+                    .fetch_add(1, Ordering::Relaxed);
             }
-        })
+            each(index, read.map_err(|error| self.or_poisoned(error)));
+        };
+        // The records to read from the files, by segment and offset, and the segments' files.
+        // What the state answers (a bad position, a record still buffered) is answered once its
+        // lock is released: `each` may take a while, and a failure looks at the lock again.
+        let mut from_files: Vec<(usize, Position)> = Vec::with_capacity(positions.len());
+        let mut files: Vec<(u64, Arc<dyn StorageFile>)> = Vec::new();
+        let mut settled: Vec<(usize, Result<Vec<u8>, WalError>)> = Vec::new();
+        {
+            let mut state = self.shared.lock();
+            for (index, &position) in positions.iter().enumerate() {
+                if let Err(error) = check_position(&state, position) {
+                    settled.push((index, Err(error)));
+                } else if let Some(payload) = read_buffered(&state, position) {
+                    settled.push((index, Ok(payload)));
+                } else if files
+                    .iter()
+                    .any(|(segment, _)| *segment == position.segment)
+                {
+                    from_files.push((index, position));
+                } else {
+                    match self.segment_file(&mut state, position.segment) {
+                        Ok(file) => {
+                            files.push((position.segment, file));
+                            from_files.push((index, position));
+                        }
+                        Err(error) => settled.push((index, Err(error))),
+                    }
+                }
+            }
+        }
+        for (index, read) in settled {
+            match read {
+                Ok(payload) => answer(index, Ok(Some(&payload))),
+                Err(error) => answer(index, Err(error)),
+            }
+        }
+        from_files.sort_unstable_by_key(|(_, position)| (position.segment, position.offset));
+        let mut start = 0;
+        while let Some((_, first)) = from_files.get(start) {
+            let mut end = frame_end(*first);
+            let mut stop = start + 1;
+            while let Some((_, next)) = from_files.get(stop) {
+                let near = next.segment == first.segment
+                    && next.offset <= end + READ_GAP_BYTES
+                    && frame_end(*next) - first.offset <= READ_SPAN_BYTES;
+                if !near {
+                    break;
+                }
+                end = end.max(frame_end(*next));
+                stop += 1;
+            }
+            let (_, file) = files
+                .iter()
+                .find(|(segment, _)| *segment == first.segment)
+                .expect("the file of every segment read");
+            self.read_span(file.as_ref(), &from_files[start..stop], end, &mut answer);
+            start = stop;
+        }
+    }
+
+    /// Answers the records of `group` (one segment's, sorted by offset, ending by `end`) from
+    /// the page cache, read as one span when there are several.
+    fn read_span(
+        &self,
+        file: &dyn StorageFile,
+        group: &[(usize, Position)],
+        end: u64,
+        answer: &mut dyn FnMut(usize, ReadAnswer<'_>),
+    ) {
+        let [(_, first), _, ..] = group else {
+            // One record (or none): read alone.
+            return self.read_each(group, answer);
+        };
+        let len = (end - first.offset) as usize;
+        // The span goes into a buffer the thread keeps, zeroed only as it grows: a fresh one
+        // would be zeroed for every receive. (A thread already inside this function, which
+        // `answer` never makes it, would get a fresh one.)
+        thread_local! {
+            static SPAN: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+        }
+        SPAN.with(|kept| {
+            let mut fresh = Vec::new();
+            let mut kept = kept.try_borrow_mut();
+            let buffer = match kept.as_deref_mut() {
+                Ok(kept) => kept,
+                Err(_) => &mut fresh,
+            };
+            if buffer.len() < len {
+                buffer.resize(len, 0);
+            }
+            let span = &mut buffer[..len];
+            if !matches!(file.read_exact_at_cached(span, first.offset), Ok(true)) {
+                // An error, or a span partly on the disk: each record alone (what is cached
+                // still comes back, and each failure is its own record's).
+                return self.read_each(group, answer);
+            }
+            for &(index, position) in group {
+                let at = (position.offset - first.offset) as usize;
+                answer(index, checked_payload(span, at, position).map(Some));
+            }
+        });
+    }
+
+    /// Answers the records of `group` one by one from the page cache.
+    fn read_each(
+        &self,
+        group: &[(usize, Position)],
+        answer: &mut dyn FnMut(usize, ReadAnswer<'_>),
+    ) {
+        for &(index, position) in group {
+            match self.read_unpoisoned(position, Source::Memory) {
+                Ok(payload) => answer(index, Ok(payload.as_deref())),
+                Err(error) => answer(index, Err(error)),
+            }
+        }
+    }
+
+    /// `error`, or the log's poison if it is poisoned (a record only buffered when the log was
+    /// poisoned is gone).
+    fn or_poisoned(&self, error: WalError) -> WalError {
+        match self.shared.lock().progress.poisoned.clone() {
+            Some(cause) => WalError::Poisoned { cause },
+            None => error,
+        }
+    }
+
+    fn read_in(&self, position: Position, source: Source) -> Result<Option<Vec<u8>>, WalError> {
+        self.read_unpoisoned(position, source)
+            .map_err(|error| self.or_poisoned(error))
     }
 
     fn read_unpoisoned(
@@ -647,22 +790,7 @@ impl Wal {
         if !read.map_err(|source| WalError::io("read", &name(), source))? {
             return Ok(None);
         }
-        match format::decode_frame(&frame, 0) {
-            Ok(payload) if payload.len() == position.len_bytes as usize => {}
-            Ok(_) => {
-                return Err(WalError::InvalidPosition {
-                    position,
-                    reason: "the record there has a different length",
-                })
-            }
-            Err(error) => {
-                return Err(WalError::Corrupt {
-                    file: name(),
-                    offset: position.offset,
-                    reason: error.to_string(),
-                })
-            }
-        }
+        checked_payload(&frame, 0, position)?;
         frame.drain(..FRAME_HEADER_LEN_BYTES);
         Ok(Some(frame))
     }
@@ -870,6 +998,16 @@ fn how_to_lead() -> Option<Lead> {
     })
 }
 
+/// What [`Wal::read_cached_many`] answers for a record: its payload, `None` if it is not in
+/// memory, or why it cannot be read.
+pub type ReadAnswer<'a> = Result<Option<&'a [u8]>, WalError>;
+
+/// How far apart two records may lie in a segment's file to be read with one system call by
+/// [`Wal::read_cached_many`] (the bytes between them are read too, and dropped).
+pub const READ_GAP_BYTES: u64 = 4 << 10;
+/// How many bytes one such read spans at most.
+pub const READ_SPAN_BYTES: u64 = 64 << 10;
+
 /// The room a new chunk starts with: grown from empty, it would be reallocated (and copied)
 /// about ten times over for a batch of a few kilobytes.
 const CHUNK_CAPACITY_BYTES: usize = 16 << 10;
@@ -941,14 +1079,35 @@ fn check_position(state: &State, position: Position) -> Result<(), WalError> {
             reason: "no such segment (removed, or never written)",
         });
     };
-    let frame_end = position.offset + format::frame_len_bytes(position.len_bytes as usize) as u64;
-    if position.offset < SEGMENT_HEADER_LEN_BYTES as u64 || frame_end > meta.size_bytes {
+    if position.offset < SEGMENT_HEADER_LEN_BYTES as u64 || frame_end(position) > meta.size_bytes {
         return Err(WalError::InvalidPosition {
             position,
             reason: "outside the segment's records",
         });
     }
     Ok(())
+}
+
+/// The payload of the frame at `at` of `bytes`, read from `position`'s file: checked against its
+/// CRC and the length the position says.
+fn checked_payload(bytes: &[u8], at: usize, position: Position) -> Result<&[u8], WalError> {
+    match format::decode_frame(bytes, at) {
+        Ok(payload) if payload.len() == position.len_bytes as usize => Ok(payload),
+        Ok(_) => Err(WalError::InvalidPosition {
+            position,
+            reason: "the record there has a different length",
+        }),
+        Err(error) => Err(WalError::Corrupt {
+            file: segment_file_name(position.segment),
+            offset: position.offset,
+            reason: error.to_string(),
+        }),
+    }
+}
+
+/// Where the frame at `position` ends in its segment.
+fn frame_end(position: Position) -> u64 {
+    position.offset + format::frame_len_bytes(position.len_bytes as usize) as u64
 }
 
 /// The payload at `position` if it is still in the append buffers.

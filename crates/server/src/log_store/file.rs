@@ -13,8 +13,8 @@ use leaseq_core::{codec, Journal, Location, Record};
 use leaseq_wal::{Position, Storage, Wal, WalError};
 
 use super::{
-    Appended, LogError, LogFuture, LogStore, Lsn, Recoverable, Replayed, Segment, SnapshotSink,
-    SnapshotSource,
+    Appended, LogError, LogFuture, LogStore, Lsn, RecordRead, Recoverable, Replayed, Segment,
+    SnapshotSink, SnapshotSource,
 };
 use crate::metrics::LogStats;
 
@@ -143,6 +143,20 @@ impl LogStore for FileLog {
 
     fn read_cached(&self, location: Location) -> Result<Option<Vec<u8>>, LogError> {
         Ok(self.wal.read_cached(position(location))?)
+    }
+
+    fn read_cached_many(
+        &self,
+        locations: &[Location],
+        each: &mut dyn FnMut(usize, RecordRead<'_>),
+    ) {
+        let positions: Vec<_> = locations
+            .iter()
+            .map(|&location| position(location))
+            .collect();
+        self.wal.read_cached_many(&positions, &mut |index, record| {
+            each(index, record.map_err(LogError::from));
+        });
     }
 
     fn read(&self, location: Location) -> Result<Vec<u8>, LogError> {

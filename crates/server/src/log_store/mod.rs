@@ -31,6 +31,10 @@ pub use memory::MemoryLog;
 /// A log sequence number: the n-th record ever appended has LSN n; 0 means none.
 pub type Lsn = u64;
 
+/// What [`LogStore::read_cached_many`] answers for a record: its bytes, `None` if reading them
+/// would wait for slow storage, or why they cannot be read.
+pub type RecordRead<'a> = Result<Option<&'a [u8]>, LogError>;
+
 /// A future of a [`LogStore`]'s.
 pub type LogFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, LogError>> + Send + 'a>>;
 
@@ -137,6 +141,23 @@ pub trait LogStore: Send + Sync + 'static {
     /// The record at `location`; `Ok(None)` if reading it would wait for slow storage (a disk,
     /// a round trip), which [`LogStore::read`] then does where waiting holds up no other task.
     fn read_cached(&self, location: Location) -> Result<Option<Vec<u8>>, LogError>;
+
+    /// [`LogStore::read_cached`] of several records: `each(i, answer)` for the record at
+    /// `locations[i]`, in no particular order. A store that can read neighbouring records
+    /// together (the file log: one system call for the bodies of a receive that were appended
+    /// one after another) does.
+    fn read_cached_many(
+        &self,
+        locations: &[Location],
+        each: &mut dyn FnMut(usize, RecordRead<'_>),
+    ) {
+        for (index, &location) in locations.iter().enumerate() {
+            match self.read_cached(location) {
+                Ok(record) => each(index, Ok(record.as_deref())),
+                Err(error) => each(index, Err(error)),
+            }
+        }
+    }
 
     /// The record at `location`, waiting for storage if need be (blocking).
     fn read(&self, location: Location) -> Result<Vec<u8>, LogError>;

@@ -8,6 +8,7 @@ mod decoder;
 mod faults;
 mod leaders;
 mod model;
+mod reads;
 mod roundtrip;
 mod segments;
 mod snapshots;
