@@ -110,25 +110,28 @@ struct Durable {
     poisoned: Option<Arc<str>>,
     /// By (LSN awaited, arrival): told (or dropped) once the LSN is durable, or the store is
     /// unavailable or poisoned; the waiter then reads the state again.
-    waiters: BTreeMap<(Lsn, u64), oneshot::Sender<()>>,
+    waiters: Waiters,
     next_waiter: u64,
 }
 
+/// Waiters by (LSN awaited, arrival).
+type Waiters = BTreeMap<(Lsn, u64), oneshot::Sender<()>>;
+
 impl Durable {
     /// Every waiter, to be told after the lock is released.
-    fn take_all(&mut self) -> BTreeMap<(Lsn, u64), oneshot::Sender<()>> {
+    fn take_all(&mut self) -> Waiters {
         std::mem::take(&mut self.waiters)
     }
 
     /// The waiters of LSNs up to `lsn`, to be told after the lock is released.
-    fn take_through(&mut self, lsn: Lsn) -> BTreeMap<(Lsn, u64), oneshot::Sender<()>> {
+    fn take_through(&mut self, lsn: Lsn) -> Waiters {
         let later = self.waiters.split_off(&(lsn.saturating_add(1), 0));
         std::mem::replace(&mut self.waiters, later)
     }
 }
 
 /// Tells `waiters` to look at the state again (a waiter that gave up is gone: nothing to tell).
-fn tell(waiters: BTreeMap<(Lsn, u64), oneshot::Sender<()>>) {
+fn tell(waiters: Waiters) {
     for (_, waiter) in waiters {
         let _ = waiter.send(());
     }
