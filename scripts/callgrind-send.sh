@@ -12,6 +12,9 @@
 # phase runs (`callgrind_control -i on/off`), so that what follows it (deleting the queue, the
 # checkpoint at shutdown: both grow with the messages left) does not count either.
 #
+# WORKLOAD=batch measures a message sent in a durable SendMessageBatch of 10 (W2's shape) instead:
+# N1 and N2 messages, in batches, at concurrency 1.
+#
 # WORKLOAD=consume measures consuming instead (W3's shape: ReceiveMessage of 10, then
 # DeleteMessageBatch of what it got, one consumer): both runs first fill the same N2 messages in
 # batches of 10, then consume N1, or N2, of them; the difference divided by N2 - N1 is the cost
@@ -19,7 +22,7 @@
 #
 # Usage: scripts/callgrind-send.sh BINARY... (default: build and use target/release/leaseq)
 #   N1, N2   messages of the two runs (default 1000 and 3000)
-#   WORKLOAD send (default) or consume
+#   WORKLOAD send (default), batch or consume
 #   KEEP     a directory to copy each run's callgrind output into (BINARYNAME.N.out), for
 #            per-function costs: `callgrind_annotate --inclusive=yes` of the two runs, the
 #            difference divided by N2 - N1 (the total alone varies with how often the runtime's
@@ -36,8 +39,9 @@ fi
 n1="${N1:-1000}" n2="${N2:-3000}" workload="${WORKLOAD:-send}"
 case "$workload" in
 send) what="durable SendMessage" ;;
+batch) what="message sent in a durable SendMessageBatch of 10" ;;
 consume) what="message consumed (receive 10 + delete batch, durable)" ;;
-*) echo "WORKLOAD is send or consume, not $workload" >&2; exit 2 ;;
+*) echo "WORKLOAD is send, batch or consume, not $workload" >&2; exit 2 ;;
 esac
 scratch="$(mktemp -d -p "$repo_root/target" callgrind.XXXXXX)"
 trap '[[ -n "$server_pid" ]] && kill "$server_pid" 2>/dev/null; rm -rf "$scratch"' EXIT
@@ -53,9 +57,11 @@ instructions() { # binary messages -> total Ir of the server's run
     "$1" bench --endpoint "http://127.0.0.1:$port" --workload w1 -c 1 --messages 200 \
         --queue warm --keep >/dev/null 2>&1
     local endpoint="http://127.0.0.1:$port"
-    if [[ "$workload" == send ]]; then
+    if [[ "$workload" != consume ]]; then
+        local shape=w1
+        [[ "$workload" == batch ]] && shape=w2
         callgrind_control -i on "$server_pid" >/dev/null 2>&1
-        "$1" bench --endpoint "$endpoint" --workload w1 -c 1 --messages "$2" \
+        "$1" bench --endpoint "$endpoint" --workload "$shape" -c 1 --messages "$2" \
             --queue measured --keep --duration 600 >/dev/null 2>&1
     else
         "$1" bench --endpoint "$endpoint" --workload w2 -c 1 --messages "$n2" \

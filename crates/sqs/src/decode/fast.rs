@@ -100,7 +100,7 @@ struct Attribute<'a> {
 struct Batch<'a, T> {
     #[serde(borrow)]
     queue_url: Option<Text<'a>>,
-    entries: Option<Vec<Structure<T>>>,
+    entries: Option<Entries<T>>,
 }
 
 /// `ReceiveMessage`.
@@ -275,11 +275,11 @@ fn change_message_visibility_batch(request: Batch<Receipt>, path: &str) -> Optio
 /// A batch's entries, each read by `read` into its id and value, with SQS's batch rules checked
 /// by the reference path's own checks.
 fn entries<T, V>(
-    entries: Option<Vec<Structure<T>>>,
+    entries: Option<Entries<T>>,
     entry_name: &str,
     read: impl Fn(T) -> Option<(String, V)>,
 ) -> Option<Vec<BatchEntry<V>>> {
-    let entries = entries.unwrap_or_default();
+    let entries = entries.map(|Entries(entries)| entries).unwrap_or_default();
     check_batch_count(entries.len(), entry_name).ok()?;
     let mut decoded: Vec<BatchEntry<V>> = Vec::with_capacity(entries.len());
     for Structure(entry) in entries {
@@ -354,6 +354,32 @@ impl<'de, D: Deserializer<'de>> Deserializer<'de> for ObjectOnly<D> {
         bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes byte_buf
         option unit unit_struct newtype_struct seq tuple tuple_struct map enum identifier
         ignored_any
+    }
+}
+
+/// A batch's entries: a JSON list of structures, read into a vector with room for a full batch
+/// from the start (serde's own list grows 1, 2, 4, 8, 16 for ten entries, moving every entry
+/// read so far each time). More entries than a batch may have are read too, and declined by the
+/// batch's checks.
+struct Entries<T>(Vec<Structure<T>>);
+
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for Entries<T> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct EntriesVisitor<T>(PhantomData<T>);
+        impl<'de, T: Deserialize<'de>> Visitor<'de> for EntriesVisitor<T> {
+            type Value = Entries<T>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a list")
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Entries<T>, A::Error> {
+                let mut entries = Vec::with_capacity(super::SQS.batch_size_max);
+                while let Some(entry) = seq.next_element()? {
+                    entries.push(entry);
+                }
+                Ok(Entries(entries))
+            }
+        }
+        deserializer.deserialize_seq(EntriesVisitor(PhantomData))
     }
 }
 

@@ -6,9 +6,9 @@
 //! under their member names, and the result sits in `<ActionResult>` inside `<ActionResponse>`.
 //! Text in the tree borrows from the outcome where it can (bodies, receipts, ids), so a message
 //! body is copied once, into the response. The commonest JSON results skip the tree: a
-//! `SendMessage`'s, a `ReceiveMessage`'s and a delete or visibility batch's are written straight
-//! into their buffers (`write_sent_json`, `write_received_json`, `write_batch_json`, each held to
-//! the tree's bytes by a test).
+//! `SendMessage`'s, a `SendMessageBatch`'s, a `ReceiveMessage`'s and a delete or visibility batch's
+//! are written straight into their buffers (`write_sent_json`, `write_sent_batch_json`,
+//! `write_received_json`, `write_batch_json`, each held to the tree's bytes by a test).
 
 use std::borrow::Cow;
 
@@ -482,8 +482,14 @@ const SENT_JSON_CAPACITY_BYTES: usize = 256;
 /// the tree, its sort, and a `String` per member. The checksums and the id are hex digits and
 /// hyphens, which JSON needs no escape for.
 fn write_sent_json(sent: &Sent, out: &mut Vec<u8>) {
-    let payload = &sent.payload;
     out.push(b'{');
+    write_sent_members(sent, out);
+    out.push(b'}');
+}
+
+/// The members of [`write_sent_json`], without the braces.
+fn write_sent_members(sent: &Sent, out: &mut Vec<u8>) {
+    let payload = &sent.payload;
     if let Some(md5) = md5_of_message_attributes(&payload.attributes) {
         out.extend_from_slice(b"\"MD5OfMessageAttributes\":");
         json_string(&md5, out);
@@ -503,7 +509,6 @@ fn write_sent_json(sent: &Sent, out: &mut Vec<u8>) {
         out.extend_from_slice(b",\"SequenceNumber\":");
         json_string(sequence_number, out);
     }
-    out.push(b'}');
 }
 
 /// A message id's text (`MessageId`'s `Display`: a UUID, lowercase, hyphenated 8-4-4-4-12)
@@ -812,6 +817,47 @@ fn write_message_json(
 /// `Code`, `Id`, `Message`, `SenderFault`), without the tree, its sorts and a `Vec` per entry.
 /// The test `batch_json_is_the_trees` holds it to the tree's bytes.
 fn write_batch_json(entries: &[(String, Result<(), SqsError>)], out: &mut Vec<u8>) {
+    write_failed_json(entries, out);
+    out.extend_from_slice(b",\"Successful\":[");
+    let mut first = true;
+    for (id, _) in entries.iter().filter(|(_, result)| result.is_ok()) {
+        if !first {
+            out.push(b',');
+        }
+        first = false;
+        out.extend_from_slice(b"{\"Id\":");
+        json_string(id, out);
+        out.push(b'}');
+    }
+    out.extend_from_slice(b"]}");
+}
+
+/// A `SendMessageBatch` JSON result, written directly: what `write_json` writes of
+/// `batch_members` with each successful entry's `Id` and `sent_members` (`Id` sorts before
+/// them all), without the tree, its sorts, and a `Vec` and a `String` per member of each entry.
+/// The test `sent_batch_json_is_the_trees` holds it to the tree's bytes.
+fn write_sent_batch_json(entries: &[(String, Result<Sent, SqsError>)], out: &mut Vec<u8>) {
+    write_failed_json(entries, out);
+    out.extend_from_slice(b",\"Successful\":[");
+    let mut first = true;
+    for (id, result) in entries {
+        let Ok(sent) = result else { continue };
+        if !first {
+            out.push(b',');
+        }
+        first = false;
+        out.extend_from_slice(b"{\"Id\":");
+        json_string(id, out);
+        out.push(b',');
+        write_sent_members(sent, out);
+        out.push(b'}');
+    }
+    out.extend_from_slice(b"]}");
+}
+
+/// A batch result's opening and its `Failed` list (a failed entry's members `Code`, `Id`,
+/// `Message`, `SenderFault`, as `write_json` sorts them).
+fn write_failed_json<T>(entries: &[(String, Result<T, SqsError>)], out: &mut Vec<u8>) {
     out.extend_from_slice(b"{\"Failed\":[");
     let mut first = true;
     for (id, result) in entries {
@@ -832,18 +878,7 @@ fn write_batch_json(entries: &[(String, Result<(), SqsError>)], out: &mut Vec<u8
             b",\"SenderFault\":false}"
         });
     }
-    out.extend_from_slice(b"],\"Successful\":[");
-    let mut first = true;
-    for (id, _) in entries.iter().filter(|(_, result)| result.is_ok()) {
-        if !first {
-            out.push(b',');
-        }
-        first = false;
-        out.extend_from_slice(b"{\"Id\":");
-        json_string(id, out);
-        out.push(b'}');
-    }
-    out.extend_from_slice(b"]}");
+    out.push(b']');
 }
 
 // ----- JSON ---------------------------------------------------------------------------------
@@ -1108,8 +1143,9 @@ pub fn encode(
     shape: &Shape,
     ctx: &Context,
 ) -> Response {
-    // The commonest JSON results (a send's, a receive's, a delete batch's) are written straight
-    // into the buffer; the tests `*_json_is_the_trees` hold each to the tree's output.
+    // The commonest JSON results (a send's, a send batch's, a receive's, a delete batch's) are
+    // written straight into the buffer; the tests `*_json_is_the_trees` hold each to the tree's
+    // output.
     let direct = |capacity_bytes: usize, write: &dyn Fn(&mut Vec<u8>)| {
         let mut body = Vec::with_capacity(capacity_bytes);
         write(&mut body);
@@ -1137,6 +1173,11 @@ pub fn encode(
                     ctx,
                     out,
                 )
+            })
+        }
+        (crate::Protocol::Json, Outcome::SentBatch(entries)) => {
+            direct(SENT_JSON_CAPACITY_BYTES * (entries.len() + 1), &|out| {
+                write_sent_batch_json(entries, out)
             })
         }
         (crate::Protocol::Json, Outcome::Batch(entries)) => {

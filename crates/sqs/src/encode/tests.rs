@@ -1077,6 +1077,61 @@ fn received_json_is_the_trees() {
 /// of `result` writes: all entries good, all failed, mixed; sender and server faults; ids and
 /// messages that need escapes; no entries.
 #[test]
+fn sent_batch_json_is_the_trees() {
+    let sent = |body: &str, trace: Option<&str>, sequence_number: Option<&str>, id: u8| Sent {
+        message_id: MessageId([id; 16]),
+        seq: 1,
+        payload: Arc::new(Payload::new(
+            body.into(),
+            BTreeMap::new(),
+            trace.map(Into::into),
+            Arc::from(""),
+        )),
+        sequence_number: sequence_number.map(Into::into),
+        duplicate: false,
+    };
+    let refused = SqsError::new(
+        ErrorCode::InvalidMessageContents,
+        "Invalid characters found. \"x\"",
+    );
+    let batches: [Vec<(String, Result<Sent, SqsError>)>; 4] = [
+        vec![],
+        vec![
+            ("0".into(), Ok(sent("hello", None, None, 0))),
+            (
+                "a\"b".into(),
+                Ok(sent(AWKWARD_BODY, Some("Root=1-\"q\""), None, 0xff)),
+            ),
+        ],
+        vec![
+            ("0".into(), Err(refused.clone())),
+            ("1".into(), Err(SqsError::internal("disk\nfull"))),
+        ],
+        vec![
+            (
+                "x".into(),
+                Ok(sent("", None, Some("18000000000000000005"), 0x11)),
+            ),
+            ("y\\".into(), Err(refused)),
+            ("z".into(), Ok(sent("body", None, None, 0xfe))),
+        ],
+    ];
+    let ctx = ctx();
+    for entries in batches {
+        let outcome = Outcome::SentBatch(entries.clone());
+        let tree = json_document(Node::Struct(
+            result("SendMessageBatch", &outcome, &Shape::Whole, &ctx).unwrap_or_default(),
+        ));
+        let response = encode(Protocol::Json, "SendMessageBatch", &outcome, &ctx);
+        assert_eq!(
+            String::from_utf8(response.body).unwrap(),
+            String::from_utf8(tree).unwrap(),
+            "{entries:?}"
+        );
+    }
+}
+
+#[test]
 fn batch_json_is_the_trees() {
     let receipt_error = SqsError::new(
         ErrorCode::ReceiptHandleIsInvalid,
