@@ -9,6 +9,10 @@
 # machine's running nats-server (127.0.0.1:4222, or NATS_URL), a fresh file-stored stream per
 # run, at its default durability (no fsync per message; see BENCHMARKS.md).
 #
+# First, the ceiling of single sends over HTTP/1.1 under this generator: W1 c=64 against the
+# bare hyper server (crates/server/examples/bare_http.rs, which answers 200 and does nothing
+# else), so that leaseq's W1 can be read against what any HTTP server reaches on the machine.
+#
 # Usage: scripts/bench-jetstream.sh [seconds] [backlog]   (defaults 10 and 100000)
 #   LEASEQ_BIN  the binary (default: build and use target/release/leaseq)
 set -euo pipefail
@@ -49,6 +53,13 @@ workloads() { # label, pid, bench target args...
     "$leaseq" bench "$@" "${pid_args[@]}" --workload w3 -c 16 --backlog "$backlog" --duration "$seconds" \
         --json 2>/dev/null | line "$label W3 c=16"
 }
+
+cargo build -q --release -p leaseq-server --example bare_http
+port="$(free_port)"
+start_server "$port" /dev/null target/release/examples/bare_http "127.0.0.1:$port"
+"$leaseq" bench --endpoint "http://127.0.0.1:$port" --server-pid "$server_pid" --workload w1 \
+    -c 64 --duration "$seconds" --json 2>/dev/null | line "bare hyper (HTTP ceiling) W1 c=64"
+stop_server
 
 for fsync in ${LEASEQ_FSYNC:-always never}; do
     port="$(free_port)"

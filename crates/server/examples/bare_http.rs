@@ -42,8 +42,20 @@ async fn serve_connection(stream: TcpStream) {
         .await;
 }
 
-/// Reads the whole body (as any real server must) and answers 200 "ok".
+/// Reads the whole body (as any real server must) and answers 200 "ok". A `CreateQueue` (AWS
+/// JSON 1.0) is answered with a queue URL, so that `leaseq bench --workload w1` (which creates
+/// its queue first and reads no more of a `SendMessage`'s answer than its status) can drive this
+/// server too: the ceiling of any HTTP server under that generator (BENCHMARKS.md).
 async fn answer(request: Request<Incoming>) -> Result<Response<Full<Bytes>>, Infallible> {
+    let create = request
+        .headers()
+        .get("x-amz-target")
+        .is_some_and(|target| target == "AmazonSQS.CreateQueue");
     let _ = request.into_body().collect().await;
-    Ok(Response::new(Full::new(Bytes::from_static(b"ok\n"))))
+    let body: &'static [u8] = if create {
+        b"{\"QueueUrl\":\"http://127.0.0.1/000000000000/bare\"}"
+    } else {
+        b"ok\n"
+    };
+    Ok(Response::new(Full::new(Bytes::from_static(body))))
 }
