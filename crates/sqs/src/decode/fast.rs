@@ -52,8 +52,15 @@ pub(super) fn decode(operation: &str, body: &[u8], path: &str) -> Option<(Action
 }
 
 /// The body as a request structure `T` (a JSON object and nothing after it), if it is one.
+///
+/// The body is checked to be UTF-8 once, whole, and then parsed as text: parsed from bytes,
+/// serde_json checks every key and string value on its own, a call each. One check saved
+/// (callgrind) about 350 instructions of a durable SendMessage and 450 per message consumed
+/// (a receive of 10 and a delete batch). A body that is not UTF-8 is declined, as one with a
+/// string that is not would have been.
 fn parse<'a, T: Deserialize<'a>>(body: &'a [u8]) -> Option<T> {
-    serde_json::from_slice::<Structure<T>>(body)
+    let text = std::str::from_utf8(body).ok()?;
+    serde_json::from_str::<Structure<T>>(text)
         .ok()
         .map(|structure| structure.0)
 }

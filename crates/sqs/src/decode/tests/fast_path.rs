@@ -596,7 +596,7 @@ proptest! {
 /// path's parse refuses (then both refuse). Each still decodes through the reference path.
 #[test]
 fn declined_requests_decode_through_the_reference_path() {
-    let cases: [(&str, &[u8]); 6] = [
+    let cases: [(&str, &[u8]); 7] = [
         (
             "SendMessage",
             br#"{"QueueUrl":"/1/jobs","MessageBody":"x","Extra":1}"#,
@@ -618,6 +618,11 @@ fn declined_requests_decode_through_the_reference_path() {
             "SendMessage",
             br#"{"QueueUrl":"/1/jobs","MessageBody":"x","Extra":"\ud800"}"#,
         ),
+        // Not UTF-8 in a member the fast path reads (it checks the whole body once).
+        (
+            "SendMessage",
+            b"{\"QueueUrl\":\"/1/jobs\",\"MessageBody\":\"\xc3\"}",
+        ),
     ];
     for (action, body) in cases {
         assert!(
@@ -629,8 +634,8 @@ fn declined_requests_decode_through_the_reference_path() {
         let request = raw(&target, body, "/");
         assert_eq!(decode(&request), decode_reference(&request));
     }
-    // The last two are malformed JSON to the reference path (serde's skipping of an unknown
-    // member would have let them through).
+    // The last three are malformed JSON to the reference path (serde's skipping of an unknown
+    // member would have let the first two through).
     let target = "AmazonSQS.SendMessage";
     for (_, body) in &cases[4..] {
         let (_, error) = decode(&raw(target, body, "/")).unwrap_err();
