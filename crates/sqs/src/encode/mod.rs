@@ -818,18 +818,14 @@ fn write_message_json(
 /// The test `batch_json_is_the_trees` holds it to the tree's bytes.
 fn write_batch_json(entries: &[(String, Result<(), SqsError>)], out: &mut Vec<u8>) {
     write_failed_json(entries, out);
-    out.extend_from_slice(b",\"Successful\":[");
-    let mut first = true;
-    for (id, _) in entries.iter().filter(|(_, result)| result.is_ok()) {
-        if !first {
-            out.push(b',');
-        }
-        first = false;
+    out.extend_from_slice(b",\"Successful\":");
+    let successful = entries.iter().filter(|(_, result)| result.is_ok());
+    write_json_list(successful, out, |(id, _), out| {
         out.extend_from_slice(b"{\"Id\":");
         json_string(id, out);
         out.push(b'}');
-    }
-    out.extend_from_slice(b"]}");
+    });
+    out.push(b'}');
 }
 
 /// A `SendMessageBatch` JSON result, written directly: what `write_json` writes of
@@ -838,34 +834,28 @@ fn write_batch_json(entries: &[(String, Result<(), SqsError>)], out: &mut Vec<u8
 /// The test `sent_batch_json_is_the_trees` holds it to the tree's bytes.
 fn write_sent_batch_json(entries: &[(String, Result<Sent, SqsError>)], out: &mut Vec<u8>) {
     write_failed_json(entries, out);
-    out.extend_from_slice(b",\"Successful\":[");
-    let mut first = true;
-    for (id, result) in entries {
-        let Ok(sent) = result else { continue };
-        if !first {
-            out.push(b',');
-        }
-        first = false;
+    out.extend_from_slice(b",\"Successful\":");
+    let successful = entries
+        .iter()
+        .filter_map(|(id, result)| Some((id, result.as_ref().ok()?)));
+    write_json_list(successful, out, |(id, sent), out| {
         out.extend_from_slice(b"{\"Id\":");
         json_string(id, out);
         out.push(b',');
         write_sent_members(sent, out);
         out.push(b'}');
-    }
-    out.extend_from_slice(b"]}");
+    });
+    out.push(b'}');
 }
 
 /// A batch result's opening and its `Failed` list (a failed entry's members `Code`, `Id`,
 /// `Message`, `SenderFault`, as `write_json` sorts them).
 fn write_failed_json<T>(entries: &[(String, Result<T, SqsError>)], out: &mut Vec<u8>) {
-    out.extend_from_slice(b"{\"Failed\":[");
-    let mut first = true;
-    for (id, result) in entries {
-        let Err(error) = result else { continue };
-        if !first {
-            out.push(b',');
-        }
-        first = false;
+    out.extend_from_slice(b"{\"Failed\":");
+    let failed = entries
+        .iter()
+        .filter_map(|(id, result)| Some((id, result.as_ref().err()?)));
+    write_json_list(failed, out, |(id, error), out| {
         out.extend_from_slice(b"{\"Code\":");
         json_string(error.code.query_code(), out);
         out.extend_from_slice(b",\"Id\":");
@@ -877,6 +867,21 @@ fn write_failed_json<T>(entries: &[(String, Result<T, SqsError>)], out: &mut Vec
         } else {
             b",\"SenderFault\":false}"
         });
+    });
+}
+
+/// Writes `items` as a JSON list, each written by `write`.
+fn write_json_list<T>(
+    items: impl Iterator<Item = T>,
+    out: &mut Vec<u8>,
+    mut write: impl FnMut(T, &mut Vec<u8>),
+) {
+    out.push(b'[');
+    for (at, item) in items.enumerate() {
+        if at > 0 {
+            out.push(b',');
+        }
+        write(item, out);
     }
     out.push(b']');
 }
@@ -953,16 +958,7 @@ fn write_json(node: Node<'_>, out: &mut Vec<u8>) {
             members.sort_by(|a, b| a.0.cmp(b.0));
             write_json_object(members, out);
         }
-        Node::List { items, .. } => {
-            out.push(b'[');
-            for (at, item) in items.into_iter().enumerate() {
-                if at > 0 {
-                    out.push(b',');
-                }
-                write_json(item, out);
-            }
-            out.push(b']');
-        }
+        Node::List { items, .. } => write_json_list(items.into_iter(), out, write_json),
         Node::Map { mut entries, .. } => {
             entries.sort_by(|a, b| a.0.cmp(&b.0));
             write_json_object(entries, out);
