@@ -293,6 +293,8 @@ struct Node {
     id: String,
     addr: SocketAddr,
     command: ServeCommand,
+    /// The command on another address (for a first start that lost its port).
+    command_at: Box<dyn Fn(SocketAddr) -> ServeCommand>,
     log_dir: PathBuf,
     server: Option<ChildServer>,
     /// Running and not paused: expected to answer.
@@ -301,14 +303,34 @@ struct Node {
 
 impl Node {
     /// Starts the node (again) and waits until it answers `/health`.
+    ///
+    /// Its address stays the same across restarts (`--advertise` must stay true), so it is
+    /// chosen before the first start, and another process may take the port first (the other
+    /// test of this file runs nodes at the same time). Before its first start nothing knows the
+    /// address yet: a node that lost the race moves to another.
     async fn start(&mut self) {
-        match &mut self.server {
-            Some(server) => server.start_again().await,
-            None => {
-                self.server = Some(ChildServer::start(self.command.clone(), &self.log_dir).await)
-            }
+        if let Some(server) = &mut self.server {
+            server.start_again().await;
+            self.up = true;
+            return;
         }
-        self.up = true;
+        for _ in 0..FIRST_START_ATTEMPTS {
+            let listening = format!("listening on http://{}", self.addr);
+            let command = self.command.clone();
+            let started =
+                ChildServer::start_at_fixed_address(command, &self.log_dir, &listening).await;
+            if let Some(server) = started {
+                self.server = Some(server);
+                self.up = true;
+                return;
+            }
+            self.addr = free_loopback_addr();
+            self.command = (self.command_at)(self.addr);
+        }
+        panic!(
+            "node {} found no free port in {FIRST_START_ATTEMPTS} attempts",
+            self.id
+        );
     }
 
     fn server(&mut self) -> &mut ChildServer {
@@ -737,44 +759,50 @@ fn node(id: &str, scratch: &Path, postgres: &PostgresSchema, buckets: u32) -> No
     let addr = free_loopback_addr();
     let log_dir = scratch.join(id);
     std::fs::create_dir_all(&log_dir).expect("a directory for the node's logs");
-    let address = addr.to_string();
-    let node_timeout_ms = NODE_TIMEOUT_MS.to_string();
-    let buckets = buckets.to_string();
-    let command = common::serve_command()
-        .listening_on(addr)
-        .data_dir(&log_dir.join("data"))
-        .args([
-            "--listen",
-            &address,
-            "--postgres",
-            &postgres.connection,
-            "--postgres-schema",
-            &postgres.schema,
-            "--postgres-buckets",
-            &buckets,
-            "--cluster",
-            "true",
-            "--node-id",
-            id,
-            "--advertise",
-            &address,
-            "--node-timeout-ms",
-            &node_timeout_ms,
-            "--log",
-            "info",
-        ])
-        // Checkpoints often, so takeovers replay from a snapshot and a short tail, and kills
-        // land in checkpoints too.
-        .args(["--checkpoint-bytes", "262144"]);
+    let (node_id, data_dir) = (id.to_string(), log_dir.join("data"));
+    let (connection, schema) = (postgres.connection.clone(), postgres.schema.clone());
+    let command_at = move |addr: SocketAddr| {
+        let address = addr.to_string();
+        common::serve_command()
+            .listening_on(addr)
+            .data_dir(&data_dir)
+            .args([
+                "--listen",
+                &address,
+                "--postgres",
+                &connection,
+                "--postgres-schema",
+                &schema,
+                "--postgres-buckets",
+                &buckets.to_string(),
+                "--cluster",
+                "true",
+                "--node-id",
+                &node_id,
+                "--advertise",
+                &address,
+                "--node-timeout-ms",
+                &NODE_TIMEOUT_MS.to_string(),
+                "--log",
+                "info",
+            ])
+            // Checkpoints often, so takeovers replay from a snapshot and a short tail, and
+            // kills land in checkpoints too.
+            .args(["--checkpoint-bytes", "262144"])
+    };
     Node {
         id: id.to_string(),
         addr,
-        command,
+        command: command_at(addr),
+        command_at: Box::new(command_at),
         log_dir,
         server: None,
         up: false,
     }
 }
+
+/// How many addresses a node's first start tries.
+const FIRST_START_ATTEMPTS: usize = 5;
 
 /// `GET /api/cluster` and `GET /readyz` of the node at `addr`.
 async fn view(addr: SocketAddr) -> Result<View, String> {

@@ -147,6 +147,57 @@ impl ChildServer {
         }
     }
 
+    /// Starts `command`, which fixes its address, as [`ChildServer::start`] does, and waits
+    /// until its log says that it listens (`listen_line`, a line it logs once its listener is
+    /// bound): `None` if it could not bind the address because another process holds it (the
+    /// caller may pick another address). The log line, not `/health`, tells that the server
+    /// answering is this one: a process that took the port first may answer `/health` too.
+    pub async fn start_at_fixed_address(
+        command: ServeCommand,
+        log_dir: &Path,
+        listen_line: &str,
+    ) -> Option<ChildServer> {
+        assert!(command.address.is_some(), "the command fixes no address");
+        let addr = command.address.expect("checked");
+        let mut logs = Vec::new();
+        let log_path = log_dir.join("start-0.log");
+        logs.push(log_path.clone());
+        let mut child = command.spawn(addr, &log_path);
+        let started = Instant::now();
+        loop {
+            let log = read(&log_path);
+            if log.contains(listen_line) {
+                break;
+            }
+            if let Some(status) = child.try_wait().expect("waiting for the server") {
+                if log.contains("in use") {
+                    return None;
+                }
+                panic!("leaseq did not start (it exited with {status}); its log:\n{log}");
+            }
+            assert!(
+                started.elapsed() < STARTUP_TIMEOUT,
+                "leaseq did not log {listen_line:?} within {STARTUP_TIMEOUT:?}; its log:\n{log}"
+            );
+            tokio::time::sleep(POLL_INTERVAL).await;
+        }
+        if let Err(reason) = wait_for_health(&mut child, addr, command.is_tls()).await {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "leaseq did not start ({reason}); its log:\n{}",
+                read(&log_path)
+            );
+        }
+        Some(ChildServer {
+            command,
+            log_dir: log_dir.to_path_buf(),
+            child,
+            addr,
+            logs,
+        })
+    }
+
     /// The address it listens on.
     pub fn addr(&self) -> SocketAddr {
         self.addr
