@@ -91,24 +91,25 @@ pub(crate) fn payloads<'a>(
     store: &dyn LogStore,
     references: impl IntoIterator<Item = (&'a PayloadRef, MessageId)>,
 ) -> Result<Vec<Arc<Payload>>, SqsError> {
-    let references: Vec<(&PayloadRef, MessageId)> = references.into_iter().collect();
-    let mut payloads: Vec<Option<Arc<Payload>>> = Vec::with_capacity(references.len());
-    // The stored ones: where each goes in `payloads`, and where it is in the log.
-    let mut stored: Vec<(usize, Location)> = Vec::new();
-    for (index, (reference, _)) in references.iter().enumerate() {
+    let mut payloads: Vec<Option<Arc<Payload>>> = Vec::new();
+    // The stored ones, where they are in the log, and for each where it goes in `payloads` and
+    // whose it is.
+    let mut locations: Vec<Location> = Vec::new();
+    let mut stored: Vec<(usize, MessageId)> = Vec::new();
+    for (index, (reference, message_id)) in references.into_iter().enumerate() {
         payloads.push(match reference {
             PayloadRef::Inline(payload) => Some(payload.clone()),
             PayloadRef::Stored(location) => {
-                stored.push((index, *location));
+                locations.push(*location);
+                stored.push((index, message_id));
                 None
             }
         });
     }
-    let locations: Vec<Location> = stored.iter().map(|&(_, location)| location).collect();
     let mut from_disk = Vec::new();
     let mut failed = None;
     store.read_cached_many(&locations, &mut |at, record| {
-        let (index, location) = stored[at];
+        let ((index, message_id), location) = (stored[at], locations[at]);
         let payload = record.map_err(ReadError::from).and_then(|record| {
             record
                 .map(|bytes| decode_payload(bytes, location))
@@ -116,9 +117,9 @@ pub(crate) fn payloads<'a>(
         });
         match payload {
             Ok(Some(payload)) => payloads[index] = Some(payload),
-            Ok(None) => from_disk.push((index, location, references[index].1)),
+            Ok(None) => from_disk.push((index, location, message_id)),
             Err(error) => {
-                failed.get_or_insert_with(|| client_error(error, references[index].1));
+                failed.get_or_insert_with(|| client_error(error, message_id));
             }
         }
     });

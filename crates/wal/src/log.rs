@@ -603,12 +603,17 @@ impl Wal {
     pub fn read_cached(&self, position: Position) -> Result<Option<Vec<u8>>, WalError> {
         let payload = self.read_in(position, Source::Memory)?;
         if payload.is_none() {
-            self.shared
-                .stats
-                .uncached_reads
-                .fetch_add(1, Ordering::Relaxed);
+            self.count_uncached();
         }
         Ok(payload)
+    }
+
+    /// Counts a read from memory that found its record only on the disk.
+    fn count_uncached(&self) {
+        self.shared
+            .stats
+            .uncached_reads
+            .fetch_add(1, Ordering::Relaxed);
     }
 
     /// [`Wal::read_cached`] of several records at once: `each(i, answer)` for the record at
@@ -626,10 +631,7 @@ impl Wal {
     ) {
         let mut answer = |index: usize, read: Result<Option<&[u8]>, WalError>| {
             if matches!(read, Ok(None)) {
-                self.shared
-                    .stats
-                    .uncached_reads
-                    .fetch_add(1, Ordering::Relaxed);
+                self.count_uncached();
             }
             each(index, read.map_err(|error| self.or_poisoned(error)));
         };
