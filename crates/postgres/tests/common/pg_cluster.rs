@@ -194,7 +194,8 @@ pub fn run(program: &str, args: &[&str]) {
     );
 }
 
+/// A free port for a cluster of the test's own, where no bind to port 0 can take it meanwhile
+/// (see `free_loopback_addr`).
 pub fn free_port() -> u16 {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.local_addr().unwrap().port()
+    leaseq_testkit::launch::free_loopback_addr().port()
 }

@@ -369,15 +369,56 @@ async fn wait_for_health(child: &mut Child, addr: SocketAddr, tls: bool) -> Resu
     }
 }
 
-/// A loopback port nobody listens on right now. Another process may take it before the server
-/// binds it; [`start`] then retries with a new one (a test that fixes the port with
-/// [`ServeCommand::listening_on`] takes that risk).
+/// A loopback port nobody listens on right now, below the kernel's ephemeral range
+/// (`net.ipv4.ip_local_port_range`, 32768-60999 by default): no bind to port 0 and no outgoing
+/// connection of any process can take it by chance between this probe and the server's bind,
+/// as one did when these ports came from a bind to port 0 (a node of a concurrent test started
+/// on the same port, and answered the other's health checks). Ports are tried from a start that
+/// differs between processes, one after the other, and one process never gets a port twice.
+///
+/// Another process may still take it first (one picking the same way); [`start`] then retries
+/// with a new one (a test that fixes the port with [`ServeCommand::listening_on`] takes that
+/// risk, and finds out from the server's own "listening on" line).
 pub fn free_loopback_addr() -> SocketAddr {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|listener| listener.local_addr())
-        .expect("a free loopback port")
+    use std::sync::atomic::{AtomicU32, Ordering};
+    const FIRST: u32 = 20_000;
+    const END: u32 = 32_768;
+    static NEXT: AtomicU32 = AtomicU32::new(u32::MAX);
+    if NEXT.load(Ordering::Relaxed) == u32::MAX {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |elapsed| elapsed.subsec_nanos());
+        let start = std::process::id().wrapping_mul(7919).wrapping_add(nanos) % (END - FIRST);
+        let _ = NEXT.compare_exchange(u32::MAX, start, Ordering::Relaxed, Ordering::Relaxed);
+    }
+    for _ in FIRST..END {
+        let port = FIRST + NEXT.fetch_add(1, Ordering::Relaxed) % (END - FIRST);
+        let address = SocketAddr::from(([127, 0, 0, 1], port as u16));
+        if TcpListener::bind(address).is_ok() {
+            return address;
+        }
+    }
+    panic!("no free loopback port between {FIRST} and {END}")
 }
 
 fn read(path: &PathBuf) -> String {
     std::fs::read_to_string(path).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn free_ports_lie_below_the_ephemeral_range_and_are_never_handed_out_twice() {
+        let mut seen = std::collections::BTreeSet::new();
+        // Held, so that the next probe finds each of them taken and must move on.
+        let mut held = Vec::new();
+        for _ in 0..200 {
+            let address = free_loopback_addr();
+            assert!((20_000..32_768).contains(&address.port()), "{address}");
+            assert!(seen.insert(address.port()), "{address} twice");
+            held.push(TcpListener::bind(address).expect("free when handed out"));
+        }
+    }
 }
