@@ -176,8 +176,14 @@ impl Sim {
         *self.tally.entry(key.to_string()).or_default() += 1;
     }
 
+    /// The running backend's state. A write in the background (a checkpoint's) may have failed
+    /// since the last request, on a full disk: the log is then poisoned, and the payloads that
+    /// checkpoints relocated into records it lost cannot be read. Those messages are still
+    /// where they were on disk (no segment goes before the records that relocate out of it are
+    /// durable), so they keep the bodies the acknowledged state knew them by; the next request
+    /// is refused, and the restart after it checks what the disk holds.
     fn dump_live(&self) -> Dump {
-        Dump::of(&self.backend(), self.now_ms())
+        Dump::of(&self.backend(), self.now_ms()).with_bodies_from(&self.ledger.acked)
     }
 
     /// Opens the backend on `storage` as a restarted server would (same receipt key).
