@@ -11,8 +11,8 @@
 //! records it made durable (a broadcast would wake every waiter on every fsync, most of them
 //! only to sleep again, which costs a wake-up per waiter per fsync). Because a batch takes
 //! everything that was appended while the previous one was busy, one fdatasync covers all the
-//! records of all concurrent appenders: group commit. Under `Always` a lone waiter that finds the
-//! log idle runs the batch itself; otherwise, and under the other policies, the sync thread does.
+//! records of all concurrent appenders: group commit. Under `Always` and `Never` a lone waiter that
+//! finds the log idle runs the batch itself; otherwise, and under `Interval`, the sync thread does.
 //!
 //! Invariant: a record is in exactly one of three places: `State::pending` (appended, not yet
 //! taken), `State::in_flight` (taken by a batch, being written), or its segment file.
@@ -194,9 +194,10 @@ impl Shared {
         }
     }
 
-    /// Whether waiters lead their own batches (see `sync.rs`).
+    /// Whether waiters lead their own batches (see `sync.rs`). Not under `Interval`, whose
+    /// timed fdatasync the sync thread schedules from the batches it writes itself.
     pub(crate) fn waiters_lead(&self) -> bool {
-        self.options.fsync == FsyncPolicy::Always
+        matches!(self.options.fsync, FsyncPolicy::Always | FsyncPolicy::Never)
     }
 
     /// Publishes the state's progress after a batch, with the writer back in place. Called
@@ -251,7 +252,7 @@ impl Shared {
         mut state: MutexGuard<'_, State>,
         io: impl FnOnce(&mut dyn FnMut() -> Result<(), PoisonCause>) -> Result<(), PoisonCause>,
     ) {
-        let mut commit = Commit::begin(&mut state, true);
+        let mut commit = Commit::begin(&mut state, self.options.fsync == FsyncPolicy::Always);
         drop(state);
         let result = io(&mut || commit.write(self));
         let wakes = commit.finish(self, &mut self.lock(), result);
@@ -364,8 +365,8 @@ impl Wal {
         chunk.last_lsn = lsn;
         state.next_lsn = lsn + 1;
         state.buffered_bytes += frame_len_bytes;
-        // Under `Always` the waiter leads the batch itself (see `sync.rs`); waking the sync
-        // thread too would cost a wake-up per request for nothing.
+        // Under `Always` and `Never` the waiter leads the batch itself (see `sync.rs`); waking
+        // the sync thread too would cost a wake-up per request for nothing.
         if state.sync_thread_idle && !self.shared.waiters_lead() {
             state.sync_thread_idle = false;
             self.shared.work.notify_one();
@@ -445,10 +446,10 @@ impl Wal {
     /// fdatasync for [`FsyncPolicy::Always`], written to the operating system otherwise.
     /// Fails with [`WalError::Poisoned`] if the log was poisoned before that happened.
     ///
-    /// Under `Always`, on a multi-threaded tokio runtime, the caller leads the group commit
-    /// (see `sync.rs`) if it is the only async waiter and no batch is in flight: it writes and
-    /// fdatasyncs every pending record on its own thread ([`how_to_lead`]). Otherwise it waits
-    /// for the sync thread.
+    /// Under `Always` and `Never`, on a multi-threaded tokio runtime, the caller leads the group
+    /// commit (see `sync.rs`) if it is the only async waiter and no batch is in flight: it writes
+    /// (and under `Always` fdatasyncs) every pending record on its own thread ([`how_to_lead`]).
+    /// Otherwise it waits for the sync thread.
     ///
     /// Holds no lock while waiting; cancel-safe: a batch, once started, runs to its end within
     /// one poll, and a waiter that gives up leaves nothing undone (the sync thread writes

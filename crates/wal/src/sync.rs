@@ -7,11 +7,12 @@
 //! commit, and it needs no tuning knob, because the batch size adapts to the disk's fsync
 //! latency by itself.
 //!
-//! Who does the I/O. Under [`FsyncPolicy::Always`], a waiter that is the only async waiter
-//! and finds no batch in flight does it on its own thread: it **leads** (see
-//! [`crate::Wal::wait_durable`]). A lone request thus pays no thread hand-off at all: the thread
-//! that appended is the one that writes, fsyncs and replies (the hand-offs to and from a sync
-//! thread cost two wake-ups, about as long as the fdatasync itself on a small VM). With two
+//! Who does the I/O. Under [`FsyncPolicy::Always`] and [`FsyncPolicy::Never`], a waiter that
+//! is the only async waiter and finds no batch in flight does it on its own thread: it **leads**
+//! (see [`crate::Wal::wait_durable`]). A lone request thus pays no thread hand-off at all: the
+//! thread that appended is the one that writes, fsyncs (under `Always`) and replies (the
+//! hand-offs to and from a sync thread cost two wake-ups, about as long as the fdatasync itself
+//! on a small VM, and far longer than the write alone under `Never`). With two
 //! runtime workers or more it blocks its worker for the batch, which only one waiter at a time
 //! can be doing; with one it leads inside `block_in_place`, so the runtime keeps serving. When other
 //! waiters are about, the waiter registers and wakes the dedicated **sync thread**, which, as
