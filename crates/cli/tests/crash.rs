@@ -2,7 +2,8 @@
 //!
 //! Each cycle runs producers (`SendMessage`, `SendMessageBatch`) and consumers (`ReceiveMessage`
 //! with a 2 s visibility timeout, then `DeleteMessage`, `DeleteMessageBatch`, or nothing, leaving
-//! the lease to expire) against `leaseq serve --fsync always`, for a random time, and then
+//! the lease to expire) against `leaseq serve --fsync always` (and `never`: both promise that a
+//! kill -9 loses nothing acknowledged), for a random time, and then
 //! SIGKILLs the server. Every request is recorded as *acknowledged* (a 200 read to the end) or
 //! not; a request in flight at the kill has an unknown outcome. On some cycles a torn record is
 //! then appended to the log, as a crash in the middle of a write could leave it.
@@ -63,6 +64,14 @@ async fn acknowledged_work_survives_kill_9() {
     crash_cycles(Backend::File).await;
 }
 
+/// The same on the file log at `--fsync never`, which promises as much against a kill -9 (not
+/// against a power loss): an answer waits until its records are written to the operating
+/// system, by the sync thread or, for a lone request, by the request's own thread.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acknowledged_work_survives_kill_9_without_fsync() {
+    crash_cycles(Backend::FileUnsynced).await;
+}
+
 /// The same with the log in PostgreSQL (`LEASEQ_TEST_POSTGRES`, default
 /// `host=127.0.0.1 user=postgres dbname=test`; a schema of its own, dropped afterwards): the
 /// restarted node takes the schema over and recovers from it alone.
@@ -76,6 +85,8 @@ async fn acknowledged_work_survives_kill_9_on_postgres() {
 enum Backend {
     /// The data directory (`--fsync always`); some restarts find a torn record at the tail.
     File,
+    /// The data directory at `--fsync never`, torn records likewise.
+    FileUnsynced,
     /// PostgreSQL (`--postgres`).
     Postgres,
 }
@@ -84,6 +95,7 @@ impl Backend {
     fn name(self) -> &'static str {
         match self {
             Backend::File => "file",
+            Backend::FileUnsynced => "file-unsynced",
             Backend::Postgres => "postgres",
         }
     }
@@ -105,6 +117,7 @@ async fn crash_cycles(backend: Backend) {
     let schema = format!("leaseq_crash_{}_{seed}", std::process::id());
     let postgres = (backend == Backend::Postgres).then(|| common::PostgresSchema::new(&schema));
     let command = match &postgres {
+        None if backend == Backend::FileUnsynced => common::durable_serve_with(&data_dir, "never"),
         None => common::durable_serve(&data_dir),
         Some(postgres) => common::durable_serve(&data_dir).args([
             "--postgres",
@@ -134,7 +147,7 @@ async fn crash_cycles(backend: Backend) {
         report.checkpoints = server.log().matches("checkpoint written").count();
 
         // A torn record at the tail, as a crash in the middle of a write may leave one.
-        let torn = backend == Backend::File && (cycle % 2 == 1 || rng.random_bool(0.5));
+        let torn = backend != Backend::Postgres && (cycle % 2 == 1 || rng.random_bool(0.5));
         if torn {
             append_torn_record(&data_dir.join("wal"), &mut rng);
         }

@@ -68,8 +68,14 @@ pub fn healthcheck_with(endpoint: &str, args: &[&OsStr]) -> Output {
 /// The crash tests' server on `data_dir`: `--fsync always`, so every acknowledged request is
 /// on disk before its answer, and checkpoints often.
 pub fn durable_serve(data_dir: &Path) -> ServeCommand {
+    durable_serve_with(data_dir, "always")
+}
+
+/// [`durable_serve`] with another `--fsync` policy (`never`: every acknowledged request is
+/// written to the operating system before its answer, which a kill -9 does not undo).
+pub fn durable_serve_with(data_dir: &Path, fsync: &str) -> ServeCommand {
     serve_command()
-        .args(["--fsync", "always"])
+        .args(["--fsync", fsync])
         .data_dir(data_dir)
         // A delete with a superseded receipt is refused instead of silently ignored, so every
         // acknowledged delete really deleted (or found the message already gone).
