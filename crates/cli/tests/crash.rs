@@ -2,8 +2,8 @@
 //!
 //! Each cycle runs producers (`SendMessage`, `SendMessageBatch`) and consumers (`ReceiveMessage`
 //! with a 2 s visibility timeout, then `DeleteMessage`, `DeleteMessageBatch`, or nothing, leaving
-//! the lease to expire) against `leaseq serve --fsync always` (and `never`: both promise that a
-//! kill -9 loses nothing acknowledged), for a random time, and then
+//! the lease to expire) against `leaseq serve --fsync always` (and `never` or `interval`: all
+//! promise that a kill -9 loses nothing acknowledged), for a random time, and then
 //! SIGKILLs the server. Every request is recorded as *acknowledged* (a 200 read to the end) or
 //! not; a request in flight at the kill has an unknown outcome. On some cycles a torn record is
 //! then appended to the log, as a crash in the middle of a write could leave it.
@@ -64,9 +64,10 @@ async fn acknowledged_work_survives_kill_9() {
     crash_cycles(Backend::File).await;
 }
 
-/// The same on the file log at `--fsync never`, which promises as much against a kill -9 (not
-/// against a power loss): an answer waits until its records are written to the operating
-/// system, by the sync thread or, for a lone request, by the request's own thread.
+/// The same on the file log at `--fsync never` or `interval=50` (by the seed), which promise as
+/// much against a kill -9 (not against a power loss): an answer waits until its records are
+/// written to the operating system, by the sync thread or, for a lone request, by the request's
+/// own thread.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn acknowledged_work_survives_kill_9_without_fsync() {
     crash_cycles(Backend::FileUnsynced).await;
@@ -85,7 +86,7 @@ async fn acknowledged_work_survives_kill_9_on_postgres() {
 enum Backend {
     /// The data directory (`--fsync always`); some restarts find a torn record at the tail.
     File,
-    /// The data directory at `--fsync never`, torn records likewise.
+    /// The data directory at `--fsync never` or `interval=50`, torn records likewise.
     FileUnsynced,
     /// PostgreSQL (`--postgres`).
     Postgres,
@@ -117,7 +118,16 @@ async fn crash_cycles(backend: Backend) {
     let schema = format!("leaseq_crash_{}_{seed}", std::process::id());
     let postgres = (backend == Backend::Postgres).then(|| common::PostgresSchema::new(&schema));
     let command = match &postgres {
-        None if backend == Backend::FileUnsynced => common::durable_serve_with(&data_dir, "never"),
+        None if backend == Backend::FileUnsynced => {
+            // The seed picks the policy; both acknowledge once the records are written.
+            let fsync = if seed % 2 == 0 {
+                "never"
+            } else {
+                "interval=50"
+            };
+            println!("crash test: --fsync {fsync}");
+            common::durable_serve_with(&data_dir, fsync)
+        }
         None => common::durable_serve(&data_dir),
         Some(postgres) => common::durable_serve(&data_dir).args([
             "--postgres",

@@ -2,17 +2,17 @@
 //!
 //! Concurrency design. All mutable state lives in one `State` behind one mutex, held only for
 //! memory operations: `append` encodes the frame into the tail of an in-memory chunk, assigns
-//! the LSN and the position, and returns. It makes no syscall (under `Interval` and `Never` it
-//! signals the sync thread's condition variable, only when that thread is idle), so the engine
-//! can append while holding its own lock. A batch (see `sync.rs`) takes all pending chunks at
+//! the LSN and the position, and returns. It makes no syscall (it wakes no thread: the waiter
+//! leads the batch or wakes the sync thread), so the engine can append while holding its own
+//! lock. A batch (see `sync.rs`) takes all pending chunks at
 //! once, writes them, fdatasyncs per the [`FsyncPolicy`], and publishes the new watermarks both
 //! to a condition variable (for [`Wal::wait_durable_blocking`]) and to the async waiters of
 //! [`Wal::wait_durable`], which wait in LSN order: a publish wakes exactly the waiters whose
 //! records it made durable (a broadcast would wake every waiter on every fsync, most of them
 //! only to sleep again, which costs a wake-up per waiter per fsync). Because a batch takes
 //! everything that was appended while the previous one was busy, one fdatasync covers all the
-//! records of all concurrent appenders: group commit. Under `Always` and `Never` a lone waiter that
-//! finds the log idle runs the batch itself; otherwise, and under `Interval`, the sync thread does.
+//! records of all concurrent appenders: group commit. A lone waiter that finds the log idle runs
+//! the batch itself; otherwise the sync thread does, and it runs `Interval`'s timed fdatasync.
 //!
 //! Invariant: a record is in exactly one of three places: `State::pending` (appended, not yet
 //! taken), `State::in_flight` (taken by a batch, being written), or its segment file.
@@ -135,6 +135,9 @@ pub(crate) struct State {
     pub(crate) buffered_bytes: u64,
     /// Whether the sync thread is waiting for work (so whoever gives it some must wake it).
     pub(crate) sync_thread_idle: bool,
+    /// Whether that wait is timed (under `Interval`, for the fdatasync it owes): then it ends
+    /// by itself within the interval, and a batch that leaves records unsynced need not wake it.
+    pub(crate) sync_thread_timed: bool,
     /// [`Wal::sync`] asked for an fdatasync covering records up to this LSN.
     pub(crate) sync_requested_lsn: Lsn,
     /// The handle is being dropped: flush, sync and exit.
@@ -194,10 +197,11 @@ impl Shared {
         }
     }
 
-    /// Whether waiters lead their own batches (see `sync.rs`). Not under `Interval`, whose
-    /// timed fdatasync the sync thread schedules from the batches it writes itself.
-    pub(crate) fn waiters_lead(&self) -> bool {
-        matches!(self.options.fsync, FsyncPolicy::Always | FsyncPolicy::Never)
+    /// Whether a batch a waiter leads ends with an fdatasync: only under `Always`. Under
+    /// `Interval` the sync thread owes the next one, on its timer ([`Shared::publish`] wakes it
+    /// if it sleeps without one), so no request waits for an fdatasync it does not need.
+    fn leader_syncs(&self) -> bool {
+        self.options.fsync == FsyncPolicy::Always
     }
 
     /// Publishes the state's progress after a batch, with the writer back in place. Called
@@ -223,9 +227,13 @@ impl Shared {
             senders: answered.into_values().collect(),
             poisoned: state.progress.poisoned.clone(),
         };
+        let unsynced = state.progress.synced_lsn < state.progress.written_lsn;
+        let owes_sync = matches!(self.options.fsync, FsyncPolicy::Interval(_))
+            && unsynced
+            && !state.sync_thread_timed;
         if state.sync_thread_idle
             && state.writer.is_some()
-            && crate::sync::sync_thread_work(self, state).is_some()
+            && (owes_sync || crate::sync::sync_thread_work(self, state).is_some())
         {
             self.work.notify_one();
         }
@@ -252,7 +260,7 @@ impl Shared {
         mut state: MutexGuard<'_, State>,
         io: impl FnOnce(&mut dyn FnMut() -> Result<(), PoisonCause>) -> Result<(), PoisonCause>,
     ) {
-        let mut commit = Commit::begin(&mut state, self.options.fsync == FsyncPolicy::Always);
+        let mut commit = Commit::begin(&mut state, self.leader_syncs());
         drop(state);
         let result = io(&mut || commit.write(self));
         let wakes = commit.finish(self, &mut self.lock(), result);
@@ -297,6 +305,7 @@ impl Wal {
             last_sync_at: Instant::now(),
             buffered_bytes: 0,
             sync_thread_idle: false,
+            sync_thread_timed: false,
             sync_requested_lsn: 0,
             shutdown: false,
             progress_waiters: 0,
@@ -365,12 +374,8 @@ impl Wal {
         chunk.last_lsn = lsn;
         state.next_lsn = lsn + 1;
         state.buffered_bytes += frame_len_bytes;
-        // Under `Always` and `Never` the waiter leads the batch itself (see `sync.rs`); waking
-        // the sync thread too would cost a wake-up per request for nothing.
-        if state.sync_thread_idle && !self.shared.waiters_lead() {
-            state.sync_thread_idle = false;
-            self.shared.work.notify_one();
-        }
+        // The waiter leads the batch itself, or wakes the sync thread (see `sync.rs`); waking
+        // it here too would cost a wake-up per request for nothing.
         let position = Position {
             segment,
             offset,
@@ -396,12 +401,10 @@ impl Wal {
             if state.buffered_bytes == 0 || state.buffered_bytes + frame_len_bytes <= max_bytes {
                 return Ok(state);
             }
-            if self.shared.waiters_lead() {
-                // The buffer may be full of records nobody waits for (their waiters gave up):
-                // have the sync thread write them.
-                let last_lsn = state.next_lsn - 1;
-                self.request_sync(&mut state, last_lsn);
-            }
+            // The buffer may be full of records nobody waits for (their waiters gave up):
+            // have the sync thread write them.
+            let last_lsn = state.next_lsn - 1;
+            self.request_sync(&mut state, last_lsn);
             state = self.shared.wait_for_progress(state);
         }
     }
@@ -446,10 +449,10 @@ impl Wal {
     /// fdatasync for [`FsyncPolicy::Always`], written to the operating system otherwise.
     /// Fails with [`WalError::Poisoned`] if the log was poisoned before that happened.
     ///
-    /// Under `Always` and `Never`, on a multi-threaded tokio runtime, the caller leads the group
-    /// commit (see `sync.rs`) if it is the only async waiter and no batch is in flight: it writes
-    /// (and under `Always` fdatasyncs) every pending record on its own thread ([`how_to_lead`]).
-    /// Otherwise it waits for the sync thread.
+    /// On a multi-threaded tokio runtime the caller leads the group commit (see `sync.rs`) if it
+    /// is the only async waiter and no batch is in flight: it writes (and under `Always`
+    /// fdatasyncs) every pending record on its own thread ([`how_to_lead`]). Otherwise it waits
+    /// for the sync thread.
     ///
     /// Holds no lock while waiting; cancel-safe: a batch, once started, runs to its end within
     /// one poll, and a waiter that gives up leaves nothing undone (the sync thread writes
@@ -470,7 +473,7 @@ impl Wal {
             if settled(&state) {
                 return self.acknowledgement(&state.progress, lsn);
             }
-            let lead = (self.shared.waiters_lead() && state.writer.is_some() && waiting.alone())
+            let lead = (state.writer.is_some() && waiting.alone())
                 .then(how_to_lead)
                 .flatten();
             if let Some(lead) = lead {
@@ -513,7 +516,7 @@ impl Wal {
             if acknowledged || state.progress.poisoned.is_some() {
                 return self.acknowledgement(&state.progress, lsn);
             }
-            if self.shared.waiters_lead() && state.writer.is_some() {
+            if state.writer.is_some() {
                 self.shared.lead(state, |write| write());
                 state = self.shared.lock();
                 continue;

@@ -7,12 +7,13 @@
 //! commit, and it needs no tuning knob, because the batch size adapts to the disk's fsync
 //! latency by itself.
 //!
-//! Who does the I/O. Under [`FsyncPolicy::Always`] and [`FsyncPolicy::Never`], a waiter that
-//! is the only async waiter and finds no batch in flight does it on its own thread: it **leads**
-//! (see [`crate::Wal::wait_durable`]). A lone request thus pays no thread hand-off at all: the
-//! thread that appended is the one that writes, fsyncs (under `Always`) and replies (the
-//! hand-offs to and from a sync thread cost two wake-ups, about as long as the fdatasync itself
-//! on a small VM, and far longer than the write alone under `Never`). With two
+//! Who does the I/O. A waiter that is the only async waiter and finds no batch in flight does
+//! it on its own thread: it **leads** (see [`crate::Wal::wait_durable`]). A lone request thus
+//! pays no thread hand-off at all: the thread that appended is the one that writes, fsyncs
+//! (under [`FsyncPolicy::Always`]; under `Interval` the sync thread owes the timed fdatasync,
+//! woken for it if it sleeps without a timer) and replies (the hand-offs to and from a sync
+//! thread cost two wake-ups, about as long as the fdatasync itself on a small VM, and far
+//! longer than the write alone under `Never` and `Interval`). With two
 //! runtime workers or more it blocks its worker for the batch, which only one waiter at a time
 //! can be doing; with one it leads inside `block_in_place`, so the runtime keeps serving. When other
 //! waiters are about, the waiter registers and wakes the dedicated **sync thread**, which, as
@@ -343,10 +344,12 @@ fn run(shared: &Shared) {
             (FsyncPolicy::Interval(interval), true) => {
                 let wait = interval.saturating_sub(state.last_sync_at.elapsed());
                 let wait = wait.max(Duration::from_millis(1));
-                let (state, _) = shared
+                state.sync_thread_timed = true;
+                let (mut state, _) = shared
                     .work
                     .wait_timeout(state, wait)
                     .expect("wal state mutex poisoned by a panic");
+                state.sync_thread_timed = false;
                 state
             }
             _ => shared

@@ -195,4 +195,9 @@ proptest! {
     fn never_policy_keeps_everything_synced(ops in prop::collection::vec(op(), 1..40)) {
         run(FsyncPolicy::Never, ops);
     }
+
+    #[test]
+    fn interval_policy_keeps_everything_synced(ops in prop::collection::vec(op(), 1..40)) {
+        run(FsyncPolicy::Interval(std::time::Duration::from_millis(1)), ops);
+    }
 }
