@@ -120,7 +120,7 @@ async fn crash_cycles(backend: Backend) {
     let command = match &postgres {
         None if backend == Backend::FileUnsynced => {
             // The seed picks the policy; both acknowledge once the records are written.
-            let fsync = if seed % 2 == 0 {
+            let fsync = if seed.is_multiple_of(2) {
                 "never"
             } else {
                 "interval=50"
