@@ -291,7 +291,8 @@ impl Checkpoints {
                 engine.relocate(queue_id, seq, from, payload, &mut journal);
             }
             relocated += journal.len();
-            let appended = payloads::append(log, &mut engine, &journal)?;
+            // Relocated payloads are old ones: not kept in memory (`payloads::Recent`).
+            let appended = payloads::append(log, None, &mut engine, &journal)?;
             self.logged(appended.bytes);
         }
         Ok(relocated)

@@ -14,26 +14,114 @@
 //! read together inside `tokio::task::block_in_place`, which moves the thread's other tasks to
 //! another thread meanwhile ([`payloads`]).
 //!
+//! Most messages are received soon after they were sent: a pipeline that keeps up has a short
+//! backlog. The payloads appended last, up to [`RECENT_BYTES_MAX`] a node, stay in memory
+//! ([`Recent`]) beside their locations, so that such a receive finds them without reading,
+//! checking and decoding their records again. The engine holds locations only either way.
+//!
 //! Invariant: a log segment holding a payload that a message still refers to is never removed
 //! (see [`crate::checkpoint`]), so every reference the engine hands out can be read.
 
+use std::collections::VecDeque;
 use std::sync::Arc;
 
 use leaseq_core::{codec, Delivery, Engine, Journal, Location, MessageId, Payload, PayloadRef};
 use leaseq_sqs::error::SqsError;
+use parking_lot::Mutex;
 
 use crate::log_store::{Appended, LogError, LogStore};
 
+/// The bytes of the payloads a node keeps in memory after appending them, shared by its
+/// buckets' hosts ([`Recent`]): 8 MiB, some 25 000 messages of 256 B, is seconds of backlog
+/// at the rates one node sustains.
+pub const RECENT_BYTES_MAX: usize = 8 << 20;
+
+/// What a kept payload counts against the budget besides its record's bytes: the `Arc`'s
+/// allocation, the body's and the entry's.
+const RECENT_ENTRY_OVERHEAD_BYTES: usize = 128;
+
+/// The payloads one host appended last, by the location of their records, oldest first, up to a
+/// budget of bytes. A location names one record for the life of its store (segments and
+/// offsets only grow; a poisoned store is reopened with a new host), so a payload found here is
+/// the one the log holds there.
+pub(crate) struct Recent {
+    bytes_max: usize,
+    kept: Mutex<Kept>,
+}
+
+#[derive(Default)]
+struct Kept {
+    /// Sorted by location: appends place records in order.
+    entries: VecDeque<(Location, Arc<Payload>)>,
+    bytes: usize,
+}
+
+impl Recent {
+    /// Keeps at most `bytes_max` bytes of payloads (none with 0).
+    pub(crate) fn new(bytes_max: usize) -> Recent {
+        Recent {
+            bytes_max,
+            kept: Mutex::new(Kept::default()),
+        }
+    }
+
+    /// Keeps `payload`, just appended at `location`, evicting the oldest kept beyond the budget.
+    fn keep(&self, location: Location, payload: &Arc<Payload>) {
+        let cost = location.len_bytes as usize + RECENT_ENTRY_OVERHEAD_BYTES;
+        if cost > self.bytes_max {
+            return;
+        }
+        let mut kept = self.kept.lock();
+        if kept
+            .entries
+            .back()
+            .is_some_and(|(last, _)| *last >= location)
+        {
+            // Not after the last (no store does this): start over rather than unsort.
+            kept.entries.clear();
+            kept.bytes = 0;
+        }
+        kept.entries.push_back((location, payload.clone()));
+        kept.bytes += cost;
+        while kept.bytes > self.bytes_max {
+            let Some((oldest, _)) = kept.entries.pop_front() else {
+                break;
+            };
+            kept.bytes -= oldest.len_bytes as usize + RECENT_ENTRY_OVERHEAD_BYTES;
+        }
+    }
+
+    /// The payload appended at `location`, if it is still kept.
+    fn find(kept: &Kept, location: Location) -> Option<Arc<Payload>> {
+        let at = kept
+            .entries
+            .binary_search_by(|(kept, _)| kept.cmp(&location))
+            .ok()?;
+        Some(kept.entries[at].1.clone())
+    }
+
+    /// How many payloads are kept, and their bytes as counted (for tests).
+    #[cfg(test)]
+    fn held(&self) -> (usize, usize) {
+        let kept = self.kept.lock();
+        (kept.entries.len(), kept.bytes)
+    }
+}
+
 /// Appends the journal's records to `store`, spilling the payloads they carry: the engine keeps
-/// only where each is. Called with the engine locked, so the log's order is the order in which
-/// the records were applied.
+/// only where each is, and `recent` (if given) the payload itself for a while. Called with the
+/// engine locked, so the log's order is the order in which the records were applied.
 pub(crate) fn append(
     store: &dyn LogStore,
+    recent: Option<&Recent>,
     engine: &mut Engine,
     journal: &Journal,
 ) -> Result<Appended, LogError> {
     store.append(journal, &mut |record, location| {
-        engine.spill(record, location)
+        engine.spill(record, location);
+        if let (Some(recent), Some((_, _, payload))) = (recent, record.carried_payload()) {
+            recent.keep(location, payload);
+        }
     })
 }
 
@@ -74,11 +162,15 @@ impl ReadError {
 /// the disk on the calling thread; an answer to a request uses [`payloads`].
 pub(crate) fn payload(
     store: &dyn LogStore,
+    recent: &Recent,
     payload: &PayloadRef,
 ) -> Result<Arc<Payload>, ReadError> {
     match payload {
         PayloadRef::Inline(payload) => Ok(payload.clone()),
-        PayloadRef::Stored(location) => read(store, *location),
+        PayloadRef::Stored(location) => match Recent::find(&recent.kept.lock(), *location) {
+            Some(payload) => Ok(payload),
+            None => read(store, *location),
+        },
     }
 }
 
@@ -89,22 +181,32 @@ pub(crate) fn payload(
 /// message's id).
 pub(crate) fn payloads<'a>(
     store: &dyn LogStore,
+    recent: &Recent,
     references: impl IntoIterator<Item = (&'a PayloadRef, MessageId)>,
 ) -> Result<Vec<Arc<Payload>>, SqsError> {
     let mut payloads: Vec<Option<Arc<Payload>>> = Vec::new();
-    // The stored ones, where they are in the log, and for each where it goes in `payloads` and
-    // whose it is.
+    // The stored ones not kept in memory, where they are in the log, and for each where it goes
+    // in `payloads` and whose it is.
     let mut locations: Vec<Location> = Vec::new();
     let mut stored: Vec<(usize, MessageId)> = Vec::new();
-    for (index, (reference, message_id)) in references.into_iter().enumerate() {
-        payloads.push(match reference {
-            PayloadRef::Inline(payload) => Some(payload.clone()),
-            PayloadRef::Stored(location) => {
-                locations.push(*location);
-                stored.push((index, message_id));
-                None
-            }
-        });
+    {
+        let kept = recent.kept.lock();
+        for (index, (reference, message_id)) in references.into_iter().enumerate() {
+            payloads.push(match reference {
+                PayloadRef::Inline(payload) => Some(payload.clone()),
+                PayloadRef::Stored(location) => {
+                    let found = Recent::find(&kept, *location);
+                    if found.is_none() {
+                        locations.push(*location);
+                        stored.push((index, message_id));
+                    }
+                    found
+                }
+            });
+        }
+    }
+    if locations.is_empty() {
+        return Ok(payloads.into_iter().flatten().collect());
     }
     let mut from_disk = Vec::new();
     let mut failed = None;
@@ -166,10 +268,12 @@ fn client_error(error: ReadError, message_id: MessageId) -> SqsError {
 /// [`payloads`]).
 pub(crate) fn resolve(
     store: &dyn LogStore,
+    recent: &Recent,
     deliveries: Vec<Delivery<PayloadRef>>,
 ) -> Result<Vec<Delivery>, SqsError> {
     let payloads = payloads(
         store,
+        recent,
         deliveries
             .iter()
             .map(|delivery| (&delivery.payload, delivery.message_id)),
@@ -179,4 +283,74 @@ pub(crate) fn resolve(
         .zip(payloads)
         .map(|(delivery, payload)| delivery.with_payload(payload))
         .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn payload(body: &str) -> Arc<Payload> {
+        Arc::new(Payload::new(
+            body.into(),
+            Default::default(),
+            None,
+            "sender".into(),
+        ))
+    }
+
+    fn at(offset: u32) -> Location {
+        Location {
+            segment: 1,
+            offset,
+            len_bytes: 72,
+        }
+    }
+
+    /// What each kept payload counts: its record and the overhead.
+    const COST: usize = 72 + RECENT_ENTRY_OVERHEAD_BYTES;
+
+    #[test]
+    fn finds_what_it_keeps_and_forgets_the_oldest_beyond_its_budget() {
+        let recent = Recent::new(3 * COST);
+        let kept: Vec<_> = (0..5).map(|n| payload(&format!("body {n}"))).collect();
+        for (offset, payload) in (0u32..).map(|n| n * 100).zip(&kept) {
+            recent.keep(at(offset), payload);
+        }
+        assert_eq!(recent.held(), (3, 3 * COST));
+        let find = |offset| Recent::find(&recent.kept.lock(), at(offset));
+        assert!(find(0).is_none() && find(100).is_none(), "the oldest went");
+        for (offset, payload) in [(200, &kept[2]), (300, &kept[3]), (400, &kept[4])] {
+            assert!(Arc::ptr_eq(&find(offset).unwrap(), payload));
+        }
+        assert!(find(250).is_none(), "no record there");
+        let other_segment = Location {
+            segment: 2,
+            ..at(200)
+        };
+        assert!(Recent::find(&recent.kept.lock(), other_segment).is_none());
+    }
+
+    #[test]
+    fn a_location_not_after_the_last_starts_over() {
+        let recent = Recent::new(10 * COST);
+        recent.keep(at(100), &payload("a"));
+        recent.keep(at(200), &payload("b"));
+        let again = payload("c");
+        recent.keep(at(200), &again);
+        assert_eq!(recent.held(), (1, COST));
+        assert!(Arc::ptr_eq(
+            &Recent::find(&recent.kept.lock(), at(200)).unwrap(),
+            &again
+        ));
+    }
+
+    #[test]
+    fn keeps_nothing_larger_than_its_budget() {
+        let recent = Recent::new(COST - 1);
+        recent.keep(at(0), &payload("a"));
+        assert_eq!(recent.held(), (0, 0));
+        let none = Recent::new(0);
+        none.keep(at(0), &payload("a"));
+        assert_eq!(none.held(), (0, 0));
+    }
 }

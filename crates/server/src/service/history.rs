@@ -7,7 +7,6 @@ use leaseq_sqs::error::{ErrorCode, SqsError};
 use leaseq_sqs::{Outcome, PeekedEntry};
 
 use super::Service;
-use crate::payloads;
 
 impl Service {
     pub(super) async fn peek(
@@ -43,8 +42,7 @@ impl Service {
             .last()
             .filter(|_| full)
             .map(|last| last.seq.to_string());
-        let payloads = payloads::payloads(
-            host.store(),
+        let payloads = host.payloads(
             peeked
                 .iter()
                 .map(|peeked| (&peeked.message.payload, peeked.message.id)),
