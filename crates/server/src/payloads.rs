@@ -54,6 +54,12 @@ struct Kept {
     /// Sorted by location: appends place records in order.
     entries: VecDeque<(Location, Arc<Payload>)>,
     bytes: usize,
+    /// How many entries have left from the front, ever: an entry's number is this plus its
+    /// index.
+    gone: u64,
+    /// The number of the entry after the last one found: receives take messages in the order
+    /// they were sent, so it is most often the next one asked for.
+    next: u64,
 }
 
 impl Recent {
@@ -78,6 +84,7 @@ impl Recent {
             .is_some_and(|(last, _)| *last >= location)
         {
             // Not after the last (no store does this): start over rather than unsort.
+            kept.gone += kept.entries.len() as u64;
             kept.entries.clear();
             kept.bytes = 0;
         }
@@ -87,16 +94,24 @@ impl Recent {
             let Some((oldest, _)) = kept.entries.pop_front() else {
                 break;
             };
+            kept.gone += 1;
             kept.bytes -= oldest.len_bytes as usize + RECENT_ENTRY_OVERHEAD_BYTES;
         }
     }
 
-    /// The payload appended at `location`, if it is still kept.
-    fn find(kept: &Kept, location: Location) -> Option<Arc<Payload>> {
-        let at = kept
-            .entries
-            .binary_search_by(|(kept, _)| kept.cmp(&location))
-            .ok()?;
+    /// The payload appended at `location`, if it is still kept: the entry after the last one
+    /// found if it is that one, else by binary search.
+    fn find(kept: &mut Kept, location: Location) -> Option<Arc<Payload>> {
+        // Past the end (or gone, wrapping far past it) when the guess is not kept.
+        let guess = kept.next.wrapping_sub(kept.gone) as usize;
+        let at = match kept.entries.get(guess) {
+            Some((there, _)) if *there == location => guess,
+            _ => kept
+                .entries
+                .binary_search_by(|(kept, _)| kept.cmp(&location))
+                .ok()?,
+        };
+        kept.next = kept.gone + at as u64 + 1;
         Some(kept.entries[at].1.clone())
     }
 
@@ -167,7 +182,7 @@ pub(crate) fn payload(
 ) -> Result<Arc<Payload>, ReadError> {
     match payload {
         PayloadRef::Inline(payload) => Ok(payload.clone()),
-        PayloadRef::Stored(location) => match Recent::find(&recent.kept.lock(), *location) {
+        PayloadRef::Stored(location) => match Recent::find(&mut recent.kept.lock(), *location) {
             Some(payload) => Ok(payload),
             None => read(store, *location),
         },
@@ -190,12 +205,12 @@ pub(crate) fn payloads<'a>(
     let mut locations: Vec<Location> = Vec::new();
     let mut stored: Vec<(usize, MessageId)> = Vec::new();
     {
-        let kept = recent.kept.lock();
+        let mut kept = recent.kept.lock();
         for (index, (reference, message_id)) in references.into_iter().enumerate() {
             payloads.push(match reference {
                 PayloadRef::Inline(payload) => Some(payload.clone()),
                 PayloadRef::Stored(location) => {
-                    let found = Recent::find(&kept, *location);
+                    let found = Recent::find(&mut kept, *location);
                     if found.is_none() {
                         locations.push(*location);
                         stored.push((index, message_id));
@@ -317,7 +332,7 @@ mod tests {
             recent.keep(at(offset), payload);
         }
         assert_eq!(recent.held(), (3, 3 * COST));
-        let find = |offset| Recent::find(&recent.kept.lock(), at(offset));
+        let find = |offset| Recent::find(&mut recent.kept.lock(), at(offset));
         assert!(find(0).is_none() && find(100).is_none(), "the oldest went");
         for (offset, payload) in [(200, &kept[2]), (300, &kept[3]), (400, &kept[4])] {
             assert!(Arc::ptr_eq(&find(offset).unwrap(), payload));
@@ -327,7 +342,7 @@ mod tests {
             segment: 2,
             ..at(200)
         };
-        assert!(Recent::find(&recent.kept.lock(), other_segment).is_none());
+        assert!(Recent::find(&mut recent.kept.lock(), other_segment).is_none());
     }
 
     #[test]
@@ -339,9 +354,55 @@ mod tests {
         recent.keep(at(200), &again);
         assert_eq!(recent.held(), (1, COST));
         assert!(Arc::ptr_eq(
-            &Recent::find(&recent.kept.lock(), at(200)).unwrap(),
+            &Recent::find(&mut recent.kept.lock(), at(200)).unwrap(),
             &again
         ));
+    }
+
+    proptest::proptest! {
+        /// Whatever the order of keeps and finds, a find answers what a plain map of the last
+        /// payloads kept within the budget answers (the guess only spares the search).
+        #[test]
+        fn finds_as_a_map_of_the_last_kept_would(
+            steps in proptest::collection::vec((proptest::bool::ANY, 0u32..40), 1..200),
+            budget_entries in 1usize..12,
+        ) {
+            let recent = Recent::new(budget_entries * COST);
+            let mut model: VecDeque<(Location, Arc<Payload>)> = VecDeque::new();
+            let mut next_offset = 0;
+            let mut in_order = 0;
+            for (keep, pick) in steps {
+                if keep {
+                    // Mostly forward, sometimes back to the start (a reset).
+                    next_offset = if pick == 0 { 0 } else { next_offset + pick };
+                    let payload = payload(&format!("at {next_offset}"));
+                    recent.keep(at(next_offset), &payload);
+                    if model.back().is_some_and(|(last, _)| *last >= at(next_offset)) {
+                        model.clear();
+                    }
+                    model.push_back((at(next_offset), payload));
+                    while model.len() > budget_entries {
+                        model.pop_front();
+                    }
+                } else {
+                    // The kept entries in order (as receives ask), any kept one, or anywhere.
+                    let offset = match (pick % 3, model.len()) {
+                        (0, len) if len > 0 => {
+                            in_order += 1;
+                            model[in_order % len].0.offset
+                        }
+                        (1, len) if len > 0 => model[pick as usize % len].0.offset,
+                        _ => next_offset.saturating_sub(pick),
+                    };
+                    let found = Recent::find(&mut recent.kept.lock(), at(offset));
+                    let expected = model.iter().find(|(l, _)| *l == at(offset)).map(|(_, p)| p);
+                    proptest::prop_assert_eq!(found.is_some(), expected.is_some());
+                    if let (Some(found), Some(expected)) = (found, expected) {
+                        proptest::prop_assert!(Arc::ptr_eq(&found, expected));
+                    }
+                }
+            }
+        }
     }
 
     #[test]
