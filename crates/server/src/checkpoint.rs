@@ -291,8 +291,7 @@ impl Checkpoints {
                 engine.relocate(queue_id, seq, from, payload, &mut journal);
             }
             relocated += journal.len();
-            // Relocated payloads are old ones: not kept in memory (`payloads::Recent`).
-            let appended = payloads::append(log, None, &mut engine, &journal)?;
+            let appended = payloads::append(log, &mut engine, &journal)?;
             self.logged(appended.bytes);
         }
         Ok(relocated)

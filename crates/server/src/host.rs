@@ -193,21 +193,16 @@ pub struct EngineHost {
     /// Set when an append failed after the engine applied the change: the reason every request
     /// is refused until a restart.
     stopped: OnceLock<String>,
-    /// The payloads appended last, kept in memory for the receives that soon follow.
-    recent: payloads::Recent,
 }
 
 impl EngineHost {
     /// A host for `engine` (already recovered from `store`), checkpointing by `checkpoints`.
-    /// A node's buckets share [`payloads::RECENT_BYTES_MAX`] for the payloads they keep.
     pub fn new(engine: Engine, store: Arc<dyn LogStore>, checkpoints: Checkpoints) -> EngineHost {
-        let buckets = engine.placement().buckets.max(1) as usize;
         EngineHost {
             engine: Arc::new(Mutex::new(engine)),
             store,
             checkpoints: Arc::new(checkpoints),
             stopped: OnceLock::new(),
-            recent: payloads::Recent::new(payloads::RECENT_BYTES_MAX / buckets),
         }
     }
 
@@ -224,23 +219,7 @@ impl EngineHost {
     /// A message's payload, read from the log if the engine keeps only its location there. May
     /// wait for storage on the calling thread (for inspection and tests).
     pub fn payload(&self, payload: &PayloadRef) -> Result<Arc<Payload>, payloads::ReadError> {
-        payloads::payload(self.store.as_ref(), &self.recent, payload)
-    }
-
-    /// The payloads of `references`, for an answer to a client (see [`payloads::payloads`]).
-    pub(crate) fn payloads<'a>(
-        &self,
-        references: impl IntoIterator<Item = (&'a PayloadRef, leaseq_core::MessageId)>,
-    ) -> Result<Vec<Arc<Payload>>, SqsError> {
-        payloads::payloads(self.store.as_ref(), &self.recent, references)
-    }
-
-    /// The deliveries with their payloads (see [`payloads::payloads`]).
-    pub(crate) fn resolve(
-        &self,
-        deliveries: Vec<leaseq_core::Delivery<PayloadRef>>,
-    ) -> Result<Vec<leaseq_core::Delivery>, SqsError> {
-        payloads::resolve(self.store.as_ref(), &self.recent, deliveries)
+        payloads::payload(self.store.as_ref(), payload)
     }
 
     /// Runs `operation` on the engine and appends the records it journaled; `observe` sees the
@@ -272,7 +251,7 @@ impl EngineHost {
             }
             let result = operation(&mut engine, &mut journal);
             observe(&engine, &journal);
-            match payloads::append(self.store.as_ref(), Some(&self.recent), &mut engine, &journal) {
+            match payloads::append(self.store.as_ref(), &mut engine, &journal) {
                 Ok(appended) => {
                     self.checkpoints.logged(appended.bytes);
                     (result, appended.tail_lsn)

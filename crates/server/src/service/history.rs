@@ -7,6 +7,7 @@ use leaseq_sqs::error::{ErrorCode, SqsError};
 use leaseq_sqs::{Outcome, PeekedEntry};
 
 use super::Service;
+use crate::payloads;
 
 impl Service {
     pub(super) async fn peek(
@@ -42,7 +43,8 @@ impl Service {
             .last()
             .filter(|_| full)
             .map(|last| last.seq.to_string());
-        let payloads = host.payloads(
+        let payloads = payloads::payloads(
+            host.store(),
             peeked
                 .iter()
                 .map(|peeked| (&peeked.message.payload, peeked.message.id)),

@@ -11,6 +11,7 @@ use leaseq_core::{Delivery, Error, ReceiveRequest};
 use leaseq_sqs::error::SqsError;
 
 use super::{Caller, Service};
+use crate::payloads;
 
 /// A receive as the service runs it.
 pub(super) struct Receive {
@@ -142,7 +143,7 @@ impl Service {
         })?;
         let probe = probe.map_err(SqsError::from).and_then(|probe| {
             Ok(ReceiveProbe {
-                deliveries: host.resolve(probe.deliveries)?,
+                deliveries: payloads::resolve(host.store(), probe.deliveries)?,
                 queue_id: probe.queue_id,
                 queue_wait_seconds: probe.queue_wait_seconds,
                 next_deadline_ms: probe.next_deadline_ms,

@@ -16,6 +16,7 @@ use leaseq_sqs::error::SqsError;
 
 use super::Service;
 use crate::host::EngineHost;
+use crate::payloads;
 
 /// How often a hand-over that keeps failing (its target's owner is down, say) is logged again:
 /// the driver tries again every tick, and a warning each time would flood the log.
@@ -106,7 +107,7 @@ impl Service {
                 // past the transfer's `TransferOut`.
                 (transfer, source.store().tail_lsn())
             };
-            let payload = source.payload(&transfer.message.payload)
+            let payload = payloads::payload(source.store(), &transfer.message.payload)
                 .map_err(|error| {
                     SqsError::service_unavailable(format!(
                         "The body of a message on its way to another bucket could not be read: {error}."
