@@ -507,13 +507,37 @@ fn framing(out: &mut Vec<u8>, body_len: usize, close: bool, date: bool) {
 
 /// What `HeaderValue::from_bytes` takes: no control characters but tab.
 ///
-/// It looks at every byte with no early exit, a branch-free loop of about 5 instructions a
-/// byte, where `all` with its early exit and range test took about 13 (callgrind, on header
-/// values of 15 to 45 bytes).
+/// Eight bytes at a time: a word with no byte below 0x20 and none equal to 0x7f passes in
+/// about 10 instructions; one that has (a tab, or a control character) is looked at byte by
+/// byte. The bytes after the last whole word are checked as the value's last eight (which
+/// overlap the word before), or, in a value shorter than a word, padded with spaces.
 fn is_header_value(value: &[u8]) -> bool {
-    !value.iter().fold(false, |bad, &b| {
-        bad | ((b < b' ') & (b != b'\t')) | (b == 0x7f)
-    })
+    const ONES: u64 = u64::from_ne_bytes([0x01; 8]);
+    const HIGH: u64 = u64::from_ne_bytes([0x80; 8]);
+    let word_ok = |word: &[u8; 8]| {
+        let w = u64::from_ne_bytes(*word);
+        // Some byte below `n` (< 0x80) iff `(w - n·ONES) & !w & HIGH` is not zero: a byte from
+        // 0x80 up has its high bit in `w`, and a borrow only starts at a byte below `n`.
+        let below_space = w.wrapping_sub(ONES * 0x20) & !w & HIGH;
+        let del = w ^ (ONES * 0x7f);
+        let has_del = del.wrapping_sub(ONES) & !del & HIGH;
+        below_space | has_del == 0
+            || word
+                .iter()
+                .all(|&b| (b >= b' ' || b == b'\t') && b != 0x7f)
+    };
+    let (words, rest) = value.as_chunks::<8>();
+    if !words.iter().all(word_ok) {
+        return false;
+    }
+    match value.last_chunk::<8>() {
+        Some(last) => rest.is_empty() || word_ok(last),
+        None => {
+            let mut padded = [b' '; 8];
+            padded[..rest.len()].copy_from_slice(rest);
+            word_ok(&padded)
+        }
+    }
 }
 
 /// What `HeaderValue::to_str` takes: visible ASCII and tabs, that is a header value (see
@@ -635,10 +659,24 @@ mod tests {
         /// `to_str` for one read as text.
         #[test]
         fn header_byte_checks_agree_with_header_value(
-            value in proptest::collection::vec(
-                prop_oneof![Just(b'\t'), Just(0x7f_u8), Just(b' '), any::<u8>()],
-                0..70,
-            )
+            value in prop_oneof![
+                proptest::collection::vec(
+                    prop_oneof![Just(b'\t'), Just(0x7f_u8), Just(b' '), any::<u8>()],
+                    0..70,
+                ),
+                // Mostly visible text with a rare byte of each kind, anywhere in a long value
+                // (the eight-byte words and the bytes after them).
+                proptest::collection::vec(
+                    prop_oneof![
+                        40 => 0x20_u8..0x7f,
+                        1 => Just(b'\t'),
+                        1 => Just(0x7f_u8),
+                        1 => 0x80_u8..=0xff,
+                        1 => 0_u8..0x20,
+                    ],
+                    0..70,
+                ),
+            ]
         ) {
             let parsed = HeaderValue::from_bytes(&value);
             prop_assert_eq!(is_header_value(&value), parsed.is_ok());
