@@ -521,10 +521,7 @@ fn is_header_value(value: &[u8]) -> bool {
         let below_space = w.wrapping_sub(ONES * 0x20) & !w & HIGH;
         let del = w ^ (ONES * 0x7f);
         let has_del = del.wrapping_sub(ONES) & !del & HIGH;
-        below_space | has_del == 0
-            || word
-                .iter()
-                .all(|&b| (b >= b' ' || b == b'\t') && b != 0x7f)
+        below_space | has_del == 0 || word.iter().all(|&b| (b >= b' ' || b == b'\t') && b != 0x7f)
     };
     let (words, rest) = value.as_chunks::<8>();
     if !words.iter().all(word_ok) {
