@@ -23,6 +23,9 @@
 # Usage: scripts/callgrind-send.sh BINARY... (default: build and use target/release/leaseq)
 #   N1, N2   messages of the two runs (default 1000 and 3000)
 #   WORKLOAD send (default), batch or consume
+#   BARE     1: also count, the same way, the bare hyper server (crates/server/examples/bare_http.rs)
+#            answering the same single sends (WORKLOAD=send only): the instructions any HTTP/1.1
+#            server spends per request under this generator, the floor under leaseq's
 #   KEEP     a directory to copy each run's callgrind output into (BINARYNAME.N.out), for
 #            per-function costs: `callgrind_annotate --inclusive=yes` of the two runs, the
 #            difference divided by N2 - N1 (the total alone varies with how often the runtime's
@@ -46,14 +49,16 @@ esac
 scratch="$(mktemp -d -p "$repo_root/target" callgrind.XXXXXX)"
 trap '[[ -n "$server_pid" ]] && kill "$server_pid" 2>/dev/null; rm -rf "$scratch"' EXIT
 
-instructions() { # binary messages -> total Ir of the server's run
+instructions() { # binary messages [server command...] -> total Ir of the server's run
     local port data out
     port=$(free_port)
     data="$(mktemp -d -p "$scratch")" out="$data/callgrind.out"
+    local server=("$1" serve --data-dir "$data/d" --listen "127.0.0.1:$port" --log warn --threads 2)
+    # The bare server takes only its address (and runs tokio's default two workers here).
+    [[ $# -gt 2 ]] && server=("${@:3}" "127.0.0.1:$port")
     # A server under valgrind starts slowly.
     READY_TIMEOUT_S=60 start_server "$port" /dev/null \
-        valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file="$out" "$1" serve --data-dir "$data/d" \
-        --listen "127.0.0.1:$port" --log warn --threads 2
+        valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file="$out" "${server[@]}"
     "$1" bench --endpoint "http://127.0.0.1:$port" --workload w1 -c 1 --messages 200 \
         --queue warm --keep >/dev/null 2>&1
     local endpoint="http://127.0.0.1:$port"
@@ -71,17 +76,27 @@ instructions() { # binary messages -> total Ir of the server's run
             --queue measured --keep --duration 600 >/dev/null 2>&1
     fi
     callgrind_control -i off "$server_pid" >/dev/null 2>&1
-    # SIGINT: valgrind writes the profile as the server stops.
-    stop_server INT
+    # SIGINT: valgrind writes the profile as the server stops. The bare server has no handler
+    # of its own, and a background job ignores SIGINT: it gets SIGTERM, whose default action
+    # ends it the same way.
+    if [[ $# -gt 2 ]]; then stop_server TERM; else stop_server INT; fi
     if [[ -n "${KEEP:-}" ]]; then
         mkdir -p "$KEEP"
-        cp "$out" "$KEEP/$(basename "$1").$2.out"
+        cp "$out" "$KEEP/$(basename "${server[0]}").$2.out"
     fi
     # With instrumentation switched on and off, callgrind writes the count in `totals:` (and a
     # `summary:` of 0).
     awk '/^(summary|totals):/ && $2 > n { n = $2 } END { print n }' "$out"
 }
 
+if [[ "${BARE:-}" == 1 ]]; then
+    [[ "$workload" == send ]] || { echo "BARE=1 is for WORKLOAD=send" >&2; exit 2; }
+    cargo build -q --release -p leaseq-server --example bare_http
+    bare="$repo_root/target/release/examples/bare_http"
+    a=$(instructions "$1" "$n1" "$bare")
+    b=$(instructions "$1" "$n2" "$bare")
+    printf '%-40s %8d instructions per request (POST, 200 "ok")\n' "bare hyper" $(((b - a) / (n2 - n1)))
+fi
 for bin in "$@"; do
     a=$(instructions "$bin" "$n1")
     b=$(instructions "$bin" "$n2")
