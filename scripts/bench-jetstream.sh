@@ -7,7 +7,10 @@
 #
 # leaseq runs fresh for each policy of LEASEQ_FSYNC (default "always never"); JetStream is the
 # machine's running nats-server (127.0.0.1:4222, or NATS_URL), a fresh file-stored stream per
-# run, at its default durability (no fsync per message; see BENCHMARKS.md).
+# run, at its default durability (no fsync per message; see BENCHMARKS.md): the pair of leaseq
+# `--fsync never`. The pair of `--fsync always` is a JetStream that fsyncs every write
+# (`sync_interval: always`): a private nats-server started here with that setting, where the
+# machine's nats-server version has it (2.10 and later); otherwise its line says why not.
 #
 # First, the ceiling of single sends over HTTP/1.1 under this generator: W1 c=64 against the
 # bare hyper server (crates/server/examples/bare_http.rs, which answers 200 and does nothing
@@ -70,3 +73,20 @@ for fsync in ${LEASEQ_FSYNC:-always never}; do
     stop_server
 done
 workloads "JetStream (default durability)" "$nats_pid" --jetstream "$nats_url"
+
+# JetStream at leaseq's `always`: its own server, since sync_interval is a server setting.
+nats_port="$(free_port)"
+cat >"$scratch/nats-always.conf" <<EOF
+listen: 127.0.0.1:$nats_port
+jetstream {
+  store_dir: "$scratch/nats-always"
+  sync_interval: always
+}
+EOF
+if refused="$(nats-server -t -c "$scratch/nats-always.conf" 2>&1)"; then
+    start_server --tcp "$nats_port" "$scratch/log-nats-always" nats-server -c "$scratch/nats-always.conf"
+    workloads "JetStream (sync_interval always)" "$server_pid" --jetstream "nats://127.0.0.1:$nats_port"
+    stop_server
+else
+    echo "JetStream (sync_interval always): not run: $(nats-server --version 2>&1) refuses the setting (${refused##*: })"
+fi
