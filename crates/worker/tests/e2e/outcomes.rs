@@ -93,9 +93,10 @@ async fn a_panic_is_a_retry_and_only_the_failed_messages_of_a_batch_come_back() 
         max: Duration::ZERO,
     };
     // Leases far longer than the test, so that only a retry brings a message back: with the
-    // harness's 2 s leases, a machine slow enough to leave an extension unconfirmed for half a
-    // second loses the lease, drops the outcome, and the test would count a lease loss as a
-    // retry (a CI run on two busy cores failed here once). Lease loss has tests of its own.
+    // harness's 2 s leases, a stall that leaves an extension unconfirmed for half a second (as
+    // the panic hook below caused, see there) loses the lease and drops the outcome, and the
+    // test would count a lease loss as a retry (a CI run failed here once). Lease loss has
+    // tests of its own.
     config.lease.visibility_timeout = Duration::from_secs(30);
     let started_at = Instant::now();
     let runs: Arc<Mutex<Vec<(String, u32, Duration)>>> = Arc::default();
@@ -110,8 +111,11 @@ async fn a_panic_is_a_retry_and_only_the_failed_messages_of_a_batch_come_back() 
                     .push((body.clone(), lease.attempt(), started_at.elapsed()));
                 match (body.as_str(), lease.attempt()) {
                     // A panic that skips the panic hook: the worker sees the same unwinding
-                    // (tokio catches it either way), without a backtrace printed and
-                    // symbolized in the middle of the test when RUST_BACKTRACE is set.
+                    // (tokio catches it either way). Under RUST_BACKTRACE (as CI sets it) the
+                    // default hook holds the test's output capture while it symbolizes the
+                    // backtrace, and every thread of the test that logs meanwhile waits for it:
+                    // both runtime threads, the lease keeper's included (a small test binary
+                    // kept a printing thread waiting 113 ms, the whole of the hook's time).
                     ("panics", 1) => {
                         std::panic::resume_unwind(Box::new("a bug on the first attempt"))
                     }
