@@ -160,17 +160,13 @@ async fn readyz<B: Api>(State(service): State<Arc<B>>) -> Response {
     response
 }
 
-/// The base of queue URLs for a request with these headers: the external URL if one is
-/// configured, else the scheme and the `Host` header.
-fn base_url<B>(shared: &Shared<B>, headers: &RequestHeaders<'_>) -> Arc<str> {
+/// The base of queue URLs for a request whose `Host` says `host`: the external URL if one is
+/// configured, else the scheme and the host.
+fn base_url<B>(shared: &Shared<B>, headers: &RequestHeaders<'_>, host: &HostFacts) -> Arc<str> {
     if let Some(url) = &shared.external_url {
         return url.clone();
     }
-    let host = headers
-        .host
-        .and_then(header_text)
-        .filter(|h| !h.is_empty())
-        .unwrap_or("localhost");
+    let host = host.text.as_deref().unwrap_or("localhost");
     // A request a peer forwarded (a cluster's standby) says which scheme its client used.
     let scheme = match headers.forwarded_proto {
         Some(b"https") => "https://",
@@ -203,6 +199,64 @@ fn base_url<B>(shared: &Shared<B>, headers: &RequestHeaders<'_>) -> Arc<str> {
     })
 }
 
+/// What a request's `Host` header says: the host as text (visible ASCII, not empty) and the
+/// region it names, if any.
+#[derive(Clone, Default)]
+struct HostFacts {
+    text: Option<Arc<str>>,
+    region: Option<Arc<str>>,
+}
+
+impl HostFacts {
+    fn of(host: Option<&[u8]>) -> HostFacts {
+        thread_local! {
+            static LAST: Remembered<HostFacts> = const { Remembered::new(None) };
+        }
+        let Some(host) = host else {
+            return HostFacts::default();
+        };
+        remembered(&LAST, host, |host| {
+            let text = header_text(host).filter(|text| !text.is_empty());
+            HostFacts {
+                text: text.map(Arc::from),
+                region: text
+                    .and_then(leaseq_sqs::namespace::region_of_host)
+                    .map(Arc::from),
+            }
+        })
+    }
+}
+
+/// The last value a thread worked out from a header's bytes, and those bytes.
+type Remembered<T> = std::cell::RefCell<Option<(Box<[u8]>, T)>>;
+
+/// `work(bytes)`, or what it gave for the same bytes last time on this thread. Clients send the
+/// same `Host`, credential and `User-Agent` with every request, so checking and parsing them
+/// once per thread, not per request, leaves a comparison and a reference count (about a
+/// thousand instructions less per request). `work` must depend on nothing but the bytes.
+/// Longer values than any of those are worked out every time, not kept.
+fn remembered<T: Clone>(
+    last: &'static std::thread::LocalKey<Remembered<T>>,
+    bytes: &[u8],
+    work: impl FnOnce(&[u8]) -> T,
+) -> T {
+    const REMEMBERED_BYTES_MAX: usize = 512;
+    if bytes.len() > REMEMBERED_BYTES_MAX {
+        return work(bytes);
+    }
+    last.with(|last| {
+        let mut last = last.borrow_mut();
+        if let Some((seen, value)) = last.as_ref() {
+            if **seen == *bytes {
+                return value.clone();
+            }
+        }
+        let value = work(bytes);
+        *last = Some((bytes.into(), value.clone()));
+        value
+    })
+}
+
 /// A fresh request id (`x-amzn-RequestId`): a version-4 UUID, hyphenated (see [`crate::ids`]).
 /// Encoded into a buffer rather than through `Display`, which goes through the formatting
 /// machinery.
@@ -216,6 +270,9 @@ fn request_id() -> String {
 /// The sender id: the access key id of the `Authorization` header, or the account id (shared,
 /// not copied).
 fn sender_id(headers: &RequestHeaders<'_>, account_id: &Arc<str>) -> Arc<str> {
+    thread_local! {
+        static LAST: Remembered<Option<Arc<str>>> = const { Remembered::new(None) };
+    }
     let key = headers.authorization.and_then(|value| {
         // Only the key id is read, and in the header every SDK sends it ends at the first `/`:
         // only the bytes before it need to be text (not the scope, signed headers and
@@ -224,12 +281,13 @@ fn sender_id(headers: &RequestHeaders<'_>, account_id: &Arc<str>) -> Arc<str> {
             .strip_prefix(SIGV4_CREDENTIAL_PREFIX)
             .and_then(|credential| credential.iter().position(|&b| b == b'/'))
             .map_or(value, |end| &value[..SIGV4_CREDENTIAL_PREFIX.len() + end]);
-        header_text(value).and_then(leaseq_sqs::headers::access_key_id)
+        remembered(&LAST, value, |value| {
+            header_text(value)
+                .and_then(leaseq_sqs::headers::access_key_id)
+                .map(Arc::from)
+        })
     });
-    match key {
-        Some(access_key_id) => access_key_id.into(),
-        None => account_id.clone(),
-    }
+    key.unwrap_or_else(|| account_id.clone())
 }
 
 /// How a SigV4 `Authorization` header starts, up to the credential's value.
@@ -239,14 +297,13 @@ const SIGV4_CREDENTIAL_PREFIX: &[u8] = b"AWS4-HMAC-SHA256 Credential=";
 /// its `Host` names (else the home region); `None` when that is the home namespace.
 fn namespace(
     config: &HttpConfig,
-    headers: &RequestHeaders<'_>,
+    host: &HostFacts,
     verified: Option<&leaseq_sqs::sigv4::Verified>,
 ) -> Option<leaseq_sqs::namespace::Namespace> {
-    let region = headers
-        .host
-        .and_then(header_text)
-        .and_then(leaseq_sqs::namespace::region_of_host)
-        .filter(|region| *region != config.region);
+    let region = host
+        .region
+        .as_ref()
+        .filter(|region| ***region != *config.region);
     let account = verified
         .map(|verified| &verified.account_id)
         .filter(|account| ***account != *config.account_id);
@@ -257,7 +314,9 @@ fn namespace(
         account_id: account
             .cloned()
             .unwrap_or_else(|| Arc::from(config.account_id.as_str())),
-        region: Arc::from(region.unwrap_or(&config.region)),
+        region: region
+            .cloned()
+            .unwrap_or_else(|| Arc::from(config.region.as_str())),
     })
 }
 
@@ -436,8 +495,9 @@ where
 {
     let found = &head.found;
     let config = &shared.config;
+    let host = HostFacts::of(found.host);
     let context = Context {
-        base_url: base_url(shared, found),
+        base_url: base_url(shared, found, &host),
         region: shared.region.clone(),
         account_id: shared.account_id.clone(),
         request_id: request_id(),
@@ -497,7 +557,7 @@ where
         leaseq_sqs::headers::adopt_trace_id(&mut action, trace_id);
     }
     let name = action.name();
-    let namespace = namespace(config, found, verified.as_ref());
+    let namespace = namespace(config, &host, verified.as_ref());
     let caller = Caller {
         namespace,
         account_id: verified
@@ -508,9 +568,12 @@ where
             None => sender_id(found, &shared.account_id),
         },
         address: client_address(found, address),
-        user_agent: found
-            .user_agent
-            .and_then(|value| HeaderValue::from_bytes(value).ok()),
+        user_agent: found.user_agent.and_then(|value| {
+            thread_local! {
+                static LAST: Remembered<Option<HeaderValue>> = const { Remembered::new(None) };
+            }
+            remembered(&LAST, value, |value| HeaderValue::from_bytes(value).ok())
+        }),
     };
     // A `CreateQueue` may place its queue in another bucket than its name's (its dead-letter
     // queue's, `crate::placements`), which this node may not serve: it is then routed once
@@ -864,6 +927,52 @@ mod tests {
             .unwrap();
         for id in others {
             assert!(seen.insert(id));
+        }
+    }
+
+    /// A remembered value is what the work gives for those very bytes: another value in
+    /// between is worked out anew, and a value too long to keep is worked out every time.
+    #[test]
+    fn a_remembered_value_is_the_work_of_the_same_bytes() {
+        thread_local! {
+            static LAST: Remembered<String> = const { Remembered::new(None) };
+        }
+        let long = vec![b'x'; 600];
+        let mut worked = Vec::new();
+        let mut seen = Vec::new();
+        for bytes in [&b"a"[..], b"a", b"b", b"a", &long, &long, b"", b""] {
+            seen.push(remembered(&LAST, bytes, |bytes| {
+                worked.push(bytes.len());
+                String::from_utf8_lossy(bytes).into_owned()
+            }));
+        }
+        assert_eq!(worked, vec![1, 1, 1, 600, 600, 0]);
+        let texts: Vec<&str> = seen.iter().map(|text| &text[..text.len().min(2)]).collect();
+        assert_eq!(texts, vec!["a", "a", "b", "a", "xx", "xx", "", ""]);
+    }
+
+    /// The facts of one host are never handed out for another, on one thread.
+    #[test]
+    fn host_facts_follow_the_host() {
+        let region = |host: Option<&[u8]>| HostFacts::of(host).region.map(|r| r.to_string());
+        let text = |host: Option<&[u8]>| HostFacts::of(host).text.map(|r| r.to_string());
+        for _ in 0..2 {
+            assert_eq!(
+                region(Some(b"sqs.eu-west-1.amazonaws.com")).as_deref(),
+                Some("eu-west-1")
+            );
+            assert_eq!(region(Some(b"localhost:9324")), None);
+            assert_eq!(
+                text(Some(b"localhost:9324")).as_deref(),
+                Some("localhost:9324")
+            );
+            assert_eq!(
+                region(Some(b"sqs.ap-south-1.localhost.localstack.cloud:4566")).as_deref(),
+                Some("ap-south-1")
+            );
+            assert_eq!(text(Some(b"")), None);
+            assert_eq!(text(Some(b"bad\x01host")), None);
+            assert_eq!(text(None), None);
         }
     }
 
