@@ -166,62 +166,38 @@ fn base_url<B>(shared: &Shared<B>, headers: &RequestHeaders<'_>, host: &HostFact
     if let Some(url) = &shared.external_url {
         return url.clone();
     }
-    let host = host.text.as_deref().unwrap_or("localhost");
     // A request a peer forwarded (a cluster's standby) says which scheme its client used.
-    let scheme = match headers.forwarded_proto {
-        Some(b"https") => "https://",
-        Some(b"http") => "http://",
-        _ => shared.scheme,
+    let https = match headers.forwarded_proto {
+        Some(b"https") => true,
+        Some(b"http") => false,
+        _ => shared.scheme == "https://",
     };
-    // Clients keep asking for the same host, so each thread keeps the last URL it built and
-    // hands it out again while the scheme and host match: a comparison and a reference count
-    // instead of an allocation, two copies and a free per request.
-    thread_local! {
-        static LAST: std::cell::RefCell<Option<Arc<str>>> = const { std::cell::RefCell::new(None) };
-    }
-    LAST.with(|last| {
-        let mut last = last.borrow_mut();
-        if let Some(url) = last.as_ref() {
-            if url.len() == scheme.len() + host.len()
-                && url.starts_with(scheme)
-                && url.ends_with(host)
-            {
-                return url.clone();
-            }
-        }
-        // Not `format!`: the formatting machinery costs more than the two copies.
-        let mut built = String::with_capacity(scheme.len() + host.len());
-        built.push_str(scheme);
-        built.push_str(host);
-        let url: Arc<str> = built.into();
-        *last = Some(url.clone());
-        url
-    })
+    host.urls[usize::from(https)].clone()
 }
 
-/// What a request's `Host` header says: the host as text (visible ASCII, not empty) and the
-/// region it names, if any.
-#[derive(Clone, Default)]
+/// What a request's `Host` header says: the region it names, if any, and the bases of queue
+/// URLs on it, if it is text (visible ASCII, not empty), else on `localhost`.
+#[derive(Clone)]
 struct HostFacts {
-    text: Option<Arc<str>>,
     region: Option<Arc<str>>,
+    /// `http://HOST` and `https://HOST`.
+    urls: [Arc<str>; 2],
 }
 
 impl HostFacts {
+    /// The facts of `host`; no `Host` header says what an empty one does.
     fn of(host: Option<&[u8]>) -> HostFacts {
         thread_local! {
             static LAST: Remembered<HostFacts> = const { Remembered::new(None) };
         }
-        let Some(host) = host else {
-            return HostFacts::default();
-        };
-        remembered(&LAST, host, |host| {
+        remembered(&LAST, host.unwrap_or_default(), |host| {
             let text = header_text(host).filter(|text| !text.is_empty());
+            let url = |scheme: &str| Arc::from(format!("{scheme}{}", text.unwrap_or("localhost")));
             HostFacts {
-                text: text.map(Arc::from),
                 region: text
                     .and_then(leaseq_sqs::namespace::region_of_host)
                     .map(Arc::from),
+                urls: [url("http://"), url("https://")],
             }
         })
     }
@@ -955,24 +931,32 @@ mod tests {
     #[test]
     fn host_facts_follow_the_host() {
         let region = |host: Option<&[u8]>| HostFacts::of(host).region.map(|r| r.to_string());
-        let text = |host: Option<&[u8]>| HostFacts::of(host).text.map(|r| r.to_string());
+        let urls = |host: Option<&[u8]>| HostFacts::of(host).urls.map(|url| url.to_string());
         for _ in 0..2 {
             assert_eq!(
                 region(Some(b"sqs.eu-west-1.amazonaws.com")).as_deref(),
                 Some("eu-west-1")
             );
+            assert_eq!(
+                urls(Some(b"sqs.eu-west-1.amazonaws.com")),
+                [
+                    "http://sqs.eu-west-1.amazonaws.com",
+                    "https://sqs.eu-west-1.amazonaws.com"
+                ]
+            );
             assert_eq!(region(Some(b"localhost:9324")), None);
             assert_eq!(
-                text(Some(b"localhost:9324")).as_deref(),
-                Some("localhost:9324")
+                urls(Some(b"localhost:9324")),
+                ["http://localhost:9324", "https://localhost:9324"]
             );
             assert_eq!(
                 region(Some(b"sqs.ap-south-1.localhost.localstack.cloud:4566")).as_deref(),
                 Some("ap-south-1")
             );
-            assert_eq!(text(Some(b"")), None);
-            assert_eq!(text(Some(b"bad\x01host")), None);
-            assert_eq!(text(None), None);
+            // Without a host that is text, queue URLs are on `localhost`.
+            for host in [None, Some(&b""[..]), Some(&b"bad\x01host"[..])] {
+                assert_eq!(urls(host), ["http://localhost", "https://localhost"]);
+            }
         }
     }
 
