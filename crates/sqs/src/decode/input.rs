@@ -8,6 +8,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::ops::Bound;
 
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine as _;
@@ -77,6 +78,16 @@ pub enum Input<'a> {
     },
 }
 
+/// `parts` one after the other: what `format!` would give, without its machinery, which cost
+/// about 300 instructions a name (callgrind) on a path that builds several per request.
+fn joined(parts: &[&str]) -> String {
+    let mut name = String::with_capacity(parts.iter().map(|part| part.len()).sum());
+    for part in parts {
+        name.push_str(part);
+    }
+    name
+}
+
 fn serialization(message: String) -> SqsError {
     SqsError::new(ErrorCode::SerializationException, message)
 }
@@ -95,27 +106,31 @@ fn hex_value(byte: u8) -> Option<u8> {
 }
 
 /// Decodes `application/x-www-form-urlencoded` bytes (`+` is a space, `%XX` a byte).
+///
+/// The runs between escapes are found with `memchr2` and copied whole: a message body is mostly
+/// such a run, and decoding it a byte at a time cost about 20 instructions a byte (callgrind, a
+/// Query SendMessage of 256 B).
 fn percent_decode(bytes: &[u8]) -> Result<Vec<u8>, SqsError> {
     let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        match bytes[i] {
-            b'+' => out.push(b' '),
-            b'%' => {
-                let high = bytes.get(i + 1).copied().and_then(hex_value);
-                let low = bytes.get(i + 2).copied().and_then(hex_value);
-                let (Some(high), Some(low)) = (high, low) else {
-                    return Err(malformed(
-                        "The query string has an invalid percent-encoding.".into(),
-                    ));
-                };
-                out.push(high << 4 | low);
-                i += 2;
-            }
-            byte => out.push(byte),
+    let mut rest = bytes;
+    while let Some(at) = memchr::memchr2(b'+', b'%', rest) {
+        out.extend_from_slice(&rest[..at]);
+        if rest[at] == b'+' {
+            out.push(b' ');
+            rest = &rest[at + 1..];
+            continue;
         }
-        i += 1;
+        let high = rest.get(at + 1).copied().and_then(hex_value);
+        let low = rest.get(at + 2).copied().and_then(hex_value);
+        let (Some(high), Some(low)) = (high, low) else {
+            return Err(malformed(
+                "The query string has an invalid percent-encoding.".into(),
+            ));
+        };
+        out.push(high << 4 | low);
+        rest = &rest[at + 3..];
     }
+    out.extend_from_slice(rest);
     Ok(out)
 }
 
@@ -126,8 +141,15 @@ pub fn decode_blob(text: &str) -> Option<Vec<u8>> {
 
 /// Adds the pairs of a form body or query string to `params` (a later value of a name wins).
 pub fn parse_form(bytes: &[u8], params: &mut Params) -> Result<(), SqsError> {
-    for pair in bytes.split(|&b| b == b'&').filter(|pair| !pair.is_empty()) {
-        let (key, value) = match pair.iter().position(|&b| b == b'=') {
+    let mut rest = bytes;
+    while !rest.is_empty() {
+        let end = memchr::memchr(b'&', rest).unwrap_or(rest.len());
+        let pair = &rest[..end];
+        rest = rest.get(end + 1..).unwrap_or_default();
+        if pair.is_empty() {
+            continue;
+        }
+        let (key, value) = match memchr::memchr(b'=', pair) {
             Some(at) => (&pair[..at], &pair[at + 1..]),
             None => (pair, &[][..]),
         };
@@ -186,12 +208,18 @@ impl<'a> Input<'a> {
                 Some(_) => Err(self.json_type_error(json, "a string")),
             },
             Input::Query { params, prefix } => {
-                let name = format!("{prefix}{query}");
-                match params.get(&name) {
+                // At the top of the request a member's parameter is its own name, looked up
+                // as it is (no copy).
+                let found = if prefix.is_empty() {
+                    params.get(query)
+                } else {
+                    params.get(&joined(&[prefix, query]))
+                };
+                match found {
                     None => Ok(None),
-                    Some(bytes) => String::from_utf8(bytes.clone())
-                        .map(Some)
-                        .map_err(|_| malformed(format!("The value of {name} is not valid UTF-8."))),
+                    Some(bytes) => String::from_utf8(bytes.clone()).map(Some).map_err(|_| {
+                        malformed(format!("The value of {prefix}{query} is not valid UTF-8."))
+                    }),
                 }
             }
         }
@@ -229,9 +257,9 @@ impl<'a> Input<'a> {
 
     /// The indexes `N` of the Query members `{prefix}{query}.N[.…]`, in order.
     fn query_indexes(params: &Params, prefix: &str, query: &str) -> Vec<u32> {
-        let start = format!("{prefix}{query}.");
+        let start = joined(&[prefix, query, "."]);
         let mut indexes: Vec<u32> = params
-            .range(start.clone()..)
+            .range::<str, _>((Bound::Included(start.as_str()), Bound::Unbounded))
             .take_while(|(key, _)| key.starts_with(&start))
             .filter_map(|(key, _)| {
                 let rest = &key[start.len()..];
@@ -316,7 +344,7 @@ impl<'a> Input<'a> {
             },
             Input::Query { params, prefix } => Ok(Some(Input::Query {
                 params,
-                prefix: format!("{prefix}{query}."),
+                prefix: joined(&[prefix, query, "."]),
             })),
         }
     }
@@ -404,6 +432,121 @@ impl<'a> Input<'a> {
             },
             Input::Query { params, prefix } => {
                 !Self::query_indexes(params, prefix, query).is_empty()
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The byte-at-a-time decoder that the run copy replaced, kept as its reference.
+    fn percent_decode_reference(bytes: &[u8]) -> Result<Vec<u8>, SqsError> {
+        let mut out = Vec::with_capacity(bytes.len());
+        let mut i = 0;
+        while i < bytes.len() {
+            match bytes[i] {
+                b'+' => out.push(b' '),
+                b'%' => {
+                    let high = bytes.get(i + 1).copied().and_then(hex_value);
+                    let low = bytes.get(i + 2).copied().and_then(hex_value);
+                    let (Some(high), Some(low)) = (high, low) else {
+                        return Err(malformed(
+                            "The query string has an invalid percent-encoding.".into(),
+                        ));
+                    };
+                    out.push(high << 4 | low);
+                    i += 2;
+                }
+                byte => out.push(byte),
+            }
+            i += 1;
+        }
+        Ok(out)
+    }
+
+    #[test]
+    fn percent_decoding_turns_escapes_and_pluses_into_bytes() {
+        assert_eq!(
+            percent_decode(b"a+b%2Fc%2f%C3%A9").unwrap(),
+            "a b/c/é".as_bytes()
+        );
+        assert_eq!(percent_decode(b"").unwrap(), b"");
+        assert_eq!(percent_decode(b"%25+").unwrap(), b"% ");
+        for bad in [&b"%"[..], b"a%2", b"%g0", b"%0g", b"ok%"] {
+            let error = percent_decode(bad).unwrap_err();
+            assert_eq!(error.code, ErrorCode::MalformedQueryString, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn a_later_value_of_a_name_wins_and_empty_pairs_are_skipped() {
+        let mut params = Params::new();
+        parse_form(b"A=1&&B&A=%32&C=x+y", &mut params).unwrap();
+        let pairs: Vec<(&str, &[u8])> = params
+            .iter()
+            .map(|(name, value)| (name.as_str(), value.as_slice()))
+            .collect();
+        assert_eq!(pairs, [("A", &b"2"[..]), ("B", b""), ("C", b"x y")]);
+    }
+
+    #[test]
+    fn query_members_are_found_at_the_top_and_below_a_prefix() {
+        let mut params = Params::new();
+        parse_form(
+            b"QueueUrl=q&MessageAttribute.2.Name=b&MessageAttribute.1.Name=a&MessageAttribute.10.Name=c",
+            &mut params,
+        )
+        .unwrap();
+        let top = Input::query(&params);
+        assert_eq!(
+            top.string("QueueUrl", "QueueUrl").unwrap().as_deref(),
+            Some("q")
+        );
+        assert_eq!(top.string("Other", "Other").unwrap(), None);
+        let names: Vec<String> = top
+            .entries("MessageAttributes", "MessageAttribute")
+            .unwrap()
+            .iter()
+            .map(|entry| entry.required_string("Name", "Name").unwrap())
+            .collect();
+        assert_eq!(names, ["a", "b", "c"]);
+        let child = top.child("X", "MessageAttribute").unwrap().unwrap();
+        assert_eq!(
+            child.string("1.Name", "1.Name").unwrap().as_deref(),
+            Some("a")
+        );
+    }
+
+    proptest::proptest! {
+        /// The run copy decodes every input as the reference does, errors included, over
+        /// strings built from the bytes that mean something to it (and some that do not).
+        #[test]
+        fn percent_decoding_agrees_with_its_reference(
+            parts in proptest::collection::vec(
+                proptest::prop_oneof![
+                    proptest::strategy::Just("+".to_string()),
+                    proptest::strategy::Just("%".to_string()),
+                    proptest::strategy::Just("%2F".to_string()),
+                    proptest::strategy::Just("%c3%A9".to_string()),
+                    "%[0-9a-fA-Fg]{0,2}",
+                    "[a-zé=&.]{0,8}",
+                ],
+                0..10,
+            )
+        ) {
+            let text: String = parts.concat();
+            let (runs, reference) =
+                (percent_decode(text.as_bytes()), percent_decode_reference(text.as_bytes()));
+            match (runs, reference) {
+                (Ok(runs), Ok(reference)) => proptest::prop_assert_eq!(runs, reference, "{}", text),
+                (Err(runs), Err(reference)) => {
+                    proptest::prop_assert_eq!(runs.message, reference.message, "{}", text)
+                }
+                (runs, reference) => {
+                    proptest::prop_assert!(false, "{text}: {runs:?} against {reference:?}")
+                }
             }
         }
     }

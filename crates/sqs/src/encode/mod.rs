@@ -1191,23 +1191,37 @@ pub fn encode(
             let result = members.map(Node::Struct);
             let mut out = String::with_capacity(RESPONSE_CAPACITY_BYTES);
             out.push_str("<?xml version=\"1.0\"?>");
-            out.push_str(&format!("<{action}Response xmlns=\"{XML_NAMESPACE}\">"));
+            // Pushed piece by piece, not `format!`ted: the formatting machinery cost about
+            // 1,700 instructions of a Query SendMessage's answer (callgrind).
+            for piece in ["<", action, "Response xmlns=\"", XML_NAMESPACE, "\">"] {
+                out.push_str(piece);
+            }
             match result {
                 // An empty result (a receive that found nothing, a listing of no queues) is one
                 // empty element, as SQS writes it: `<ReceiveMessageResult/>` (AWS-validated in
                 // LocalStack's TestSqsQueryApi.test_get_send_and_receive_messages).
                 Some(Node::Struct(members)) if members.is_empty() => {
-                    out.push_str(&format!("<{action}Result/>"));
+                    for piece in ["<", action, "Result/>"] {
+                        out.push_str(piece);
+                    }
                 }
-                Some(result) => element(&mut out, &format!("{action}Result"), |out| {
-                    xml_content(&result, out)
-                }),
+                Some(result) => {
+                    for piece in ["<", action, "Result>"] {
+                        out.push_str(piece);
+                    }
+                    xml_content(&result, &mut out);
+                    for piece in ["</", action, "Result>"] {
+                        out.push_str(piece);
+                    }
+                }
                 None => {}
             }
             element(&mut out, "ResponseMetadata", |out| {
                 element(out, "RequestId", |out| xml_escape(&ctx.request_id, out))
             });
-            out.push_str(&format!("</{action}Response>"));
+            for piece in ["</", action, "Response>"] {
+                out.push_str(piece);
+            }
             xml_response(200, out, ctx)
         }
     }
