@@ -263,7 +263,8 @@ impl<'a> Input<'a> {
             .take_while(|(key, _)| key.starts_with(&start))
             .filter_map(|(key, _)| {
                 let rest = &key[start.len()..];
-                rest.split('.').next()?.parse::<u32>().ok()
+                let end = memchr::memchr(b'.', rest.as_bytes()).unwrap_or(rest.len());
+                rest[..end].parse::<u32>().ok()
             })
             .collect();
         indexes.sort_unstable();
@@ -321,7 +322,7 @@ impl<'a> Input<'a> {
                 .into_iter()
                 .map(|index| Input::Query {
                     params,
-                    prefix: format!("{prefix}{query}.{index}."),
+                    prefix: joined(&[prefix, query, ".", itoa::Buffer::new().format(index), "."]),
                 })
                 .collect()),
         }
