@@ -20,9 +20,13 @@
 # batches of 10, then consume N1, or N2, of them; the difference divided by N2 - N1 is the cost
 # of consuming one message.
 #
+# WORKLOAD=query-send and query-consume measure the same two shapes over the Query protocol (form
+# bodies, XML answers), from a plain Python client (scripts/query_load.py): the sends one at a
+# time, the consuming after the same fill in JSON batches.
+#
 # Usage: scripts/callgrind-send.sh BINARY... (default: build and use target/release/leaseq)
 #   N1, N2   messages of the two runs (default 1000 and 3000)
-#   WORKLOAD send (default), batch or consume
+#   WORKLOAD send (default), batch, consume, query-send or query-consume
 #   BARE     1: also count, the same way, the bare hyper server (crates/server/examples/bare_http.rs)
 #            answering the same single sends (WORKLOAD=send only): the instructions any HTTP/1.1
 #            server spends per request under this generator, the floor under leaseq's
@@ -44,7 +48,9 @@ case "$workload" in
 send) what="durable SendMessage" ;;
 batch) what="message sent in a durable SendMessageBatch of 10" ;;
 consume) what="message consumed (receive 10 + delete batch, durable)" ;;
-*) echo "WORKLOAD is send, batch or consume, not $workload" >&2; exit 2 ;;
+query-send) what="durable SendMessage over the Query protocol" ;;
+query-consume) what="message consumed over the Query protocol (receive 10 + delete batch)" ;;
+*) echo "WORKLOAD is send, batch, consume, query-send or query-consume, not $workload" >&2; exit 2 ;;
 esac
 scratch="$(mktemp -d -p "$repo_root/target" callgrind.XXXXXX)"
 trap '[[ -n "$server_pid" ]] && kill "$server_pid" 2>/dev/null; rm -rf "$scratch"' EXIT
@@ -62,7 +68,18 @@ instructions() { # binary messages [server command...] -> total Ir of the server
     "$1" bench --endpoint "http://127.0.0.1:$port" --workload w1 -c 1 --messages 200 \
         --queue warm --keep >/dev/null 2>&1
     local endpoint="http://127.0.0.1:$port"
-    if [[ "$workload" != consume ]]; then
+    if [[ "$workload" == query-send ]]; then
+        python3 scripts/query_load.py "$port" create measured
+        python3 scripts/query_load.py "$port" send measured 200
+        callgrind_control -i on "$server_pid" >/dev/null 2>&1
+        python3 scripts/query_load.py "$port" send measured "$2"
+    elif [[ "$workload" == query-consume ]]; then
+        "$1" bench --endpoint "$endpoint" --workload w2 -c 1 --messages "$((n2 + 200))" \
+            --queue measured --keep --duration 600 >/dev/null 2>&1
+        python3 scripts/query_load.py "$port" consume measured 200
+        callgrind_control -i on "$server_pid" >/dev/null 2>&1
+        python3 scripts/query_load.py "$port" consume measured "$2"
+    elif [[ "$workload" != consume ]]; then
         local shape=w1
         [[ "$workload" == batch ]] && shape=w2
         callgrind_control -i on "$server_pid" >/dev/null 2>&1
