@@ -812,6 +812,101 @@ fn write_message_json(
     out.push(b'}');
 }
 
+/// A receive's Query result, written directly: what `xml_content` writes of the `Messages` list
+/// that `result` builds from `message` (its members in the tree's order: `MessageId`,
+/// `ReceiptHandle`, `MD5OfBody`, `Body`, the `Attribute` entries in [`SYSTEM_ATTRIBUTES`]'s order,
+/// `MD5OfMessageAttributes`, the `MessageAttribute` entries in byte order of their names),
+/// without the tree and a `String` per member and per number. The test
+/// `received_xml_is_the_trees` holds it to the tree's bytes.
+fn write_received_xml(
+    deliveries: &[Delivery],
+    attribute_names: &[String],
+    message_attribute_names: &[String],
+    ctx: &Context,
+    out: &mut String,
+) {
+    for delivery in deliveries {
+        out.push_str("<Message>");
+        write_message_xml(delivery, attribute_names, message_attribute_names, ctx, out);
+        out.push_str("</Message>");
+    }
+}
+
+/// One message of a receive's Query result (see [`write_received_xml`]).
+fn write_message_xml(
+    delivery: &Delivery,
+    attribute_names: &[String],
+    message_attribute_names: &[String],
+    ctx: &Context,
+    out: &mut String,
+) {
+    let ascii = |bytes: &[u8], out: &mut String| {
+        out.push_str(std::str::from_utf8(bytes).expect("hex digits and hyphens are ASCII"))
+    };
+    let payload = &delivery.payload;
+    out.push_str("<MessageId>");
+    ascii(&hyphenated(&delivery.message_id.0), out);
+    out.push_str("</MessageId><ReceiptHandle>");
+    xml_escape(&delivery.receipt, out);
+    out.push_str("</ReceiptHandle><MD5OfBody>");
+    ascii(&crate::md5::hex_digits(payload.body_md5()), out);
+    out.push_str("</MD5OfBody><Body>");
+    xml_escape(&payload.body, out);
+    out.push_str("</Body>");
+    if !attribute_names.is_empty() {
+        let all = attribute_names.iter().any(|name| name == "All");
+        let wanted = SYSTEM_ATTRIBUTES
+            .iter()
+            .filter(|&&name| all || attribute_names.iter().any(|wanted| wanted == name));
+        for &name in wanted {
+            let Some(value) = system_value(name, delivery, ctx) else {
+                continue;
+            };
+            out.push_str("<Attribute><Name>");
+            xml_escape(name, out);
+            out.push_str("</Name><Value>");
+            match value {
+                SystemValue::Text(text) => xml_escape(&text, out),
+                SystemValue::Number(number) => out.push_str(itoa::Buffer::new().format(number)),
+            }
+            out.push_str("</Value></Attribute>");
+        }
+    }
+    if !message_attribute_names.is_empty() {
+        let returned = || {
+            payload
+                .attributes
+                .iter()
+                .filter(|(name, _)| message_attribute_wanted(name, message_attribute_names))
+        };
+        if let Some(md5) = md5_of_message_attributes(returned()) {
+            out.push_str("<MD5OfMessageAttributes>");
+            xml_escape(&md5, out);
+            out.push_str("</MD5OfMessageAttributes>");
+            for (name, attribute) in returned() {
+                out.push_str("<MessageAttribute><Name>");
+                xml_escape(name, out);
+                out.push_str("</Name><Value>");
+                match &attribute.value {
+                    AttributeValue::Text(value) => {
+                        out.push_str("<StringValue>");
+                        xml_escape(value, out);
+                        out.push_str("</StringValue>");
+                    }
+                    AttributeValue::Binary(bytes) => {
+                        out.push_str("<BinaryValue>");
+                        xml_escape(&STANDARD.encode(bytes), out);
+                        out.push_str("</BinaryValue>");
+                    }
+                }
+                out.push_str("<DataType>");
+                xml_escape(&attribute.data_type, out);
+                out.push_str("</DataType></Value></MessageAttribute>");
+            }
+        }
+    }
+}
+
 /// A `DeleteMessageBatch` or `ChangeMessageVisibilityBatch` JSON result, written directly: what
 /// `write_json` writes of `batch_members` (`Failed`, then `Successful`; a failed entry's members
 /// `Code`, `Id`, `Message`, `SenderFault`), without the tree, its sorts and a `Vec` per entry.
@@ -995,6 +1090,9 @@ fn write_json_object<'a, K: AsRef<str>>(members: Vec<(K, Node<'a>)>, out: &mut V
 /// and quotes, the id (36 characters), the receipt (50) and the body's MD5 (32), about 160
 /// bytes; attributes, when asked for, and escapes take more, and grow the buffer.
 const MESSAGE_JSON_MEMBERS_BYTES: usize = 192;
+
+/// The same for a message of a Query receive's answer, whose element names are written twice.
+const MESSAGE_XML_MEMBERS_BYTES: usize = 320;
 
 /// How many bytes a response's buffer starts with: most responses fit (a JSON receive's is
 /// sized for its messages, see [`MESSAGE_JSON_MEMBERS_BYTES`]). Sizing a tree's output exactly
@@ -1186,44 +1284,91 @@ pub fn encode(
             let body = json_document(Node::Struct(members.unwrap_or_default()));
             json_response(200, body, ctx, None)
         }
-        (crate::Protocol::Query, _) => {
-            let members = result(action, outcome, shape, ctx);
-            let result = members.map(Node::Struct);
-            let mut out = String::with_capacity(RESPONSE_CAPACITY_BYTES);
-            out.push_str("<?xml version=\"1.0\"?>");
-            // Pushed piece by piece, not `format!`ted: the formatting machinery cost about
-            // 1,700 instructions of a Query SendMessage's answer (callgrind).
-            for piece in ["<", action, "Response xmlns=\"", XML_NAMESPACE, "\">"] {
+        (crate::Protocol::Query, Outcome::Received { deliveries, .. })
+            if !deliveries.is_empty() =>
+        {
+            // Written directly, as in JSON; `received_xml_is_the_trees` holds it to the tree's
+            // output.
+            let (attribute_names, message_attribute_names) = shape.message_attribute_names();
+            let capacity_bytes = deliveries
+                .iter()
+                .map(|delivery| delivery.payload.body.len() + MESSAGE_XML_MEMBERS_BYTES)
+                .sum::<usize>()
+                .max(RESPONSE_CAPACITY_BYTES);
+            let mut out = String::with_capacity(capacity_bytes);
+            xml_response_start(action, &mut out);
+            for piece in ["<", action, "Result>"] {
                 out.push_str(piece);
             }
-            match result {
-                // An empty result (a receive that found nothing, a listing of no queues) is one
-                // empty element, as SQS writes it: `<ReceiveMessageResult/>` (AWS-validated in
-                // LocalStack's TestSqsQueryApi.test_get_send_and_receive_messages).
-                Some(Node::Struct(members)) if members.is_empty() => {
-                    for piece in ["<", action, "Result/>"] {
-                        out.push_str(piece);
-                    }
-                }
-                Some(result) => {
-                    for piece in ["<", action, "Result>"] {
-                        out.push_str(piece);
-                    }
-                    xml_content(&result, &mut out);
-                    for piece in ["</", action, "Result>"] {
-                        out.push_str(piece);
-                    }
-                }
-                None => {}
-            }
-            element(&mut out, "ResponseMetadata", |out| {
-                element(out, "RequestId", |out| xml_escape(&ctx.request_id, out))
-            });
-            for piece in ["</", action, "Response>"] {
+            write_received_xml(
+                deliveries,
+                attribute_names,
+                message_attribute_names,
+                ctx,
+                &mut out,
+            );
+            for piece in ["</", action, "Result>"] {
                 out.push_str(piece);
             }
+            xml_response_end(action, ctx, &mut out);
             xml_response(200, out, ctx)
         }
+        (crate::Protocol::Query, _) => {
+            let members = result(action, outcome, shape, ctx);
+            xml_response(
+                200,
+                xml_document(action, members.map(Node::Struct), ctx),
+                ctx,
+            )
+        }
+    }
+}
+
+/// A Query answer to `action` whose result is `result` (`None`: no result element).
+fn xml_document(action: &str, result: Option<Node<'_>>, ctx: &Context) -> String {
+    let mut out = String::with_capacity(RESPONSE_CAPACITY_BYTES);
+    xml_response_start(action, &mut out);
+    match result {
+        // An empty result (a receive that found nothing, a listing of no queues) is one
+        // empty element, as SQS writes it: `<ReceiveMessageResult/>` (AWS-validated in
+        // LocalStack's TestSqsQueryApi.test_get_send_and_receive_messages).
+        Some(Node::Struct(members)) if members.is_empty() => {
+            for piece in ["<", action, "Result/>"] {
+                out.push_str(piece);
+            }
+        }
+        Some(result) => {
+            for piece in ["<", action, "Result>"] {
+                out.push_str(piece);
+            }
+            xml_content(&result, &mut out);
+            for piece in ["</", action, "Result>"] {
+                out.push_str(piece);
+            }
+        }
+        None => {}
+    }
+    xml_response_end(action, ctx, &mut out);
+    out
+}
+
+/// The start of a Query answer to `action`, up to its result. Pushed piece by piece, not
+/// `format!`ted: the formatting machinery cost about 1,700 instructions of a Query
+/// SendMessage's answer (callgrind).
+fn xml_response_start(action: &str, out: &mut String) {
+    out.push_str("<?xml version=\"1.0\"?>");
+    for piece in ["<", action, "Response xmlns=\"", XML_NAMESPACE, "\">"] {
+        out.push_str(piece);
+    }
+}
+
+/// The end of a Query answer to `action`, after its result: the request's metadata.
+fn xml_response_end(action: &str, ctx: &Context, out: &mut String) {
+    element(out, "ResponseMetadata", |out| {
+        element(out, "RequestId", |out| xml_escape(&ctx.request_id, out))
+    });
+    for piece in ["</", action, "Response>"] {
+        out.push_str(piece);
     }
 }
 

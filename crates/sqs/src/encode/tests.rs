@@ -977,14 +977,49 @@ fn sent_json_is_the_trees() {
     }
 }
 
-/// A receive's JSON result, written directly, is byte for byte what the tree of `result` writes:
-/// for no messages and several; bodies that need escapes; every selection of system attributes
-/// (none, `All`, some, names that are not attributes) and of message attributes (none, `All`,
-/// `.*` patterns, names that match nothing); messages of standard and FIFO queues, with and
-/// without a trace header, a dead-letter source, a sequence number, a deduplication id; ids whose
-/// every nibble differs.
+/// A receive's JSON result, written directly, is byte for byte what the tree of `result` writes,
+/// over [`receive_cases`].
 #[test]
 fn received_json_is_the_trees() {
+    let ctx = ctx();
+    for (outcome, shape) in receive_cases() {
+        let tree = json_document(Node::Struct(
+            result("ReceiveMessage", &outcome, &shape, &ctx).unwrap_or_default(),
+        ));
+        let what = format!("{shape:?}");
+        let response = encode(Protocol::Json, "ReceiveMessage", &(outcome, shape), &ctx);
+        assert_eq!(
+            String::from_utf8(response.body).unwrap(),
+            String::from_utf8(tree).unwrap(),
+            "{what}"
+        );
+    }
+}
+
+/// A receive's Query result, written directly, is byte for byte what the tree of `result`
+/// writes, over [`receive_cases`]: markup, quotes, `\r` and characters beyond the BMP in bodies,
+/// receipts and attribute values; numbers at their limits.
+#[test]
+fn received_xml_is_the_trees() {
+    let ctx = ctx();
+    for (outcome, shape) in receive_cases() {
+        let tree = xml_document(
+            "ReceiveMessage",
+            result("ReceiveMessage", &outcome, &shape, &ctx).map(Node::Struct),
+            &ctx,
+        );
+        let what = format!("{shape:?}");
+        let response = encode(Protocol::Query, "ReceiveMessage", &(outcome, shape), &ctx);
+        assert_eq!(String::from_utf8(response.body).unwrap(), tree, "{what}");
+    }
+}
+
+/// Receives for the direct writers' tests: no messages and several; bodies that need escapes;
+/// every selection of system attributes (none, `All`, some, names that are not attributes) and
+/// of message attributes (none, `All`, `.*` patterns, names that match nothing); messages of
+/// standard and FIFO queues, with and without a trace header, a dead-letter source, a sequence
+/// number, a deduplication id; ids whose every nibble differs.
+fn receive_cases() -> Vec<(Outcome, Shape)> {
     let bare = Arc::new(Payload::new(
         AWKWARD_BODY.into(),
         BTreeMap::new(),
@@ -1015,10 +1050,27 @@ fn received_json_is_the_trees() {
         payload: payload(AWKWARD_BODY),
         ..delivery("x")
     };
+    // Markup and quotes wherever a message attribute or a system attribute has text.
+    let awkward = Delivery {
+        payload: Arc::new(Payload::new(
+            AWKWARD_BODY.into(),
+            BTreeMap::from([(
+                "q\"<&>'".to_string(),
+                MessageAttribute {
+                    data_type: "String.<&>\"".into(),
+                    value: AttributeValue::Text(AWKWARD_BODY.into()),
+                },
+            )]),
+            Some("Root=<&>\"".into()),
+            Arc::from("AIDA<&>"),
+        )),
+        dead_letter_source: Some(Arc::from("dead<&>")),
+        ..delivery("")
+    };
     let batches = [
         vec![],
         vec![standard.clone()],
-        vec![fifo.clone(), grouped.clone(), standard.clone()],
+        vec![fifo.clone(), grouped.clone(), standard.clone(), awkward],
         vec![Delivery {
             payload: bare,
             ..standard
@@ -1047,7 +1099,7 @@ fn received_json_is_the_trees() {
         &["raw", "colour", "absent"],
         &["absent"],
     ];
-    let ctx = ctx();
+    let mut cases = Vec::new();
     for deliveries in &batches {
         for attribute_names in attribute_selections {
             for message_attribute_names in message_attribute_selections {
@@ -1059,18 +1111,11 @@ fn received_json_is_the_trees() {
                     attribute_names: strings(attribute_names),
                     message_attribute_names: strings(message_attribute_names),
                 };
-                let tree = json_document(Node::Struct(
-                    result("ReceiveMessage", &outcome, &shape, &ctx).unwrap_or_default(),
-                ));
-                let response = encode(Protocol::Json, "ReceiveMessage", &(outcome, shape), &ctx);
-                assert_eq!(
-                    String::from_utf8(response.body).unwrap(),
-                    String::from_utf8(tree).unwrap(),
-                    "attributes {attribute_names:?}, message attributes {message_attribute_names:?}"
-                );
+                cases.push((outcome, shape));
             }
         }
     }
+    cases
 }
 
 /// A delete or visibility batch's JSON result, written directly, is byte for byte what the tree
