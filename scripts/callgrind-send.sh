@@ -28,8 +28,9 @@
 #   N1, N2   messages of the two runs (default 1000 and 3000)
 #   WORKLOAD send (default), batch, consume, query-send or query-consume
 #   BARE     1: also count, the same way, the bare hyper server (crates/server/examples/bare_http.rs)
-#            answering the same single sends (WORKLOAD=send only): the instructions any HTTP/1.1
-#            server spends per request under this generator, the floor under leaseq's
+#            answering the same single sends (WORKLOAD=send only): what a hyper server spends
+#            per request under this generator (a yardstick, not a floor: leaseq's own HTTP/1.1
+#            connection code costs less than hyper's)
 #   KEEP     a directory to copy each run's callgrind output into (BINARYNAME.N.out), for
 #            per-function costs: `callgrind_annotate --inclusive=yes` of the two runs, the
 #            difference divided by N2 - N1 (the total alone varies with how often the runtime's

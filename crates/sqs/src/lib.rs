@@ -92,6 +92,15 @@ pub fn paginate(
     Ok((page, token))
 }
 
+/// Appends `pieces` one after the other: what `format!` would write, without its machinery, which
+/// cost about 300 instructions a call (callgrind) where the wire code builds names and tags on
+/// every request.
+pub(crate) fn push_all(out: &mut String, pieces: &[&str]) {
+    for piece in pieces {
+        out.push_str(piece);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
