@@ -15,7 +15,9 @@
 //!   resume from became visible (its send, the end of its delay, or the end of its lease), then
 //!   its sequence number: a receive serves the group that has waited longest first, so a busy
 //!   group cannot starve the others, and a group whose lease just ended queues behind the groups
-//!   that were waiting (as SQS orders them: LocalStack's AWS-validated
+//!   that were waiting, also when both became visible in the same millisecond ([`ready_key`]:
+//!   a message received before ranks after one never received, within a millisecond)
+//!   (as SQS orders them: LocalStack's AWS-validated
 //!   `test_fifo_receive_message_with_zero_visibility_timeout` and
 //!   `test_fifo_message_group_visibility_after_terminate_visibility_timeout`). Kept up to date on
 //!   every state change of a message in O(log n), never by scanning the backlog. Whether a group is held
@@ -161,7 +163,7 @@ struct Group {
     /// since. Never true without a message in flight.
     held: bool,
     /// The key under which it is in `available`, if it is: (when its resume message became
-    /// visible, that message's sequence number).
+    /// visible, as [`ready_key`] ranks it; that message's sequence number).
     available_at: Option<(u64, u64)>,
 }
 
@@ -172,12 +174,21 @@ impl Group {
     }
 }
 
+/// The first half of an available group's key: when the message it resumes from became visible
+/// (`visible_at_ms`), and within that millisecond, after the messages never received, if it was
+/// received before (its lease ended or was released). Without the second part a group whose
+/// lease of 0 seconds ended in the millisecond another group's message was sent would rank by
+/// sequence number, ahead of the group that was waiting.
+pub(crate) fn ready_key(visible_at_ms: u64, received_before: bool) -> u64 {
+    visible_at_ms.saturating_mul(2) | u64::from(received_before)
+}
+
 /// The FIFO state of one queue (see the module documentation).
 #[derive(Clone, Debug, Default)]
 pub struct FifoState {
     groups: FxHashMap<Arc<str>, Group>,
     /// The oldest waiting message of each group that may deliver now, as (when it became
-    /// visible, its sequence number) (see [`Group`]).
+    /// visible, as [`ready_key`] ranks it; its sequence number) (see [`Group`]).
     available: BTreeSet<(u64, u64)>,
     /// scope → deduplication id → entry; the scope is the group id or "" for the whole queue.
     /// (Nested so a lookup borrows the request's strings instead of building a key.)
@@ -339,7 +350,8 @@ impl FifoState {
     }
 
     /// The first available group after `after`, as (when the message it resumes from became
-    /// visible, that message's sequence number): the order in which receives serve them.
+    /// visible, as [`ready_key`] ranks it; that message's sequence number): the order in which
+    /// receives serve them.
     pub fn next_available(&self, after: Option<(u64, u64)>) -> Option<(u64, u64)> {
         use std::ops::Bound::{Excluded, Unbounded};
         match after {
@@ -389,7 +401,8 @@ impl FifoState {
     }
 
     /// Ends the hold on a group (a snapshot's `RestoreGroupRelease`), then re-decides whether it
-    /// is available. `ready_since` answers when a message became visible, if it is ready.
+    /// is available. `ready_since` answers when a message became visible ([`ready_key`]), if it
+    /// is ready.
     pub(crate) fn release(&mut self, group_id: &str, ready_since: impl Fn(u64) -> Option<u64>) {
         let group = self
             .groups
@@ -404,7 +417,7 @@ impl FifoState {
 
     /// Records that message `seq` of `group_id` entered (`present`) or left the queue or changed
     /// state, then re-decides whether the group is available. `ready_since` answers when a
-    /// message became visible, if it is ready (the queue owns the messages).
+    /// message became visible ([`ready_key`]), if it is ready (the queue owns the messages).
     pub(crate) fn update(
         &mut self,
         group_id: &Arc<str>,

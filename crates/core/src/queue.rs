@@ -28,7 +28,7 @@ use ready::ReadyIndex;
 
 use crate::config::QueueConfig;
 use crate::fair::{FairState, ProcessingWindow, Slot, Totals};
-use crate::fifo::{FifoMessage, FifoState, Transition};
+use crate::fifo::{self, FifoMessage, FifoState, Transition};
 use crate::history::{AttemptHistory, AttemptOutcome};
 use crate::message::{MessageId, PayloadRef};
 use crate::store::{Frozen, SeqStore};
@@ -344,11 +344,12 @@ impl Queue {
     }
 
     /// When `message` became visible (its `visible_at_ms`: its send, the end of its delay or of
-    /// its lease), if it is ready: the key of a FIFO group that resumes from it.
+    /// its lease), if it is ready, as the first half of the key of a FIFO group that resumes
+    /// from it ([`fifo::ready_key`]).
     fn ready_since(message: Option<&Message>) -> Option<u64> {
         message
             .filter(|message| message.state == MessageState::Ready)
-            .map(|message| message.visible_at_ms)
+            .map(|message| fifo::ready_key(message.visible_at_ms, message.receive_count > 0))
     }
 
     fn group_of(&self, seq: u64) -> Option<Arc<str>> {
@@ -898,7 +899,7 @@ impl Queue {
                 (
                     seq,
                     &*group.group_id,
-                    (message.state == MessageState::Ready).then_some(message.visible_at_ms),
+                    Self::ready_since(Some(message)),
                     message.state == MessageState::InFlight,
                 )
             }));
