@@ -15,11 +15,11 @@
 //!   resume from became visible (its send, the end of its delay, or the end of its lease), then
 //!   its sequence number: a receive serves the group that has waited longest first, so a busy
 //!   group cannot starve the others, and a group whose lease just ended queues behind the groups
-//!   that were waiting, also when both became visible in the same millisecond ([`ready_key`]:
-//!   a message received before ranks after one never received, within a millisecond)
-//!   (as SQS orders them: LocalStack's AWS-validated
+//!   that were waiting (as SQS orders them: LocalStack's AWS-validated
 //!   `test_fifo_receive_message_with_zero_visibility_timeout` and
-//!   `test_fifo_message_group_visibility_after_terminate_visibility_timeout`). Kept up to date on
+//!   `test_fifo_message_group_visibility_after_terminate_visibility_timeout`), also when both
+//!   became visible in the same millisecond: there a message received before ranks after one
+//!   never received ([`ready_key`]). Kept up to date on
 //!   every state change of a message in O(log n), never by scanning the backlog. Whether a group is held
 //!   is history, not a function of its messages' states, so snapshots carry the groups that
 //!   are not held although they have messages in flight (`RestoreGroupRelease`).
