@@ -1095,6 +1095,17 @@ const MESSAGE_JSON_MEMBERS_BYTES: usize = 192;
 /// The same for a message of a Query receive's answer, whose element names are written twice.
 const MESSAGE_XML_MEMBERS_BYTES: usize = 320;
 
+/// The starting size of a receive's answer: room for the bodies and each message's usual
+/// members (`members_bytes`). Grown from the usual capacity, the buffer of ten 256 B messages
+/// was reallocated (and copied) three times.
+fn received_capacity_bytes(deliveries: &[Delivery], members_bytes: usize) -> usize {
+    deliveries
+        .iter()
+        .map(|delivery| delivery.payload.body.len() + members_bytes)
+        .sum::<usize>()
+        .max(RESPONSE_CAPACITY_BYTES)
+}
+
 /// How many bytes a response's buffer starts with: most responses fit (a JSON receive's is
 /// sized for its messages, see [`MESSAGE_JSON_MEMBERS_BYTES`]). Sizing a tree's output exactly
 /// with a walk of the tree first measured slower than the few reallocations it spares.
@@ -1252,14 +1263,7 @@ pub fn encode(
         }
         (crate::Protocol::Json, Outcome::Received { deliveries, .. }) => {
             let (attribute_names, message_attribute_names) = shape.message_attribute_names();
-            // Room for the bodies and each message's usual members: grown from the usual
-            // capacity, the buffer of ten 256 B messages was reallocated (and copied) three
-            // times.
-            let capacity_bytes = deliveries
-                .iter()
-                .map(|delivery| delivery.payload.body.len() + MESSAGE_JSON_MEMBERS_BYTES)
-                .sum::<usize>()
-                .max(RESPONSE_CAPACITY_BYTES);
+            let capacity_bytes = received_capacity_bytes(deliveries, MESSAGE_JSON_MEMBERS_BYTES);
             direct(capacity_bytes, &|out| {
                 write_received_json(
                     deliveries,
@@ -1291,11 +1295,7 @@ pub fn encode(
             // Written directly, as in JSON; `received_xml_is_the_trees` holds it to the tree's
             // output.
             let (attribute_names, message_attribute_names) = shape.message_attribute_names();
-            let capacity_bytes = deliveries
-                .iter()
-                .map(|delivery| delivery.payload.body.len() + MESSAGE_XML_MEMBERS_BYTES)
-                .sum::<usize>()
-                .max(RESPONSE_CAPACITY_BYTES);
+            let capacity_bytes = received_capacity_bytes(deliveries, MESSAGE_XML_MEMBERS_BYTES);
             let mut out = String::with_capacity(capacity_bytes);
             xml_response_start(action, &mut out);
             result_element(action, &mut out, |out| {

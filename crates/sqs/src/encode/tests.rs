@@ -67,6 +67,21 @@ fn ctx() -> Context {
     }
 }
 
+/// Asserts that `action`'s JSON answer to `outcome` (written directly) is byte for byte what the
+/// tree of `result` writes; `what` names the case.
+fn assert_json_is_the_trees(action: &'static str, outcome: &Outcome, shape: &Shape, what: &str) {
+    let ctx = ctx();
+    let tree = json_document(Node::Struct(
+        result(action, outcome, shape, &ctx).unwrap_or_default(),
+    ));
+    let response = super::encode(Protocol::Json, action, outcome, shape, &ctx);
+    assert_eq!(
+        String::from_utf8(response.body).unwrap(),
+        String::from_utf8(tree).unwrap(),
+        "{what}"
+    );
+}
+
 fn header<'a>(response: &'a Response, name: &str) -> Option<&'a str> {
     response
         .headers
@@ -981,18 +996,8 @@ fn sent_json_is_the_trees() {
 /// over [`receive_cases`].
 #[test]
 fn received_json_is_the_trees() {
-    let ctx = ctx();
     for (outcome, shape) in receive_cases() {
-        let tree = json_document(Node::Struct(
-            result("ReceiveMessage", &outcome, &shape, &ctx).unwrap_or_default(),
-        ));
-        let what = format!("{shape:?}");
-        let response = encode(Protocol::Json, "ReceiveMessage", &(outcome, shape), &ctx);
-        assert_eq!(
-            String::from_utf8(response.body).unwrap(),
-            String::from_utf8(tree).unwrap(),
-            "{what}"
-        );
+        assert_json_is_the_trees("ReceiveMessage", &outcome, &shape, &format!("{shape:?}"));
     }
 }
 
@@ -1161,17 +1166,13 @@ fn sent_batch_json_is_the_trees() {
             ("z".into(), Ok(sent("body", None, None, 0xfe))),
         ],
     ];
-    let ctx = ctx();
     for entries in batches {
         let outcome = Outcome::SentBatch(entries.clone());
-        let tree = json_document(Node::Struct(
-            result("SendMessageBatch", &outcome, &Shape::Whole, &ctx).unwrap_or_default(),
-        ));
-        let response = encode(Protocol::Json, "SendMessageBatch", &outcome, &ctx);
-        assert_eq!(
-            String::from_utf8(response.body).unwrap(),
-            String::from_utf8(tree).unwrap(),
-            "{entries:?}"
+        assert_json_is_the_trees(
+            "SendMessageBatch",
+            &outcome,
+            &Shape::Whole,
+            &format!("{entries:?}"),
         );
     }
 }
@@ -1197,19 +1198,10 @@ fn batch_json_is_the_trees() {
             ("w".into(), Err(server_error)),
         ],
     ];
-    let ctx = ctx();
     for entries in batches {
         for action in ["DeleteMessageBatch", "ChangeMessageVisibilityBatch"] {
             let outcome = Outcome::Batch(entries.clone());
-            let tree = json_document(Node::Struct(
-                result(action, &outcome, &Shape::Whole, &ctx).unwrap_or_default(),
-            ));
-            let response = encode(Protocol::Json, action, &outcome, &ctx);
-            assert_eq!(
-                String::from_utf8(response.body).unwrap(),
-                String::from_utf8(tree).unwrap(),
-                "{entries:?}"
-            );
+            assert_json_is_the_trees(action, &outcome, &Shape::Whole, &format!("{entries:?}"));
         }
     }
 }
