@@ -87,7 +87,7 @@ impl SegmentHeader {
         out[8..12].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
         out[12..20].copy_from_slice(&self.segment.to_le_bytes());
         out[20..28].copy_from_slice(&self.base_lsn.to_le_bytes());
-        let crc = crc32c::crc32c(&out[0..28]);
+        let crc = crate::crc::crc32c(&out[0..28]);
         out[28..32].copy_from_slice(&crc.to_le_bytes());
         out
     }
@@ -102,7 +102,7 @@ impl SegmentHeader {
         if header[0..8] != SEGMENT_MAGIC {
             return Err(HeaderError::BadMagic);
         }
-        if crc32c::crc32c(&header[0..28]) != read_u32(header, 28) {
+        if crate::crc::crc32c(&header[0..28]) != read_u32(header, 28) {
             return Err(HeaderError::ChecksumMismatch);
         }
         let version = read_u32(header, 8);
@@ -124,7 +124,7 @@ pub fn frame_len_bytes(payload_len_bytes: usize) -> usize {
 /// The CRC32C of a frame: over the little-endian length, then the payload.
 pub fn frame_checksum(payload: &[u8]) -> u32 {
     let len = u32::try_from(payload.len()).unwrap_or(u32::MAX);
-    crc32c::crc32c_append(crc32c::crc32c(&len.to_le_bytes()), payload)
+    crate::crc::crc32c_of_u32_then(len, payload)
 }
 
 /// Appends the frame for `payload` to `out`.

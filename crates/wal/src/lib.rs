@@ -21,6 +21,7 @@
 //! `docs/design/wal.md` has the byte layout, the order of writes and fsyncs, the recovery
 //! algorithm and what each [`FsyncPolicy`] promises.
 
+mod crc;
 mod error;
 pub mod fault;
 pub mod format;

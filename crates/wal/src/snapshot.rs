@@ -66,7 +66,7 @@ fn header(lsn: Lsn, len: u64, payload_crc: u32) -> [u8; SNAPSHOT_HEADER_LEN_BYTE
     header[8..12].copy_from_slice(&SNAPSHOT_VERSION.to_le_bytes());
     header[12..20].copy_from_slice(&lsn.to_le_bytes());
     header[20..28].copy_from_slice(&len.to_le_bytes());
-    let crc = crc32c::crc32c_append(payload_crc, &header[..28]);
+    let crc = crate::crc::crc32c_append(payload_crc, &header[..28]);
     header[28..32].copy_from_slice(&crc.to_le_bytes());
     header
 }
@@ -74,7 +74,7 @@ fn header(lsn: Lsn, len: u64, payload_crc: u32) -> [u8; SNAPSHOT_HEADER_LEN_BYTE
 /// Encodes a snapshot file.
 pub fn encode(lsn: Lsn, payload: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(SNAPSHOT_HEADER_LEN_BYTES + payload.len());
-    let crc = crc32c::crc32c(payload);
+    let crc = crate::crc::crc32c(payload);
     out.extend_from_slice(&header(lsn, payload.len() as u64, crc));
     out.extend_from_slice(payload);
     out
@@ -98,7 +98,7 @@ struct Checksum<'h> {
 impl<'h> Checksum<'h> {
     fn new(header: &'h [u8], version: u32) -> Checksum<'h> {
         let crc = match version {
-            1 => crc32c::crc32c(&header[..28]),
+            1 => crate::crc::crc32c(&header[..28]),
             _ => 0,
         };
         Checksum {
@@ -109,13 +109,13 @@ impl<'h> Checksum<'h> {
     }
 
     fn feed(&mut self, payload: &[u8]) {
-        self.crc = crc32c::crc32c_append(self.crc, payload);
+        self.crc = crate::crc::crc32c_append(self.crc, payload);
     }
 
     fn matches(&self, expected: u32) -> bool {
         let crc = match self.version {
             1 => self.crc,
-            _ => crc32c::crc32c_append(self.crc, &self.header[..28]),
+            _ => crate::crc::crc32c_append(self.crc, &self.header[..28]),
         };
         crc == expected
     }
@@ -283,7 +283,7 @@ impl<'s> SnapshotWriter<'s> {
         self.file
             .write_all_at(&self.buffer, self.offset)
             .map_err(|source| WalError::io("write", &self.temporary, source))?;
-        self.crc = crc32c::crc32c_append(self.crc, &self.buffer);
+        self.crc = crate::crc::crc32c_append(self.crc, &self.buffer);
         self.offset += self.buffer.len() as u64;
         self.buffer.clear();
         Ok(())
