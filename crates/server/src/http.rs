@@ -236,11 +236,11 @@ fn remembered<T: Clone>(
 /// A fresh request id (`x-amzn-RequestId`): a version-4 UUID, hyphenated (see [`crate::ids`]).
 /// Encoded into a buffer rather than through `Display`, which goes through the formatting
 /// machinery.
-fn request_id() -> String {
+fn request_id() -> Arc<str> {
     // The version and variant bits make the bytes a v4 UUID.
     let uuid = uuid::Builder::from_random_bytes(crate::ids::unique_bytes()).into_uuid();
     let mut buffer = uuid::Uuid::encode_buffer();
-    uuid.hyphenated().encode_lower(&mut buffer).to_owned()
+    Arc::from(&*uuid.hyphenated().encode_lower(&mut buffer))
 }
 
 /// The sender id: the access key id of the `Authorization` header, or the account id (shared,
@@ -572,9 +572,7 @@ where
                     } else {
                         "1"
                     };
-                    refused
-                        .headers
-                        .push((forward::NOT_SERVING_NAME, why.to_owned()));
+                    refused.server_header = Some((forward::NOT_SERVING_NAME, why));
                     return Answer::Sqs(refused);
                 }
                 let (uri, headers) = match head.whole.parts() {
@@ -738,27 +736,18 @@ fn header_text(value: &[u8]) -> Option<&str> {
 /// The HTTP response of an encoded SQS response.
 fn reply(response: leaseq_sqs::Response) -> Response {
     let status = StatusCode::from_u16(response.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    let mut headers = HeaderMap::with_capacity(response.headers.len() + 1);
-    let mut content_type = false;
-    for (name, value) in response.headers {
-        let Some(value) = header_value(value) else {
-            continue;
+    let mut headers = HeaderMap::with_capacity(3);
+    // The content type is one of the encoder's constants: no copy, no check of each byte.
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static(response.content_type));
+    for (name, value) in response.headers().skip(1) {
+        // Every response has a request id; naming it by constant spares parsing the name.
+        let name = match name {
+            "x-amzn-requestid" => REQUEST_ID,
+            name => HeaderName::from_static(name),
         };
-        // Every response has these two; naming them by constant spares parsing the names.
-        match name {
-            "content-type" => {
-                content_type = true;
-                headers.insert(CONTENT_TYPE, value)
-            }
-            "x-amzn-requestid" => headers.insert(REQUEST_ID, value),
-            name => headers.insert(name, value),
-        };
-    }
-    if !content_type {
-        headers.insert(
-            CONTENT_TYPE,
-            HeaderValue::from_static("application/octet-stream"),
-        );
+        if let Ok(value) = HeaderValue::try_from(value) {
+            headers.insert(name, value);
+        }
     }
     let mut out = Response::new(Body::from(response.body));
     *out.status_mut() = status;
@@ -766,45 +755,29 @@ fn reply(response: leaseq_sqs::Response) -> Response {
     out
 }
 
-/// An encoded header's value as a header value, if it is one. The content types the encoder
-/// writes are constants, used as such: no copy into shared bytes and no check of each byte. The
-/// encoder's other `String`s become the header's bytes without a copy.
-fn header_value(value: String) -> Option<HeaderValue> {
-    match value.as_str() {
-        leaseq_sqs::encode::JSON_CONTENT_TYPE => Some(HeaderValue::from_static(
-            leaseq_sqs::encode::JSON_CONTENT_TYPE,
-        )),
-        leaseq_sqs::encode::XML_CONTENT_TYPE => Some(HeaderValue::from_static(
-            leaseq_sqs::encode::XML_CONTENT_TYPE,
-        )),
-        _ => HeaderValue::try_from(value).ok(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn response(headers: Vec<(&'static str, String)>) -> leaseq_sqs::Response {
+    fn response(content_type: &'static str, query_error: Option<&str>) -> leaseq_sqs::Response {
         leaseq_sqs::Response {
             status: 200,
-            headers,
+            content_type,
+            request_id: "req-1".into(),
+            query_error: query_error.map(str::to_string),
+            server_header: None,
             body: b"{}".to_vec(),
         }
     }
 
-    /// Headers come out as the encoder wrote them, and a response without a content type (or
-    /// with one that is no header value) is an octet stream.
+    /// Headers come out as the encoder wrote them; a value that is no header value is left
+    /// out rather than sent.
     #[test]
     fn reply_keeps_the_encoders_headers() {
-        let out = reply(response(vec![
-            ("content-type", "application/x-amz-json-1.0".into()),
-            ("x-amzn-requestid", "req-1".into()),
-            (
-                "x-amzn-query-error",
-                "AWS.SimpleQueueService.X;Sender".into(),
-            ),
-        ]));
+        let out = reply(response(
+            leaseq_sqs::encode::JSON_CONTENT_TYPE,
+            Some("AWS.SimpleQueueService.X;Sender"),
+        ));
         let headers = out.headers();
         assert_eq!(headers[CONTENT_TYPE], "application/x-amz-json-1.0");
         assert_eq!(headers["x-amzn-requestid"], "req-1");
@@ -813,19 +786,15 @@ mod tests {
             "AWS.SimpleQueueService.X;Sender"
         );
         assert_eq!(headers.len(), 3);
-        let bare = reply(response(vec![("x-amzn-requestid", "req-1".into())]));
-        assert_eq!(bare.headers()[CONTENT_TYPE], "application/octet-stream");
-        let invalid = reply(response(vec![("content-type", "a\nb".into())]));
-        assert_eq!(invalid.headers()[CONTENT_TYPE], "application/octet-stream");
-        for content_type in [
-            leaseq_sqs::encode::JSON_CONTENT_TYPE,
-            leaseq_sqs::encode::XML_CONTENT_TYPE,
-            "text/plain; charset=utf-8",
-        ] {
-            let out = reply(response(vec![("content-type", content_type.into())]));
-            assert_eq!(out.headers()[CONTENT_TYPE], content_type);
-            assert_eq!(out.headers().len(), 1);
-        }
+        let invalid = reply(response(leaseq_sqs::encode::JSON_CONTENT_TYPE, Some("a\nb")));
+        assert!(!invalid.headers().contains_key("x-amzn-query-error"));
+        assert_eq!(invalid.headers().len(), 2);
+        let mut xml = response(leaseq_sqs::encode::XML_CONTENT_TYPE, None);
+        xml.server_header = Some((forward::NOT_SERVING_NAME, "1"));
+        let xml = reply(xml);
+        assert_eq!(xml.headers()[CONTENT_TYPE], "text/xml");
+        assert_eq!(xml.headers()[forward::NOT_SERVING], "1");
+        assert_eq!(xml.headers().len(), 3);
     }
 
     /// A body of the frames given, then its end.
@@ -895,10 +864,10 @@ mod tests {
             let uuid = uuid::Uuid::parse_str(&id).unwrap();
             assert_eq!(uuid.get_version_num(), 4, "{id}");
             assert_eq!(uuid.get_variant(), uuid::Variant::RFC4122, "{id}");
-            assert_eq!(uuid.hyphenated().to_string(), id);
+            assert_eq!(uuid.hyphenated().to_string(), *id);
             assert!(seen.insert(id));
         }
-        let others: Vec<String> = std::thread::spawn(|| (0..1_000).map(|_| request_id()).collect())
+        let others: Vec<Arc<str>> = std::thread::spawn(|| (0..1_000).map(|_| request_id()).collect())
             .join()
             .unwrap();
         for id in others {

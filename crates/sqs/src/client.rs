@@ -179,11 +179,7 @@ mod tests {
         for code in ErrorCode::ALL {
             let error = SqsError::new(code, "why \"quoted\"");
             let response = crate::encode_error(crate::Protocol::Json, &error, &ctx());
-            let header = response
-                .headers
-                .iter()
-                .find(|(name, _)| *name == "x-amzn-query-error")
-                .map(|(_, value)| value.as_str());
+            let header = response.query_error.as_deref();
             let parsed = answer("Act", response.status, header, &response.body).unwrap_err();
             let ClientError::Sqs {
                 code: parsed_code,

@@ -77,7 +77,7 @@ mod tests {
             base_url: "".into(),
             region: "us-east-1".into(),
             account_id: "000000000000".into(),
-            request_id: String::new(),
+            request_id: "".into(),
         };
         let handle = encode_task_handle(&ctx, 42, "dlq");
         // SQS's form: padded standard base64 of the compact object, taskId first.

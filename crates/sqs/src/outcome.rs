@@ -22,8 +22,9 @@ pub struct Context {
     pub region: Arc<str>,
     /// Account id for URLs and ARNs (`000000000000`).
     pub account_id: Arc<str>,
-    /// This request's id (`x-amzn-RequestId`, `RequestId` in XML).
-    pub request_id: String,
+    /// This request's id (`x-amzn-RequestId`, `RequestId` in XML), shared with the response's
+    /// header.
+    pub request_id: Arc<str>,
 }
 
 /// The result of executing an [`crate::Action`].

@@ -426,22 +426,12 @@ async fn write_answer(
     match answer {
         Answer::Sqs(response) => {
             status_line(out, response.status);
-            let mut content_type = false;
-            for (name, value) in &response.headers {
-                // The encoder's content types are header values by making; anything else is
-                // checked (as `HeaderValue` would).
-                let known = matches!(
-                    value.as_str(),
-                    leaseq_sqs::encode::JSON_CONTENT_TYPE | leaseq_sqs::encode::XML_CONTENT_TYPE
-                );
-                if !known && !is_header_value(value.as_bytes()) {
-                    continue;
+            for (name, value) in response.headers() {
+                // The content type is one of the encoder's constants, a header value by making;
+                // the other values are checked (as `HeaderValue` would).
+                if name == "content-type" || is_header_value(value.as_bytes()) {
+                    header(out, name.as_bytes(), value.as_bytes());
                 }
-                content_type |= *name == "content-type";
-                header(out, name.as_bytes(), value.as_bytes());
-            }
-            if !content_type {
-                header(out, b"content-type", b"application/octet-stream");
             }
             if let Some(node_id) = node_id {
                 header(out, forward::NODE.as_str().as_bytes(), node_id.as_bytes());

@@ -414,7 +414,7 @@ impl Service {
             base_url: "".into(),
             region: self.config.region.as_str().into(),
             account_id: self.config.account_id.as_str().into(),
-            request_id: String::new(),
+            request_id: "".into(),
         }
     }
 

@@ -1113,7 +1113,7 @@ fn message_move_actions() {
         base_url: "".into(),
         region: "us-east-1".into(),
         account_id: "000000000000".into(),
-        request_id: String::new(),
+        request_id: "".into(),
     };
     let handle = crate::moves::encode_task_handle(&ctx, 5, "dlq");
     let task = crate::TaskHandle {

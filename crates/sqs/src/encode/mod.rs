@@ -11,6 +11,7 @@
 //! `write_received_json`, `write_batch_json`, each held to the tree's bytes by a test).
 
 use std::borrow::Cow;
+use std::sync::Arc;
 
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine as _;
@@ -29,16 +30,43 @@ pub const JSON_CONTENT_TYPE: &str = "application/x-amz-json-1.0";
 /// The content type of every XML response.
 pub const XML_CONTENT_TYPE: &str = "text/xml";
 
-/// An HTTP response, ready to send. Header names are lowercase (HTTP/2-safe, and what
-/// `http::HeaderName::from_static` accepts).
+/// An HTTP response, ready to send. Every response has the same headers (see
+/// [`Response::headers`]), so they are fields rather than a list: building one allocates nothing
+/// but its body.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Response {
     /// HTTP status.
     pub status: u16,
-    /// Headers.
-    pub headers: Vec<(&'static str, String)>,
+    /// `content-type`: [`JSON_CONTENT_TYPE`] or [`XML_CONTENT_TYPE`].
+    pub content_type: &'static str,
+    /// `x-amzn-requestid`: the request's id ([`Context::request_id`]).
+    pub request_id: Arc<str>,
+    /// `x-amzn-query-error` (`Code;Sender` or `Code;Receiver`), on a JSON error: the Query
+    /// protocol's error code, which the SDKs of the AWS Query compatibility read.
+    pub query_error: Option<String>,
+    /// A header of the server's own, by name and value (a cluster node's refusal of a request
+    /// forwarded to it), after the others.
+    pub server_header: Option<(&'static str, &'static str)>,
     /// Body.
     pub body: Vec<u8>,
+}
+
+impl Response {
+    /// The headers, by name: lowercase (HTTP/2-safe, and what `http::HeaderName::from_static`
+    /// accepts), the content type first.
+    pub fn headers(&self) -> impl Iterator<Item = (&'static str, &str)> {
+        [
+            ("content-type", self.content_type),
+            ("x-amzn-requestid", &*self.request_id),
+        ]
+        .into_iter()
+        .chain(
+            self.query_error
+                .as_deref()
+                .map(|query_error| ("x-amzn-query-error", query_error)),
+        )
+        .chain(self.server_header)
+    }
 }
 
 /// A value of an output shape.
@@ -1118,17 +1146,18 @@ fn json_document(node: Node<'_>) -> Vec<u8> {
     out
 }
 
-fn json_response(status: u16, body: Vec<u8>, ctx: &Context, extra: Option<String>) -> Response {
-    let mut headers = vec![
-        ("content-type", JSON_CONTENT_TYPE.to_string()),
-        ("x-amzn-requestid", ctx.request_id.clone()),
-    ];
-    if let Some(query_error) = extra {
-        headers.push(("x-amzn-query-error", query_error));
-    }
+fn json_response(
+    status: u16,
+    body: Vec<u8>,
+    ctx: &Context,
+    query_error: Option<String>,
+) -> Response {
     Response {
         status,
-        headers,
+        content_type: JSON_CONTENT_TYPE,
+        request_id: ctx.request_id.clone(),
+        query_error,
+        server_header: None,
         body,
     }
 }
@@ -1231,10 +1260,10 @@ fn xml_member(name: &str, node: &Node, out: &mut String) {
 fn xml_response(status: u16, body: String, ctx: &Context) -> Response {
     Response {
         status,
-        headers: vec![
-            ("content-type", XML_CONTENT_TYPE.to_string()),
-            ("x-amzn-requestid", ctx.request_id.clone()),
-        ],
+        content_type: XML_CONTENT_TYPE,
+        request_id: ctx.request_id.clone(),
+        query_error: None,
+        server_header: None,
         body: body.into_bytes(),
     }
 }
