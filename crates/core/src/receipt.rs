@@ -162,10 +162,8 @@ fn decode(text: &[u8]) -> Option<[u8; SEALED_LEN]> {
         unreachable!("two characters after the groups")
     };
     for (group, out) in groups.chunks_exact(4).zip(sealed.chunks_exact_mut(3)) {
-        let bits = value(group[0]) << 18
-            | value(group[1]) << 12
-            | value(group[2]) << 6
-            | value(group[3]);
+        let bits =
+            value(group[0]) << 18 | value(group[1]) << 12 | value(group[2]) << 6 | value(group[3]);
         out[0] = (bits >> 16) as u8;
         out[1] = (bits >> 8) as u8;
         out[2] = bits as u8;

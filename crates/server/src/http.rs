@@ -738,7 +738,10 @@ fn reply(response: leaseq_sqs::Response) -> Response {
     let status = StatusCode::from_u16(response.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     let mut headers = HeaderMap::with_capacity(3);
     // The content type is one of the encoder's constants: no copy, no check of each byte.
-    headers.insert(CONTENT_TYPE, HeaderValue::from_static(response.content_type));
+    headers.insert(
+        CONTENT_TYPE,
+        HeaderValue::from_static(response.content_type),
+    );
     for (name, value) in response.headers().skip(1) {
         // Every response has a request id; naming it by constant spares parsing the name.
         let name = match name {
@@ -786,7 +789,10 @@ mod tests {
             "AWS.SimpleQueueService.X;Sender"
         );
         assert_eq!(headers.len(), 3);
-        let invalid = reply(response(leaseq_sqs::encode::JSON_CONTENT_TYPE, Some("a\nb")));
+        let invalid = reply(response(
+            leaseq_sqs::encode::JSON_CONTENT_TYPE,
+            Some("a\nb"),
+        ));
         assert!(!invalid.headers().contains_key("x-amzn-query-error"));
         assert_eq!(invalid.headers().len(), 2);
         let mut xml = response(leaseq_sqs::encode::XML_CONTENT_TYPE, None);
@@ -867,9 +873,10 @@ mod tests {
             assert_eq!(uuid.hyphenated().to_string(), *id);
             assert!(seen.insert(id));
         }
-        let others: Vec<Arc<str>> = std::thread::spawn(|| (0..1_000).map(|_| request_id()).collect())
-            .join()
-            .unwrap();
+        let others: Vec<Arc<str>> =
+            std::thread::spawn(|| (0..1_000).map(|_| request_id()).collect())
+                .join()
+                .unwrap();
         for id in others {
             assert!(seen.insert(id));
         }
