@@ -86,6 +86,8 @@ struct Batch {
     /// Records in the batch (for the batch-size statistic).
     records: u64,
     sync: bool,
+    /// When the batch's fdatasync ended, once [`Commit::write`] has done it.
+    synced_at: Option<Instant>,
 }
 
 /// A batch in progress, holding the writer: [`Commit::begin`] under the lock, [`Commit::write`]
@@ -125,6 +127,7 @@ impl Commit {
             bytes,
             records,
             sync,
+            synced_at: None,
         };
         Commit { writer, batch }
     }
@@ -158,7 +161,7 @@ impl Commit {
             shared.stats.batch_records.observe(batch.records);
         }
         if batch.sync {
-            self.writer.sync_unsynced(shared)?;
+            self.batch.synced_at = Some(self.writer.sync_unsynced(shared)?);
         }
         Ok(())
     }
@@ -183,9 +186,9 @@ impl Commit {
         match result {
             Ok(()) => {
                 state.progress.written_lsn = batch.last_lsn;
-                if batch.sync {
+                if let Some(synced_at) = batch.synced_at {
                     state.progress.synced_lsn = batch.last_lsn;
-                    state.last_sync_at = Instant::now();
+                    state.last_sync_at = synced_at;
                 }
             }
             Err(cause) => {
@@ -200,19 +203,22 @@ impl Commit {
 }
 
 impl Writer {
-    fn sync_unsynced(&mut self, shared: &Shared) -> Result<(), PoisonCause> {
-        let files = self.unsynced.len();
+    /// fdatasyncs every file written since its last one, and returns when that ended: one clock
+    /// read both times the fdatasyncs and dates the sync (for [`FsyncPolicy::Interval`]).
+    fn sync_unsynced(&mut self, shared: &Shared) -> Result<Instant, PoisonCause> {
         let started = Instant::now();
+        if self.unsynced.is_empty() {
+            return Ok(started);
+        }
         for (segment, file) in &self.unsynced {
             file.sync_data()
                 .map_err(|source| cause("fdatasync", *segment, source))?;
         }
-        if files > 0 {
-            let micros = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
-            shared.stats.fsync_micros.observe(micros);
-        }
+        let ended = Instant::now();
+        let micros = u64::try_from((ended - started).as_micros()).unwrap_or(u64::MAX);
+        shared.stats.fsync_micros.observe(micros);
         self.unsynced.clear();
-        Ok(())
+        Ok(ended)
     }
 
     /// Makes sure the file of `segment` is filled with zeros at least `Options::zero_ahead_bytes`
