@@ -320,10 +320,12 @@ fn queue_of(url: Option<&str>, path: &str) -> Result<QueueRef, SqsError> {
 /// The queue name of a URL or path: `http(s)://host/ACCOUNT/name`, `/ACCOUNT/name`, the
 /// legacy `/queue/name`, or the bare `name`.
 ///
-/// One pass over the bytes: this runs on every request that names a queue, and the `str`
-/// searchers and the `split` iterator it was written with cost about 1,000 instructions for a
-/// 50-byte URL. Every byte it stops at (`/`, `?`, `#`) is ASCII, so every cut is at a character
-/// boundary. The tests compare it with the `str`-based reference it replaced.
+/// One pass over the bytes, eight at a time ([`next_delimiter`]): this runs on every request that
+/// names a queue, and the `str` searchers and the `split` iterator it was first written with
+/// cost about 1,000 instructions for a 50-byte URL, a loop over each byte about 500, and
+/// `memchr`, whose set-up outweighs the search in so short a text, about 600. Every byte it
+/// stops at is ASCII, so every cut is at a character boundary. The tests compare it with the
+/// `str`-based reference it replaced.
 pub fn queue_name_of_url(url: &str) -> Result<QueueRef, SqsError> {
     let bytes = url.as_bytes();
     let has_scheme = |scheme: &[u8]| {
@@ -340,35 +342,30 @@ pub fn queue_name_of_url(url: &str) -> Result<QueueRef, SqsError> {
     };
     // The path starts at the first `/` after the host (none: the path is empty).
     let path_start = match scheme_length {
-        Some(length) => bytes[length..]
-            .iter()
-            .position(|&byte| byte == b'/')
-            .map_or(bytes.len(), |at| length + at),
+        Some(length) => next_delimiter(bytes, length, false),
         None => 0,
     };
-    // One pass over the path, which ends at a query or a fragment: the non-empty segments
-    // between slashes, by their ranges in `url` (the first two, and how many there are).
+    // The non-empty segments between slashes up to a query or a fragment, by their ranges in
+    // `url` (the first two, and how many there are).
     let mut segments = [(0, 0); 2];
     let mut count = 0usize;
     let mut slash = false;
     let mut segment_start = path_start;
     let mut at = path_start;
     loop {
-        let byte = bytes.get(at).copied();
-        if matches!(byte, None | Some(b'/' | b'?' | b'#')) {
-            if at > segment_start {
-                if let Some(segment) = segments.get_mut(count) {
-                    *segment = (segment_start, at);
-                }
-                count += 1;
+        at = next_delimiter(bytes, at, true);
+        if at > segment_start {
+            if let Some(segment) = segments.get_mut(count) {
+                *segment = (segment_start, at);
             }
-            if byte != Some(b'/') {
-                break;
-            }
-            slash = true;
-            segment_start = at + 1;
+            count += 1;
         }
+        if bytes.get(at) != Some(&b'/') {
+            break;
+        }
+        slash = true;
         at += 1;
+        segment_start = at;
     }
     let path_end = at;
     // A bare queue name (no scheme, no slash) is a QueueUrl too, as SQS answers it.
@@ -388,6 +385,37 @@ pub fn queue_name_of_url(url: &str) -> Result<QueueRef, SqsError> {
         owner_account_id: crate::namespace::is_account_id(account_or_queue)
             .then(|| account_or_queue.to_string()),
     })
+}
+
+/// The position of the first `/` in `bytes` from `from` on (with `in_path`, also of the first
+/// `?` or `#`, which end a path), or `bytes.len()`.
+///
+/// Eight bytes at a time: in `w ^ (byte · ONES)` the bytes equal to `byte` are zero, and
+/// `(x - ONES) & !x & HIGH` sets the high bit of a zero byte of `x`, exactly for the lowest one
+/// (a borrow can only mark bytes above a zero byte), so the lowest bit set in the three words'
+/// union is the first delimiter's.
+fn next_delimiter(bytes: &[u8], from: usize, in_path: bool) -> usize {
+    const ONES: u64 = u64::from_le_bytes([1; 8]);
+    const HIGH: u64 = ONES << 7;
+    let zero_bytes = |x: u64| x.wrapping_sub(ONES) & !x & HIGH;
+    let mut at = from;
+    while let Some(chunk) = bytes.get(at..at + 8) {
+        let word = u64::from_le_bytes(chunk.try_into().expect("8 bytes"));
+        let mut found = zero_bytes(word ^ (ONES * u64::from(b'/')));
+        if in_path {
+            found |= zero_bytes(word ^ (ONES * u64::from(b'?')))
+                | zero_bytes(word ^ (ONES * u64::from(b'#')));
+        }
+        if found != 0 {
+            return at + (found.trailing_zeros() / 8) as usize;
+        }
+        at += 8;
+    }
+    let is_delimiter = |byte: u8| byte == b'/' || in_path && (byte == b'?' || byte == b'#');
+    bytes
+        .get(at..)
+        .and_then(|rest| rest.iter().position(|&byte| is_delimiter(byte)))
+        .map_or(bytes.len(), |offset| at + offset)
 }
 
 fn max_results(input: &Input) -> Result<Option<usize>, SqsError> {

@@ -1226,3 +1226,29 @@ proptest::proptest! {
         }
     }
 }
+
+proptest::proptest! {
+    /// The word-at-a-time search finds what a byte-by-byte one finds, from any start, in any
+    /// bytes: mostly the delimiters and their neighbours in value (`.` and `0` around `/`, `>`
+    /// and `@` around `?`), where a borrow across bytes would show, and bytes from 0x80 up.
+    #[test]
+    fn next_delimiter_finds_the_first(
+        bytes in proptest::collection::vec(
+            proptest::prop_oneof![
+                proptest::sample::select(b"/?#.0>@\"$\x00\x01\x7f\x80\xaf\xbf\xff".to_vec()),
+                proptest::num::u8::ANY,
+            ],
+            0..40,
+        ),
+        from in 0usize..40,
+        in_path in proptest::bool::ANY,
+    ) {
+        let from = from.min(bytes.len());
+        let is_delimiter = |byte: u8| byte == b'/' || in_path && (byte == b'?' || byte == b'#');
+        let expected = bytes[from..]
+            .iter()
+            .position(|&byte| is_delimiter(byte))
+            .map_or(bytes.len(), |offset| from + offset);
+        proptest::prop_assert_eq!(next_delimiter(&bytes, from, in_path), expected);
+    }
+}
