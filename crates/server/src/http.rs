@@ -702,24 +702,36 @@ impl<'a> RequestHeaders<'a> {
     /// whatever their case (a `HeaderMap`'s are lowercase, a raw head's as the client wrote
     /// them); the test below checks these literals against the constants they stand for.
     pub(crate) fn see(&mut self, name: &[u8], value: &'a [u8]) {
-        let is = |literal: &str| name.eq_ignore_ascii_case(literal.as_bytes());
         // By length first: most names are then compared with one literal, or none.
         let slot = match name.len() {
-            4 if is("host") => &mut self.host,
-            10 if is("user-agent") => &mut self.user_agent,
-            12 if is("x-amz-target") => &mut self.target,
-            12 if is("content-type") => &mut self.content_type,
-            13 if is("authorization") => &mut self.authorization,
-            15 if is("x-amzn-trace-id") => &mut self.trace_id,
-            21 if is("x-leaseq-forwarded-by") => &mut self.forwarded_by,
-            22 if is("x-leaseq-forwarded-for") => &mut self.forwarded_for,
-            24 if is("x-leaseq-forwarded-proto") => &mut self.forwarded_proto,
+            4 if is_header_name(name, b"host") => &mut self.host,
+            10 if is_header_name(name, b"user-agent") => &mut self.user_agent,
+            12 if is_header_name(name, b"x-amz-target") => &mut self.target,
+            12 if is_header_name(name, b"content-type") => &mut self.content_type,
+            13 if is_header_name(name, b"authorization") => &mut self.authorization,
+            15 if is_header_name(name, b"x-amzn-trace-id") => &mut self.trace_id,
+            21 if is_header_name(name, b"x-leaseq-forwarded-by") => &mut self.forwarded_by,
+            22 if is_header_name(name, b"x-leaseq-forwarded-for") => &mut self.forwarded_for,
+            24 if is_header_name(name, b"x-leaseq-forwarded-proto") => &mut self.forwarded_proto,
             _ => return,
         };
         // A name's later values come after its first.
         if slot.is_none() {
             *slot = Some(value);
         }
+    }
+}
+
+/// Whether a header's `name` is `lowercase` (a name written in lowercase), in whatever case it
+/// came. Most clients (hyper, the AWS SDKs but Python's) write names in lowercase: their bytes
+/// are equal at once, where a comparison that folds case looks at each byte in turn. The
+/// literal's length is a constant, so that both comparisons compile to a few word compares
+/// rather than calls.
+#[inline(always)]
+pub(crate) fn is_header_name<const N: usize>(name: &[u8], lowercase: &[u8; N]) -> bool {
+    match <&[u8; N]>::try_from(name) {
+        Ok(name) => name == lowercase || name.eq_ignore_ascii_case(lowercase),
+        Err(_) => false,
     }
 }
 

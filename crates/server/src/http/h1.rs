@@ -279,8 +279,10 @@ impl<'h> Plain<'h> {
         if !target.starts_with('/') || !target.bytes().all(is_target_byte) {
             return None;
         }
-        let (path, query) = match target.split_once('?') {
-            Some((path, query)) => (path, Some(query)),
+        // A loop over the bytes, not `split_once`, whose searcher costs more to set up than
+        // most targets (`/`) take to read.
+        let (path, query) = match target.bytes().position(|byte| byte == b'?') {
+            Some(at) => (&target[..at], Some(&target[at + 1..])),
             None => (target, None),
         };
         let mut content_length = None;
@@ -289,24 +291,23 @@ impl<'h> Plain<'h> {
         for line in request.headers.iter() {
             let name = line.name.as_bytes();
             found.see(name, line.value);
-            let is = |literal: &str| name.eq_ignore_ascii_case(literal.as_bytes());
             match name.len() {
-                14 if is("content-length") => {
+                14 if super::is_header_name(name, b"content-length") => {
                     if content_length.is_some() {
                         return None;
                     }
                     content_length = Some(decimal(line.value)?);
                 }
-                10 if is("connection") => {
+                10 if super::is_header_name(name, b"connection") => {
                     if line.value.eq_ignore_ascii_case(b"close") {
                         close = true;
                     } else if !line.value.eq_ignore_ascii_case(b"keep-alive") {
                         return None;
                     }
                 }
-                17 if is("transfer-encoding") => return None,
-                6 if is("expect") => return None,
-                7 if is("upgrade") => return None,
+                17 if super::is_header_name(name, b"transfer-encoding") => return None,
+                6 if super::is_header_name(name, b"expect") => return None,
+                7 if super::is_header_name(name, b"upgrade") => return None,
                 _ => {}
             }
         }
