@@ -313,6 +313,48 @@ async fn a_request_written_a_byte_at_a_time_is_answered() {
     server.stop().await;
 }
 
+/// A body that comes apart from its head (as Python's http.client writes it), and with the
+/// next request behind it in the same write, is one request, and the next is answered after it.
+#[tokio::test]
+async fn a_body_apart_from_its_head_with_the_next_request_behind_it_is_answered() {
+    use tokio::io::AsyncWriteExt as _;
+    let server = start().await;
+    let mut stream = raw_connect(&server).await;
+    let _ = stream.set_nodelay(true);
+    let mut pending = Vec::new();
+    stream
+        .write_all(&sqs("CreateQueue", r#"{"QueueName":"q"}"#, str::to_string))
+        .await
+        .unwrap();
+    let (status, _, body) = response(&mut stream, &mut pending).await.unwrap();
+    assert_eq!(status, 200, "{body}");
+    let send = sqs("SendMessage", SEND, str::to_string);
+    let body_start = send.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
+    let count = sqs(
+        "GetQueueAttributes",
+        r#"{"QueueUrl":"http://localhost/000000000000/q","AttributeNames":["ApproximateNumberOfMessages"]}"#,
+        str::to_string,
+    );
+    // The head and a few bytes of the body; then, once the server has had time to read them,
+    // the rest of the body with the next request.
+    stream.write_all(&send[..body_start + 5]).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let mut rest = send[body_start + 5..].to_vec();
+    rest.extend_from_slice(&count);
+    stream.write_all(&rest).await.unwrap();
+    let (status, _, body) = response(&mut stream, &mut pending).await.unwrap();
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("MD5OfMessageBody"), "{body}");
+    let (status, _, body) = response(&mut stream, &mut pending).await.unwrap();
+    assert_eq!(status, 200, "{body}");
+    assert!(
+        body.contains(r#""ApproximateNumberOfMessages":"1""#),
+        "{body}"
+    );
+    assert!(pending.is_empty());
+    server.stop().await;
+}
+
 /// Requests that the fast path leaves to hyper (a chunked body, `Expect: 100-continue`,
 /// HTTP/1.0, a head beyond its size or line count) are answered by hyper on the same
 /// connection, which then goes on answering; `Connection: close` is answered and closes.

@@ -95,7 +95,7 @@ where
             &read,
             &mut lines,
         );
-        let wanted = match parsed {
+        match parsed {
             Ok(httparse::Status::Complete(head_len)) => {
                 let Some(plain) = Plain::of(&request) else {
                     return Ended::HandOff(Replay::new(read, stream));
@@ -115,114 +115,129 @@ where
                     let _ = send(&mut stream, &out).await;
                     return Ended::Closed;
                 }
-                if read.len() >= total {
-                    // The router's answers name no node (as through hyper, where only the SQS
-                    // handler adds it).
-                    let (routed, close) = (plain.routed, plain.close);
-                    let head = plain.head(&request);
-                    let body = &read[head_len..total];
-                    let answered = {
-                        let mut answering = pin!(async {
-                            if routed {
-                                (route(app, &head, body, address).await, None)
-                            } else {
-                                let answer =
-                                    answer_sqs(&app.shared, &head, Some(body), Some(address));
-                                (answer.await, node_id)
-                            }
-                        });
-                        // Meanwhile the connection is watched: a client that goes away (a long poll
-                        // given up) takes its request with it, as with hyper. Bytes that come
-                        // instead (the next request, pipelined) are kept, and the watch ends.
-                        let mut watching = true;
-                        poll_fn(|cx| {
-                            if let Poll::Ready(answer) = answering.as_mut().poll(cx) {
-                                return Poll::Ready(Some(answer));
-                            }
-                            if watching {
-                                match poll_read(&mut stream, cx, &mut early) {
-                                    Poll::Ready(Ok(0) | Err(_)) => return Poll::Ready(None),
-                                    Poll::Ready(Ok(_)) => watching = false,
-                                    Poll::Pending => {}
-                                }
-                            }
-                            Poll::Pending
-                        })
-                        .await
-                    };
-                    let Some((answer, node_id)) = answered else {
-                        tracing::trace!(%address, "the client closed its connection before its answer");
-                        return Ended::Closed;
-                    };
-                    out.clear();
-                    let close = close || stopped(stop);
-                    if write_answer(&mut out, answer, node_id, close)
-                        .await
-                        .is_err()
-                        || send(&mut stream, &out).await.is_err()
-                        || close
-                    {
-                        return Ended::Closed;
+                // The body: all in the read buffer when it came with the head; otherwise the
+                // rest of it is read, untimed (as hyper does), into a buffer of its own. The
+                // parsed head borrows the read buffer, and growing that would mean parsing the
+                // head again (about 2,000 instructions, httparse's and the header scan's), for
+                // every request of a client that writes the body apart from the head, as
+                // Python's http.client (and so boto3) does.
+                let body_in_read = read.len() >= total;
+                let body_len = plain.content_length;
+                let mut apart = Vec::new();
+                if !body_in_read {
+                    apart.reserve_exact(body_len);
+                    apart.extend_from_slice(&read[head_len..]);
+                    while apart.len() < body_len {
+                        match poll_fn(|cx| poll_read(&mut stream, cx, &mut apart)).await {
+                            Ok(0) | Err(_) => return Ended::Closed,
+                            Ok(_) => {}
+                        }
                     }
-                    read.drain(..total);
-                    read.append(&mut early);
-                    // One large request or answer does not pin its buffer for the
-                    // connection's life.
-                    if out.capacity() > 4 * BUFFER {
-                        out = Vec::new();
-                    }
-                    if read.capacity() > 4 * BUFFER && read.len() < BUFFER {
-                        read.shrink_to(BUFFER);
-                    }
-                    waiting_since = Instant::now();
-                    continue;
                 }
-                // The body is not all here yet: read it whole, untimed (as hyper does).
-                Some(total)
+                // The router's answers name no node (as through hyper, where only the SQS
+                // handler adds it).
+                let (routed, close) = (plain.routed, plain.close);
+                let head = plain.head(&request);
+                let body = if body_in_read {
+                    &read[head_len..total]
+                } else {
+                    &apart[..body_len]
+                };
+                let answered = {
+                    let mut answering = pin!(async {
+                        if routed {
+                            (route(app, &head, body, address).await, None)
+                        } else {
+                            let answer = answer_sqs(&app.shared, &head, Some(body), Some(address));
+                            (answer.await, node_id)
+                        }
+                    });
+                    // Meanwhile the connection is watched: a client that goes away (a long poll
+                    // given up) takes its request with it, as with hyper. Bytes that come
+                    // instead (the next request, pipelined) are kept, and the watch ends.
+                    let mut watching = true;
+                    poll_fn(|cx| {
+                        if let Poll::Ready(answer) = answering.as_mut().poll(cx) {
+                            return Poll::Ready(Some(answer));
+                        }
+                        if watching {
+                            match poll_read(&mut stream, cx, &mut early) {
+                                Poll::Ready(Ok(0) | Err(_)) => return Poll::Ready(None),
+                                Poll::Ready(Ok(_)) => watching = false,
+                                Poll::Pending => {}
+                            }
+                        }
+                        Poll::Pending
+                    })
+                    .await
+                };
+                let Some((answer, node_id)) = answered else {
+                    tracing::trace!(%address, "the client closed its connection before its answer");
+                    return Ended::Closed;
+                };
+                out.clear();
+                let close = close || stopped(stop);
+                if write_answer(&mut out, answer, node_id, close)
+                    .await
+                    .is_err()
+                    || send(&mut stream, &out).await.is_err()
+                    || close
+                {
+                    return Ended::Closed;
+                }
+                // What came after the body (the next request, pipelined) is read next. Reads
+                // into a body's own buffer stop at its capacity, the body's length, so they
+                // leave what follows the body in the socket; should one take more, that is
+                // the next request's start.
+                if body_in_read {
+                    read.drain(..total);
+                } else {
+                    read.clear();
+                    read.extend_from_slice(&apart[body_len..]);
+                }
+                read.append(&mut early);
+                // One large request or answer does not pin its buffer for the
+                // connection's life.
+                if out.capacity() > 4 * BUFFER {
+                    out = Vec::new();
+                }
+                if read.capacity() > 4 * BUFFER && read.len() < BUFFER {
+                    read.shrink_to(BUFFER);
+                }
+                waiting_since = Instant::now();
+                continue;
             }
-            Ok(httparse::Status::Partial) if read.len() < HEAD_MAX => None,
+            Ok(httparse::Status::Partial) if read.len() < HEAD_MAX => {}
             // Not valid, too long, or too many lines: hyper answers it.
             _ => return Ended::HandOff(Replay::new(read, stream)),
-        };
-        match wanted {
-            Some(total) => {
-                read.reserve(total - read.len());
-                while read.len() < total {
-                    match poll_fn(|cx| poll_read(&mut stream, cx, &mut read)).await {
-                        Ok(0) | Err(_) => return Ended::Closed,
-                        Ok(_) => {}
-                    }
-                }
+        }
+        // More of the head.
+        if read.capacity() - read.len() < BUFFER / 4 {
+            read.reserve(BUFFER);
+        }
+        let event = poll_fn(|cx| {
+            if let Poll::Ready(result) = poll_read(&mut stream, cx, &mut read) {
+                return Poll::Ready(Event::Read(result));
             }
-            None => {
-                if read.capacity() - read.len() < BUFFER / 4 {
-                    read.reserve(BUFFER);
+            if Pin::new(&mut *stop).poll(cx).is_ready() {
+                return Poll::Ready(Event::Stopped);
+            }
+            if deadline.as_mut().poll(cx).is_ready() {
+                return Poll::Ready(Event::Late);
+            }
+            Poll::Pending
+        })
+        .await;
+        match event {
+            Event::Read(Ok(0) | Err(_)) | Event::Stopped => return Ended::Closed,
+            Event::Read(Ok(_)) => {}
+            Event::Late => {
+                let due = waiting_since + timeout;
+                if Instant::now() >= due {
+                    tracing::trace!(%address, "no request header within header_read_timeout: closed");
+                    return Ended::Closed;
                 }
-                let event = poll_fn(|cx| {
-                    if let Poll::Ready(result) = poll_read(&mut stream, cx, &mut read) {
-                        return Poll::Ready(Event::Read(result));
-                    }
-                    if Pin::new(&mut *stop).poll(cx).is_ready() {
-                        return Poll::Ready(Event::Stopped);
-                    }
-                    if deadline.as_mut().poll(cx).is_ready() {
-                        return Poll::Ready(Event::Late);
-                    }
-                    Poll::Pending
-                })
-                .await;
-                match event {
-                    Event::Read(Ok(0) | Err(_)) | Event::Stopped => return Ended::Closed,
-                    Event::Read(Ok(_)) => {}
-                    Event::Late => {
-                        let due = waiting_since + timeout;
-                        if Instant::now() >= due {
-                            tracing::trace!(%address, "no request header within header_read_timeout: closed");
-                            return Ended::Closed;
-                        }
-                        deadline.as_mut().reset(due);
-                    }
-                }
+                deadline.as_mut().reset(due);
             }
         }
     }
