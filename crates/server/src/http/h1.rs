@@ -4,8 +4,9 @@
 //! (its head parse into a `HeaderMap`, the body channel, the response's `HeaderMap` and its
 //! encoding, a timer per request) as in everything leaseq does for it (issue 23, measured with
 //! `scripts/callgrind-send.sh`). Here a connection reads its requests into one buffer, parses
-//! each head with `httparse` (what hyper uses too), hands the SQS handler the head's slices and
-//! the body in place, and writes the encoded answer into one reused buffer.
+//! each head once with `httparse` (what hyper uses too), hands the SQS handler the head's slices
+//! and the body in place (or, when the body comes after its head, in a buffer of its own), and
+//! writes the encoded answer into one reused buffer.
 //!
 //! What it serves: requests of HTTP/1.1, `GET` or `POST`, a request target in origin form made
 //! of characters a `Uri` takes, a body announced by one `Content-Length` (or none), and no
