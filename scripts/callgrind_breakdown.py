@@ -21,7 +21,7 @@ import sys
 PARTS = [
     ("md5", r"\bmd5::|md5_|leaseq_sqs::md5"),
     ("receipts (seal, open)", r"base64|siphasher|leaseq_core::receipt"),
-    ("crc32c (log frames)", r"crc32c"),
+    ("crc32c (log frames)", r"crc32c|leaseq_wal::crc::"),
     ("clocks and histograms", r"Timespec|Instant|SystemTime|clock_gettime|\bpow\b|__ieee754_pow|histogram|leaseq_server::clock"),
     ("http: httparse", r"httparse"),
     ("http: leaseq", r"leaseq_server::http"),
