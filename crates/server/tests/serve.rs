@@ -250,6 +250,22 @@ async fn raw_connect(server: &InProcessServer) -> TcpStream {
 
 const SEND: &str = r#"{"QueueUrl":"http://localhost/000000000000/q","MessageBody":"hello"}"#;
 
+/// A GetQueueAttributes of queue `q`'s message count.
+fn count_request() -> Vec<u8> {
+    sqs(
+        "GetQueueAttributes",
+        r#"{"QueueUrl":"http://localhost/000000000000/q","AttributeNames":["ApproximateNumberOfMessages"]}"#,
+        str::to_string,
+    )
+}
+
+/// Reads the next response off `stream`: a 200 whose body contains `expected`.
+async fn answered(stream: &mut TcpStream, pending: &mut Vec<u8>, expected: &str) {
+    let (status, _, body) = response(stream, pending).await.unwrap();
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains(expected), "{body}");
+}
+
 /// Requests written together are answered in order on the connection, each whole, whatever
 /// the case of their header names; answers carry their length, a date and a request id.
 #[tokio::test]
@@ -261,11 +277,7 @@ async fn pipelined_requests_are_answered_in_order() {
     all.extend(sqs("SendMessage", SEND, |name| name.to_ascii_uppercase()));
     all.extend(request("GET", "/health", &[], ""));
     all.extend(sqs("SendMessage", SEND, |name| name.to_ascii_lowercase()));
-    all.extend(sqs(
-        "GetQueueAttributes",
-        r#"{"QueueUrl":"http://localhost/000000000000/q","AttributeNames":["ApproximateNumberOfMessages"]}"#,
-        str::to_string,
-    ));
+    all.extend(count_request());
     stream.write_all(&all).await.unwrap();
     let mut pending = Vec::new();
     let (status, headers, body) = response(&mut stream, &mut pending).await.unwrap();
@@ -277,17 +289,14 @@ async fn pipelined_requests_are_answered_in_order() {
     );
     assert!(header(&headers, "date").is_some_and(|date| date.ends_with(" GMT")));
     assert_eq!(header(&headers, "x-amzn-requestid").map(str::len), Some(36));
-    for expected in ["MD5OfMessageBody", "ok\n", "MD5OfMessageBody"] {
-        let (status, _, body) = response(&mut stream, &mut pending).await.unwrap();
-        assert_eq!(status, 200, "{body}");
-        assert!(body.contains(expected), "{body}");
+    for expected in [
+        "MD5OfMessageBody",
+        "ok\n",
+        "MD5OfMessageBody",
+        r#""ApproximateNumberOfMessages":"2""#,
+    ] {
+        answered(&mut stream, &mut pending, expected).await;
     }
-    let (status, _, body) = response(&mut stream, &mut pending).await.unwrap();
-    assert_eq!(status, 200, "{body}");
-    assert!(
-        body.contains(r#""ApproximateNumberOfMessages":"2""#),
-        "{body}"
-    );
     assert!(pending.is_empty());
     server.stop().await;
 }
@@ -326,31 +335,23 @@ async fn a_body_apart_from_its_head_with_the_next_request_behind_it_is_answered(
         .write_all(&sqs("CreateQueue", r#"{"QueueName":"q"}"#, str::to_string))
         .await
         .unwrap();
-    let (status, _, body) = response(&mut stream, &mut pending).await.unwrap();
-    assert_eq!(status, 200, "{body}");
+    answered(&mut stream, &mut pending, "/000000000000/q").await;
     let send = sqs("SendMessage", SEND, str::to_string);
     let body_start = send.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
-    let count = sqs(
-        "GetQueueAttributes",
-        r#"{"QueueUrl":"http://localhost/000000000000/q","AttributeNames":["ApproximateNumberOfMessages"]}"#,
-        str::to_string,
-    );
     // The head and a few bytes of the body; then, once the server has had time to read them,
     // the rest of the body with the next request.
     stream.write_all(&send[..body_start + 5]).await.unwrap();
     tokio::time::sleep(Duration::from_millis(50)).await;
     let mut rest = send[body_start + 5..].to_vec();
-    rest.extend_from_slice(&count);
+    rest.extend(count_request());
     stream.write_all(&rest).await.unwrap();
-    let (status, _, body) = response(&mut stream, &mut pending).await.unwrap();
-    assert_eq!(status, 200, "{body}");
-    assert!(body.contains("MD5OfMessageBody"), "{body}");
-    let (status, _, body) = response(&mut stream, &mut pending).await.unwrap();
-    assert_eq!(status, 200, "{body}");
-    assert!(
-        body.contains(r#""ApproximateNumberOfMessages":"1""#),
-        "{body}"
-    );
+    answered(&mut stream, &mut pending, "MD5OfMessageBody").await;
+    answered(
+        &mut stream,
+        &mut pending,
+        r#""ApproximateNumberOfMessages":"1""#,
+    )
+    .await;
     assert!(pending.is_empty());
     server.stop().await;
 }
