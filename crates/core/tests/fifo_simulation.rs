@@ -244,7 +244,8 @@ impl Sim {
             match self.rng.random_range(0..100) {
                 0..=34 => self.send(),
                 35..=59 => self.receive(),
-                60..=74 => self.delete(),
+                60..=69 => self.delete(),
+                70..=74 => self.delete_batch(),
                 75..=79 => self.change_visibility(),
                 80..=92 => self.tick(),
                 93..=94 => self.purge(),
@@ -513,15 +514,34 @@ impl Sim {
     }
 
     fn delete(&mut self) {
+        self.delete_entry(&mut None);
+    }
+
+    /// A DeleteMessageBatch as the server runs one: the first entry brings the queue forward
+    /// (`Engine::delete`), the others delete in it as it is (`Engine::delete_in`); each must
+    /// answer as a delete of its own does.
+    fn delete_batch(&mut self) {
+        let mut queue_id = None;
+        for _ in 0..self.rng.random_range(2..=4) {
+            self.delete_entry(&mut queue_id);
+        }
+    }
+
+    /// One delete; in a batch after its first entry, `queue_id` is the queue's id.
+    fn delete_entry(&mut self, queue_id: &mut Option<u64>) {
         if self.held.is_empty() {
             return;
         }
         let index = self.rng.random_range(0..self.held.len());
         let held = self.held.remove(index);
-        let result = self
-            .engine
-            .delete(self.now_ms, QUEUE, &held.receipt, &mut self.journal)
-            .map(|(outcome, _)| outcome);
+        let result = match *queue_id {
+            Some(id) => self.engine.delete_in(id, &held.receipt, &mut self.journal),
+            None => self
+                .engine
+                .delete(self.now_ms, QUEUE, &held.receipt, &mut self.journal),
+        }
+        .map(|(outcome, _)| outcome);
+        *queue_id = self.engine.queue_id(QUEUE);
         self.note(format!("delete {} -> {result:?}", held.message_id));
         let present = self
             .engine

@@ -749,7 +749,8 @@ impl Sim {
         match self.rng.random_range(0..1000) {
             0..230 => self.send(now_ms, queue),
             230..470 => self.receive(now_ms, queue),
-            470..700 => self.delete(now_ms),
+            470..640 => self.delete(now_ms),
+            640..700 => self.delete_batch(now_ms),
             700..850 => self.change_visibility(now_ms),
             850..885 => self.queue_info(now_ms, queue),
             885..895 => self.purge(now_ms, queue),
@@ -1175,13 +1176,36 @@ impl Sim {
     }
 
     fn delete(&mut self, now_ms: u64) {
-        let (consumer, index, queue, text, receipt) = self.pick_receipt();
+        self.delete_entry(now_ms, &mut None);
+    }
+
+    /// A DeleteMessageBatch as the server runs one: its first entry deletes as `delete` does,
+    /// bringing the queue forward to `now_ms`; the others go to `Engine::delete_in`, which
+    /// deletes in the queue as it is. Every entry must answer as a delete of its own does (the
+    /// model brings the queue forward for each). Receipts held for other queues are entries of
+    /// this one too: the wrong queue's receipt is refused.
+    fn delete_batch(&mut self, now_ms: u64) {
+        let mut batch = None;
+        for _ in 0..self.rng.random_range(2..=4) {
+            self.delete_entry(now_ms, &mut batch);
+        }
+    }
+
+    /// One delete; in a batch after its first entry, `batch` holds the batch's queue and the id
+    /// the engine knew it by.
+    fn delete_entry(&mut self, now_ms: u64, batch: &mut Option<(&'static str, Option<u64>)>) {
+        let (consumer, index, picked_queue, text, receipt) = self.pick_receipt();
+        let queue = batch.map_or(picked_queue, |(queue, _)| queue);
         let newer = self.newer_attempt(queue, &receipt);
         let before = self.journal.len();
-        let engine = self
-            .engine
-            .delete(now_ms, queue, &text, &mut self.journal)
-            .map(|(outcome, _)| outcome);
+        let engine = match *batch {
+            Some((_, Some(queue_id))) => self.engine.delete_in(queue_id, &text, &mut self.journal),
+            Some((_, None)) | None => self.engine.delete(now_ms, queue, &text, &mut self.journal),
+        }
+        .map(|(outcome, _)| outcome);
+        if batch.is_none() {
+            *batch = Some((queue, self.engine.queue_id(queue)));
+        }
         let model = self.model.delete(now_ms, queue, &receipt);
         self.note(format!(
             "consumer {consumer} (held {index:?}) delete {queue} {receipt:?} -> {engine:?}"

@@ -53,7 +53,8 @@ impl Service {
         receipt: &str,
     ) -> Result<Outcome, SqsError> {
         self.run(name, |e, j| {
-            self.delete_observed(e, self.now_ms(), name, receipt, j)
+            let deleted = e.delete(self.now_ms(), name, receipt, j);
+            self.delete_observed(e, name, receipt, deleted)
         })
         .await?;
         Ok(Outcome::Empty)
@@ -64,8 +65,19 @@ impl Service {
         name: &str,
         entries: Vec<BatchEntry<String>>,
     ) -> Result<Outcome, SqsError> {
+        // The first entry brings the queue forward to the batch's time; the others delete in
+        // it as it is (see `Engine::delete_in`).
+        let mut queue_id = None;
         self.batch(name, entries, |e, now, receipt, j| {
-            self.delete_observed(e, now, name, &receipt, j)
+            let deleted = match queue_id {
+                Some(id) => e.delete_in(id, &receipt, j),
+                None => {
+                    let deleted = e.delete(now, name, &receipt, j);
+                    queue_id = e.queue_id(name);
+                    deleted
+                }
+            };
+            self.delete_observed(e, name, &receipt, deleted)
         })
         .await
     }

@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use leaseq_core::{DeleteOutcome, Delivery, Engine, Error, Journal, QueueInfo, Record};
+use leaseq_core::{DeleteOutcome, Delivery, Engine, Error, Journal, LeaseView, QueueInfo, Record};
 use leaseq_sqs::error::SqsError;
 use leaseq_sqs::VisibilityAdvice;
 use rustc_hash::FxHashMap;
@@ -84,17 +84,17 @@ impl Service {
         &self.connection_stats
     }
 
-    /// Deletes with `receipt`, recording the lease it ends (processing time, lease time left,
-    /// attempt) or the invalid receipt. Runs under the engine lock, like the delete itself.
+    /// Records what a delete with `receipt` did, `deleted` (the engine's answer): the lease it
+    /// ended (processing time, lease time left, attempt) or the invalid receipt. Runs under the
+    /// engine lock, like the delete itself.
     pub(super) fn delete_observed(
         &self,
-        engine: &mut Engine,
-        now_ms: u64,
+        engine: &Engine,
         name: &str,
         receipt: &str,
-        journal: &mut Journal,
+        deleted: Result<(DeleteOutcome, Option<LeaseView>), Error>,
     ) -> Result<(), SqsError> {
-        match engine.delete(now_ms, name, receipt, journal) {
+        match deleted {
             Ok((DeleteOutcome::Deleted, Some(lease))) => {
                 {
                     // The engine's clock: never earlier than a time it has seen.
