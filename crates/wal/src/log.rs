@@ -35,7 +35,7 @@ use crate::recovery;
 use crate::snapshot::{self, Snapshot};
 use crate::stats::WalStats;
 use crate::storage::{DirStorage, Storage, StorageFile};
-use crate::sync::{Commit, Writer};
+use crate::sync::{Commit, Writer, Written};
 use crate::{
     segment_file_name, Appended, FsyncPolicy, Lsn, Options, Position, Record, Recovery,
     ReplayError, SegmentInfo,
@@ -258,7 +258,7 @@ impl Shared {
     fn lead(
         &self,
         mut state: MutexGuard<'_, State>,
-        io: impl FnOnce(&mut dyn FnMut() -> Result<(), PoisonCause>) -> Result<(), PoisonCause>,
+        io: impl FnOnce(&mut dyn FnMut() -> Written) -> Written,
     ) {
         let mut commit = Commit::begin(&mut state, self.leader_syncs());
         drop(state);

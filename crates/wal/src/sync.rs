@@ -86,9 +86,11 @@ struct Batch {
     /// Records in the batch (for the batch-size statistic).
     records: u64,
     sync: bool,
-    /// When the batch's fdatasync ended, once [`Commit::write`] has done it.
-    synced_at: Option<Instant>,
 }
+
+/// What [`Commit::write`] did: when the batch's fdatasync ended (`None`: the batch had none),
+/// or why the log is poisoned.
+pub(crate) type Written = Result<Option<Instant>, PoisonCause>;
 
 /// A batch in progress, holding the writer: [`Commit::begin`] under the lock, [`Commit::write`]
 /// without it, [`Commit::finish`] under it again. Every `begin` must be finished, or nobody
@@ -127,13 +129,12 @@ impl Commit {
             bytes,
             records,
             sync,
-            synced_at: None,
         };
         Commit { writer, batch }
     }
 
     /// Does the batch's I/O; call it with no lock held.
-    pub(crate) fn write(&mut self, shared: &Shared) -> Result<(), PoisonCause> {
+    pub(crate) fn write(&mut self, shared: &Shared) -> Written {
         let batch = &self.batch;
         for (chunk, file) in batch.chunks.iter().zip(&batch.files) {
             let file = match (chunk.create, file) {
@@ -161,20 +162,15 @@ impl Commit {
             shared.stats.batch_records.observe(batch.records);
         }
         if batch.sync {
-            self.batch.synced_at = Some(self.writer.sync_unsynced(shared)?);
+            return Ok(Some(self.writer.sync_unsynced(shared)?));
         }
-        Ok(())
+        Ok(None)
     }
 
     /// Publishes the outcome of [`Commit::write`] and puts the writer back (see
     /// [`Shared::publish`] for who is woken, and who leads next). The caller delivers the
     /// returned wakes once it has released the lock.
-    pub(crate) fn finish(
-        self,
-        shared: &Shared,
-        state: &mut State,
-        result: Result<(), PoisonCause>,
-    ) -> Wakes {
+    pub(crate) fn finish(self, shared: &Shared, state: &mut State, result: Written) -> Wakes {
         let Commit { writer, batch } = self;
         state.in_flight = None;
         state.buffered_bytes -= batch.bytes;
@@ -184,9 +180,9 @@ impl Commit {
             state.spare.keep(chunks);
         }
         match result {
-            Ok(()) => {
+            Ok(synced_at) => {
                 state.progress.written_lsn = batch.last_lsn;
-                if let Some(synced_at) = batch.synced_at {
+                if let Some(synced_at) = synced_at {
                     state.progress.synced_lsn = batch.last_lsn;
                     state.last_sync_at = synced_at;
                 }
