@@ -11,8 +11,8 @@
 //! parameters (`input::Input`, over a `serde_json::Value` object or the Query form): this is the
 //! reference path, and it produces every error a client reads. The JSON requests of the hot
 //! actions (sending, receiving, deleting and changing visibility, one or a batch) first try a
-//! fast path (`fast`), which deserializes the body straight into typed requests that borrow from
-//! it, without building the `Value` tree, and builds the action with the reference path's own
+//! fast path (`fast`), which reads the body straight into typed requests that borrow from it
+//! (with a strict JSON reader of its own, `json`), without building the `Value` tree, and builds the action with the reference path's own
 //! checks (the small functions below that both call). It only accepts or declines: anything
 //! unusual (a wrong type, a member the action does not read, a repeated key) or refused by a
 //! check is declined and decoded again by the reference path, so errors stay byte for byte the
@@ -21,6 +21,7 @@
 
 mod fast;
 mod input;
+mod json;
 mod moves;
 #[cfg(test)]
 mod tests;
