@@ -738,8 +738,10 @@ pub(crate) fn is_header_name<const N: usize>(name: &[u8], lowercase: &[u8; N]) -
 /// A header's value as text, when it is visible ASCII (what `HeaderValue::to_str` takes).
 fn header_text(value: &[u8]) -> Option<&str> {
     if crate::http::h1::is_visible_ascii(value) {
-        // Visible ASCII is UTF-8: this cannot fail, and takes its ASCII fast path.
-        std::str::from_utf8(value).ok()
+        // SAFETY: the bytes are ASCII (checked just above), and ASCII is UTF-8. (`from_utf8`
+        // would check them a second time: about 88 instructions for each of the two headers
+        // every request reads this way.)
+        Some(unsafe { std::str::from_utf8_unchecked(value) })
     } else {
         None
     }

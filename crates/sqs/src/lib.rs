@@ -19,6 +19,7 @@ pub mod moves;
 pub mod namespace;
 pub mod outcome;
 pub mod policy;
+mod scan;
 pub mod sigv4;
 
 use std::sync::Arc;

@@ -18,6 +18,8 @@
 
 use std::borrow::Cow;
 
+use crate::scan::special_byte;
+
 /// A position in a JSON text.
 pub(super) struct Json<'a> {
     text: &'a [u8],
@@ -159,7 +161,7 @@ impl<'a> Json<'a> {
         let mut unescaped: Option<Vec<u8>> = None;
         let mut run = start;
         loop {
-            at = scan(text, at, non_ascii);
+            at = special_byte(text, at, !non_ascii);
             match *text.get(at)? {
                 b'"' => break,
                 b'\\' => {
@@ -244,70 +246,6 @@ fn hex4(text: &[u8], at: usize) -> Option<u32> {
     })
 }
 
-/// Whether a byte stops the scan of a string: `"`, `\`, a control character, and, unless
-/// `past_non_ascii`, a byte of a non-ASCII character.
-fn stops(byte: u8, past_non_ascii: bool) -> bool {
-    byte == b'"' || byte == b'\\' || byte < 0x20 || (byte >= 0x80 && !past_non_ascii)
-}
-
-/// The first byte at or after `at` that [`stops`] the scan of a string, or the text's end.
-#[cfg(target_arch = "x86_64")]
-fn scan(text: &[u8], at: usize, past_non_ascii: bool) -> usize {
-    use std::arch::x86_64::{
-        __m128i, _mm_cmpeq_epi8, _mm_cmplt_epi8, _mm_loadu_si128, _mm_min_epu8, _mm_movemask_epi8,
-        _mm_or_si128, _mm_set1_epi8,
-    };
-    // A mask of the bytes that stop the scan among the 16 at `start`.
-    let block = |start: usize| -> u32 {
-        assert!(start + 16 <= text.len());
-        // SAFETY: SSE2 is part of x86_64; the 16 bytes at `start` are inside `text` (asserted
-        // above), and the load needs no alignment.
-        unsafe {
-            let bytes = _mm_loadu_si128(text.as_ptr().add(start).cast::<__m128i>());
-            let quote = _mm_cmpeq_epi8(bytes, _mm_set1_epi8(b'"' as i8));
-            let backslash = _mm_cmpeq_epi8(bytes, _mm_set1_epi8(b'\\' as i8));
-            let special = if past_non_ascii {
-                // Unsigned, at most 0x1f: min(byte, 0x1f) is the byte itself.
-                _mm_cmpeq_epi8(_mm_min_epu8(bytes, _mm_set1_epi8(0x1f)), bytes)
-            } else {
-                // Signed, below 0x20: a control character, or (negative) 0x80 and above.
-                _mm_cmplt_epi8(bytes, _mm_set1_epi8(0x20))
-            };
-            _mm_movemask_epi8(_mm_or_si128(_mm_or_si128(quote, backslash), special)) as u32
-        }
-    };
-    let mut at = at;
-    while at + 16 <= text.len() {
-        let stops = block(at);
-        if stops != 0 {
-            return at + stops.trailing_zeros() as usize;
-        }
-        at += 16;
-    }
-    if at >= text.len() || text.len() < 16 {
-        return scan_bytes(text, at, past_non_ascii);
-    }
-    // The last 16 bytes of the text, less those before `at`.
-    let last = text.len() - 16;
-    match block(last) >> (at - last) {
-        0 => text.len(),
-        stops => at + stops.trailing_zeros() as usize,
-    }
-}
-
-#[cfg(not(target_arch = "x86_64"))]
-fn scan(text: &[u8], at: usize, past_non_ascii: bool) -> usize {
-    scan_bytes(text, at, past_non_ascii)
-}
-
-/// [`scan`], a byte at a time.
-fn scan_bytes(text: &[u8], at: usize, past_non_ascii: bool) -> usize {
-    text[at..]
-        .iter()
-        .position(|&byte| stops(byte, past_non_ascii))
-        .map_or(text.len(), |offset| at + offset)
-}
-
 #[cfg(test)]
 mod tests {
     use proptest::prelude::*;
@@ -360,17 +298,6 @@ mod tests {
             let mut text = b" ".repeat(prefix);
             text.extend_from_slice(serde_json::to_string(&value).unwrap().as_bytes());
             prop_assert_eq!(Json::whole(&text, |json| json.text().map(Cow::into_owned)), Some(value));
-        }
-
-        /// The scan stops where the byte-at-a-time one does.
-        #[test]
-        fn scan_agrees_with_the_byte_scan(
-            text in prop::collection::vec(prop_oneof![any::<u8>(), Just(b'x')], 0..80),
-            at in 0usize..80,
-            past_non_ascii in any::<bool>(),
-        ) {
-            let at = at.min(text.len());
-            prop_assert_eq!(scan(&text, at, past_non_ascii), scan_bytes(&text, at, past_non_ascii));
         }
 
         /// An integer the reader accepts, serde_json reads as the same i64; one serde_json reads

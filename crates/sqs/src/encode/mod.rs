@@ -1026,20 +1026,15 @@ fn write_json_list<T>(
 fn json_string(text: &str, out: &mut Vec<u8>) {
     let bytes = text.as_bytes();
     out.push(b'"');
-    // Most text needs no escape: find that out with a scan that does not stop early (which the
-    // compiler turns into wide compares), then copy it whole. Otherwise copy the runs between
-    // escapes.
-    let needs_escape = |byte: u8| byte < 0x20 || byte == b'"' || byte == b'\\';
-    if !bytes
-        .iter()
-        .fold(false, |any, &byte| any | needs_escape(byte))
-    {
-        out.extend_from_slice(bytes);
-        out.push(b'"');
-        return;
-    }
+    // Copy the runs between the bytes that need an escape; most text has none, and is copied
+    // whole.
     let mut start = 0;
-    for (at, &byte) in bytes.iter().enumerate() {
+    loop {
+        let at = crate::scan::special_byte(bytes, start, false);
+        out.extend_from_slice(&bytes[start..at]);
+        let Some(&byte) = bytes.get(at) else {
+            break;
+        };
         let unicode;
         let escape: &[u8] = match byte {
             b'"' => b"\\\"",
@@ -1049,7 +1044,7 @@ fn json_string(text: &str, out: &mut Vec<u8>) {
             b'\n' => b"\\n",
             0x0c => b"\\f",
             b'\r' => b"\\r",
-            0x00..=0x1f => {
+            _ => {
                 let digit = |nibble: u8| crate::HEX_DIGITS[usize::from(nibble)];
                 unicode = [
                     b'\\',
@@ -1061,13 +1056,10 @@ fn json_string(text: &str, out: &mut Vec<u8>) {
                 ];
                 &unicode
             }
-            _ => continue,
         };
-        out.extend_from_slice(&bytes[start..at]);
         out.extend_from_slice(escape);
         start = at + 1;
     }
-    out.extend_from_slice(&bytes[start..]);
     out.push(b'"');
 }
 
