@@ -239,8 +239,8 @@ fn remembered<T: Clone>(
 fn request_id() -> Arc<str> {
     // The version and variant bits make the bytes a v4 UUID.
     let uuid = uuid::Builder::from_random_bytes(crate::ids::unique_bytes()).into_uuid();
-    let mut buffer = uuid::Uuid::encode_buffer();
-    Arc::from(&*uuid.hyphenated().encode_lower(&mut buffer))
+    let text = leaseq_sqs::hex::hyphenated(uuid.as_bytes());
+    Arc::from(std::str::from_utf8(&text).expect("hexadecimal digits and hyphens are ASCII"))
 }
 
 /// The sender id: the access key id of the `Authorization` header, or the account id (shared,

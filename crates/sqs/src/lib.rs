@@ -14,6 +14,7 @@ pub mod decode;
 pub mod encode;
 pub mod error;
 pub mod headers;
+pub mod hex;
 pub mod md5;
 pub mod moves;
 pub mod namespace;

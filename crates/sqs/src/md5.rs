@@ -44,12 +44,7 @@ pub fn md5_hex_of_body(body: &str) -> [u8; 32] {
 
 /// A digest's 32 lowercase hex digits, in place.
 pub fn hex_digits(digest: &[u8; 16]) -> [u8; 32] {
-    let mut out = [0; 32];
-    for (pair, &byte) in out.chunks_exact_mut(2).zip(digest) {
-        pair[0] = crate::HEX_DIGITS[usize::from(byte >> 4)];
-        pair[1] = crate::HEX_DIGITS[usize::from(byte & 0x0f)];
-    }
-    out
+    crate::hex::hex16(digest)
 }
 
 /// `MD5OfMessageBody` / `MD5OfBody` of a payload: the digest it keeps (computed once, when the

@@ -532,28 +532,12 @@ fn write_sent_members(sent: &Sent, out: &mut Vec<u8>) {
         json_string(&md5, out);
     }
     out.extend_from_slice(b",\"MessageId\":\"");
-    out.extend_from_slice(&hyphenated(&sent.message_id.0));
+    out.extend_from_slice(&crate::hex::hyphenated(&sent.message_id.0));
     out.push(b'"');
     if let Some(sequence_number) = &sent.sequence_number {
         out.extend_from_slice(b",\"SequenceNumber\":");
         json_string(sequence_number, out);
     }
-}
-
-/// A message id's text (`MessageId`'s `Display`: a UUID, lowercase, hyphenated 8-4-4-4-12)
-/// without the formatting machinery.
-fn hyphenated(id: &[u8; 16]) -> [u8; 36] {
-    let mut out = [b'-'; 36];
-    let mut at = 0;
-    for (index, &byte) in id.iter().enumerate() {
-        if matches!(index, 4 | 6 | 8 | 10) {
-            at += 1;
-        }
-        out[at] = crate::HEX_DIGITS[usize::from(byte >> 4)];
-        out[at + 1] = crate::HEX_DIGITS[usize::from(byte & 0x0f)];
-        at += 2;
-    }
-    out
 }
 
 fn batch_members<'a, T>(
@@ -835,7 +819,7 @@ fn write_message_json(
         }
     }
     out.extend_from_slice(b",\"MessageId\":\"");
-    out.extend_from_slice(&hyphenated(&delivery.message_id.0));
+    out.extend_from_slice(&crate::hex::hyphenated(&delivery.message_id.0));
     out.extend_from_slice(b"\",\"ReceiptHandle\":");
     json_string(&delivery.receipt, out);
     out.push(b'}');
@@ -874,7 +858,7 @@ fn write_message_xml(
     };
     let payload = &delivery.payload;
     out.push_str("<MessageId>");
-    ascii(&hyphenated(&delivery.message_id.0), out);
+    ascii(&crate::hex::hyphenated(&delivery.message_id.0), out);
     out.push_str("</MessageId><ReceiptHandle>");
     xml_escape(&delivery.receipt, out);
     out.push_str("</ReceiptHandle><MD5OfBody>");

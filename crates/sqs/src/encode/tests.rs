@@ -980,7 +980,7 @@ fn sent_json_is_the_trees() {
                     String::from_utf8(tree.clone()).unwrap()
                 );
                 assert_eq!(
-                    hyphenated(&id).as_slice(),
+                    crate::hex::hyphenated(&id).as_slice(),
                     sent.message_id.to_string().as_bytes()
                 );
                 let response = encode(Protocol::Json, "SendMessage", &Outcome::Sent(sent), &ctx());
