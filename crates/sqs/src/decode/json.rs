@@ -153,15 +153,33 @@ impl<'a> Json<'a> {
     /// A string, borrowed from the text unless it holds escapes.
     pub(super) fn text(&mut self) -> Option<Cow<'a, str>> {
         self.expect(b'"')?;
-        let text = self.text;
         let start = self.at;
-        let mut at = start;
+        // The common string, ASCII without escapes, ends at the first special byte; any other
+        // is read on by `text_on`, out of line.
+        let at = special_byte(self.text, start, true);
+        if self.text.get(at) != Some(&b'"') {
+            return self.text_on(start, at);
+        }
+        self.at = at + 1;
+        // SAFETY: `special_byte` stops at every byte from 0x80 up, and stopped at the closing
+        // quote: the bytes before it are ASCII, which is UTF-8.
+        Some(Cow::Borrowed(unsafe {
+            std::str::from_utf8_unchecked(&self.text[start..at])
+        }))
+    }
+
+    /// [`Self::text`] of a string that starts at `start` and has a special byte at `at` that
+    /// is not its closing quote: an escape, a control character (declined), a non-ASCII
+    /// character, or the text's end (declined).
+    #[cold]
+    #[inline(never)]
+    fn text_on(&mut self, start: usize, mut at: usize) -> Option<Cow<'a, str>> {
+        let text = self.text;
         let mut non_ascii = false;
         // Unescaped text, once the string has an escape.
         let mut unescaped: Option<Vec<u8>> = None;
         let mut run = start;
         loop {
-            at = special_byte(text, at, !non_ascii);
             match *text.get(at)? {
                 b'"' => break,
                 b'\\' => {
@@ -179,6 +197,7 @@ impl<'a> Json<'a> {
                     at += 1;
                 }
             }
+            at = special_byte(text, at, !non_ascii);
         }
         self.at = at + 1;
         match unescaped {
@@ -187,8 +206,8 @@ impl<'a> Json<'a> {
                 let raw = if non_ascii {
                     std::str::from_utf8(raw).ok()?
                 } else {
-                    // SAFETY: every byte is below 0x80 (the scan found none at or above), so
-                    // these bytes are ASCII, which is UTF-8.
+                    // SAFETY: every byte is below 0x80 (the scan stopped at each byte from
+                    // 0x80 up until `non_ascii`), so these bytes are ASCII, which is UTF-8.
                     unsafe { std::str::from_utf8_unchecked(raw) }
                 };
                 Some(Cow::Borrowed(raw))
