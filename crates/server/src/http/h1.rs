@@ -444,9 +444,15 @@ async fn write_answer(
         Answer::Sqs(response) => {
             status_line(out, response.status);
             for (name, value) in response.headers() {
-                // The content type is one of the encoder's constants, a header value by making;
-                // the other values are checked (as `HeaderValue` would).
-                if name == "content-type" || is_header_value(value.as_bytes()) {
+                // The content type is one of the encoder's constants and the request id a UUID
+                // this server made (`http::request_id`), header values by making; the other
+                // values are checked (as `HeaderValue` would).
+                let made = matches!(name, "content-type" | "x-amzn-requestid");
+                debug_assert!(
+                    !made || is_header_value(value.as_bytes()),
+                    "{name}: {value}"
+                );
+                if made || is_header_value(value.as_bytes()) {
                     header(out, name.as_bytes(), value.as_bytes());
                 }
             }
