@@ -224,9 +224,17 @@ fn a_full_buffer_of_unwaited_records_is_written() {
 /// `Always` but with no fdatasync, instead of waking the sync thread and waiting to be woken
 /// back: two thread hand-offs per request, which cost W1 at 64 clients a fifth of its server
 /// CPU under `Never`.
+///
+/// Under `Interval`, each write leaves an fdatasync owing, and publishing it wakes the sync
+/// thread to set its timer; a record appended while that thread is still awake is written by
+/// it, as designed (it writes whatever is pending once awake). On a loaded machine the sync
+/// thread, which runs at a lower priority, can be awake that long (seen once in CI's suite
+/// beside other work: task 1 written by `leaseq-wal-sync`). So the test gives it a moment to
+/// sleep between tasks and tolerates two of the 19 records written by it; with the lone
+/// waiter's lead broken, all 19 would be.
 #[test]
 fn under_never_a_lone_waiter_writes_its_own_record_without_an_fdatasync() {
-    lone_waiters_write_their_own_records(FsyncPolicy::Never);
+    lone_waiters_write_their_own_records(FsyncPolicy::Never, 0);
 }
 
 /// Under `Interval` the fdatasync that the waiters' own writes leave owing still comes, from
@@ -234,7 +242,7 @@ fn under_never_a_lone_waiter_writes_its_own_record_without_an_fdatasync() {
 #[test]
 fn under_interval_a_lone_waiter_writes_its_own_record_and_the_fdatasync_follows_in_time() {
     const INTERVAL: Duration = Duration::from_millis(1500);
-    let (wal, storage) = lone_waiters_write_their_own_records(FsyncPolicy::Interval(INTERVAL));
+    let (wal, storage) = lone_waiters_write_their_own_records(FsyncPolicy::Interval(INTERVAL), 2);
     let last = wal.next_lsn() - 1;
     let started = std::time::Instant::now();
     while wal.durable_lsn() < last {
@@ -248,8 +256,12 @@ fn under_interval_a_lone_waiter_writes_its_own_record_and_the_fdatasync_follows_
 }
 
 /// Appends and waits for 19 records, one at a time, each from a task of a multi-threaded
-/// runtime, checking that the task's own thread wrote it with no fdatasync.
-fn lone_waiters_write_their_own_records(fsync: FsyncPolicy) -> (Arc<Wal>, ThreadsOfWrites) {
+/// runtime, checking that the task's own thread wrote it with no fdatasync, but for up to
+/// `by_the_sync_thread` of them, which the sync thread may have written (see above).
+fn lone_waiters_write_their_own_records(
+    fsync: FsyncPolicy,
+    by_the_sync_thread: usize,
+) -> (Arc<Wal>, ThreadsOfWrites) {
     let storage = ThreadsOfWrites::new(FaultStorage::new());
     let options = Options {
         fsync,
@@ -264,7 +276,11 @@ fn lone_waiters_write_their_own_records(fsync: FsyncPolicy) -> (Arc<Wal>, Thread
         .thread_name("request-worker")
         .build()
         .unwrap();
+    let mut written_by_the_sync_thread = Vec::new();
     for task in 1..20 {
+        if by_the_sync_thread > 0 {
+            std::thread::sleep(Duration::from_millis(10));
+        }
         let (wal, storage) = (wal.clone(), storage.clone());
         let written = runtime.spawn(async move {
             let record = wal.append(&payload(task)).unwrap();
@@ -278,9 +294,17 @@ fn lone_waiters_write_their_own_records(fsync: FsyncPolicy) -> (Arc<Wal>, Thread
             (writers[writers.len() - 1].clone(), syncs)
         });
         let (writer, syncs) = runtime.block_on(written).unwrap();
+        if writer.as_deref() == Some("leaseq-wal-sync") && by_the_sync_thread > 0 {
+            written_by_the_sync_thread.push(task);
+            continue;
+        }
         assert_eq!(writer.as_deref(), Some("request-worker"), "task {task}");
         assert_eq!(syncs, 0, "task {task}: no fdatasync in the request");
     }
+    assert!(
+        written_by_the_sync_thread.len() <= by_the_sync_thread,
+        "tasks whose record the sync thread wrote: {written_by_the_sync_thread:?}"
+    );
     (wal, storage)
 }
 
