@@ -1,6 +1,7 @@
 //! Decoded requests: one variant per SQS action, in the engine's vocabulary.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use leaseq_core::{MessageId, MoveTaskChange, QueueConfigPatch, ReceiveRequest, SendInput};
 
@@ -17,15 +18,15 @@ pub enum Protocol {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct QueueRef {
     /// The queue's name.
-    pub name: String,
+    pub name: Arc<str>,
     /// The account of the queue's URL (`/ACCOUNT/NAME`), if it names one: with `auth =
     /// "sigv4"` the queue of another account is that account's, reached if its policy allows.
-    pub owner_account_id: Option<String>,
+    pub owner_account_id: Option<Arc<str>>,
 }
 
 impl QueueRef {
     /// The queue `name`, of no particular account (the caller's).
-    pub fn new(name: impl Into<String>) -> QueueRef {
+    pub fn new(name: impl Into<Arc<str>>) -> QueueRef {
         QueueRef {
             name: name.into(),
             owner_account_id: None,

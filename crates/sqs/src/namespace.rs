@@ -107,11 +107,18 @@ macro_rules! queue_url_actions {
 /// a queue of another namespace by spelling its engine name: such a name is refused as an
 /// invalid queue name (`CreateQueue`, `ListQueues`' prefix) or as a queue that does not exist.
 pub fn qualify(action: &mut Action, prefix: &str) -> Result<(), SqsError> {
-    let mut foreign = false;
-    let mut put = |name: &mut String| {
-        foreign |= name.contains(SEPARATOR);
+    let foreign = std::cell::Cell::new(false);
+    let put = |name: &mut String| {
+        foreign.set(foreign.get() | name.contains(SEPARATOR));
         if !prefix.is_empty() {
             name.insert_str(0, prefix);
+        }
+    };
+    // A queue named by its URL (shared text, replaced only when there is a prefix).
+    let put_queue = |name: &mut std::sync::Arc<str>| {
+        foreign.set(foreign.get() | name.contains(SEPARATOR));
+        if !prefix.is_empty() {
+            *name = format!("{prefix}{name}").into();
         }
     };
     match action {
@@ -140,10 +147,10 @@ pub fn qualify(action: &mut Action, prefix: &str) -> Result<(), SqsError> {
             put(list)
         }
         Action::SetQueueAttributes { queue, attributes } => {
-            put(&mut queue.name);
+            put_queue(&mut queue.name);
             qualify_patch(attributes, prefix);
         }
-        queue_url_actions!(queue) => put(&mut queue.name),
+        queue_url_actions!(queue) => put_queue(&mut queue.name),
         Action::StartMessageMoveTask {
             source,
             destination,
@@ -158,7 +165,7 @@ pub fn qualify(action: &mut Action, prefix: &str) -> Result<(), SqsError> {
         Action::CancelMessageMoveTask { task }
         | Action::LeaseqChangeMessageMoveTask { task, .. } => put(&mut task.source),
     }
-    if foreign {
+    if foreign.get() {
         return Err(SqsError::from(leaseq_core::Error::QueueDoesNotExist));
     }
     Ok(())

@@ -685,7 +685,7 @@ mod tests {
             expected
         );
         execute(Action::SendMessage {
-            queue: QueueRef::new(&queue),
+            queue: QueueRef::new(queue.as_str()),
             message: SendInput::body("m"),
         })
         .await

@@ -516,7 +516,7 @@ impl Api for Service {
                 let deliveries = self.receive_message(&queue.name, receive, caller).await?;
                 Ok(Outcome::Received {
                     deliveries,
-                    queue_name: Arc::from(queue.name),
+                    queue_name: queue.name,
                 })
             }
             Action::DeleteMessage { queue, receipt } => {
@@ -637,7 +637,10 @@ impl Service {
                 queue,
                 after_seq,
                 max_messages,
-            } => self.peek(queue.name, after_seq, max_messages).await,
+            } => {
+                self.peek(queue.name.to_string(), after_seq, max_messages)
+                    .await
+            }
             Action::LeaseqGetMessageHistory { queue, message_id } => {
                 self.message_history(&queue.name, message_id).await
             }

@@ -359,7 +359,7 @@ mod tests {
             .await
             .unwrap();
         let set = Action::SetQueueAttributes {
-            queue: QueueRef::new(&neighbour),
+            queue: QueueRef::new(neighbour.as_str()),
             attributes: policy(Some(queue)),
         };
         service.execute(set, &caller).await.unwrap();

@@ -585,7 +585,7 @@ fn queue_url_forms_and_request_path() {
         // behaviour listed in issue 19, "Addressing").
         "jobs",
     ] {
-        assert_eq!(queue_name_of_url(url).unwrap().name, "jobs", "{url}");
+        assert_eq!(&*queue_name_of_url(url).unwrap().name, "jobs", "{url}");
     }
     // The account of the path, when it is one (12 digits), names the queue's owner.
     for (url, owner) in [
@@ -1063,7 +1063,7 @@ fn leaseq_extra_action_in_both_protocols() {
         let Action::GetVisibilityAdvice { queue } = action else {
             panic!("decoded {action:?}");
         };
-        assert_eq!(queue.name, "jobs");
+        assert_eq!(&*queue.name, "jobs");
     }
     let error = json("LeaseqGetVisibilityAdvice", json!({})).unwrap_err();
     assert_eq!(error.code, ErrorCode::MissingParameter);
@@ -1182,10 +1182,10 @@ fn queue_name_of_url_reference(url: &str) -> Result<QueueRef, SqsError> {
     let mut segments = path.split('/').filter(|s| !s.is_empty());
     match (segments.next(), segments.next(), segments.next()) {
         (Some(account_or_queue), Some(name), None) => Ok(QueueRef {
-            name: name.to_string(),
+            name: name.into(),
             owner_account_id: (account_or_queue.len() == 12
                 && account_or_queue.bytes().all(|b| b.is_ascii_digit()))
-            .then(|| account_or_queue.to_string()),
+            .then(|| account_or_queue.into()),
         }),
         _ => Err(SqsError::new(
             ErrorCode::InvalidAddress,
@@ -1223,6 +1223,31 @@ proptest::proptest! {
                 proptest::prop_assert_eq!(fast.message, reference.message, "{}", url);
             }
             (fast, reference) => proptest::prop_assert!(false, "{url}: {fast:?} against {reference:?}"),
+        }
+    }
+}
+
+proptest::proptest! {
+    /// A remembered queue is what reading its URL gives, whatever URLs came before on the
+    /// thread (the same one, another one, one that names no queue, a long one).
+    #[test]
+    fn a_remembered_queue_is_its_urls(
+        urls in proptest::collection::vec(
+            proptest::sample::select(vec![
+                "http://localhost:9324/000000000000/jobs".to_string(),
+                "http://localhost:9324/000000000000/other".to_string(),
+                "http://localhost:9324/123456789012/jobs".to_string(),
+                "/queue/jobs".to_string(),
+                "jobs".to_string(),
+                "http://localhost:9324/".to_string(),
+                format!("http://{}/000000000000/long", "h".repeat(600)),
+            ]),
+            1..12,
+        )
+    ) {
+        for url in &urls {
+            let remembered = remembered_queue(url).map_err(|error| error.message);
+            proptest::prop_assert_eq!(remembered, queue_name_of_url(url).map_err(|error| error.message), "{}", url);
         }
     }
 }
