@@ -64,38 +64,35 @@ impl<'a> Json<'a> {
         &mut self,
         mut member: impl FnMut(&mut Self, &str) -> Option<()>,
     ) -> Option<()> {
-        self.expect(b'{')?;
-        if self.peek()? == b'}' {
-            self.at += 1;
-            return Some(());
-        }
-        loop {
-            let key = self.text()?;
-            self.expect(b':')?;
-            member(self, &key)?;
-            match self.peek()? {
-                b',' => self.at += 1,
-                b'}' => {
-                    self.at += 1;
-                    return Some(());
-                }
-                _ => return None,
-            }
-        }
+        self.items(b'{', b'}', |json| {
+            let key = json.text()?;
+            json.expect(b':')?;
+            member(json, &key)
+        })
     }
 
     /// An array: `element` reads each element (or declines).
-    pub(super) fn array(&mut self, mut element: impl FnMut(&mut Self) -> Option<()>) -> Option<()> {
-        self.expect(b'[')?;
-        if self.peek()? == b']' {
+    pub(super) fn array(&mut self, element: impl FnMut(&mut Self) -> Option<()>) -> Option<()> {
+        self.items(b'[', b']', element)
+    }
+
+    /// Items between `open` and `close`, separated by commas, each read by `item`.
+    fn items(
+        &mut self,
+        open: u8,
+        close: u8,
+        mut item: impl FnMut(&mut Self) -> Option<()>,
+    ) -> Option<()> {
+        self.expect(open)?;
+        if self.peek()? == close {
             self.at += 1;
             return Some(());
         }
         loop {
-            element(self)?;
+            item(self)?;
             match self.peek()? {
                 b',' => self.at += 1,
-                b']' => {
+                byte if byte == close => {
                     self.at += 1;
                     return Some(());
                 }
