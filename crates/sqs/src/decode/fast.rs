@@ -5,10 +5,11 @@
 //!
 //! The fast path only ever *accepts or declines*: it produces no error of its own. It declines
 //! anything but the plain shape SDKs send — a member of a wrong type, a member the action does
-//! not read, a repeated key, `null`, a list value of a message attribute — and any request that
-//! one of the reference path's checks (which it calls, from `super`) refuses. A declined request
-//! is decoded again by the reference path, which produces every error response, so those stay
-//! byte for byte what they were. What it accepts, it decodes to exactly the `Action` and `Shape`
+//! not read, a key repeated after a value other than `null` (a `null` reads as an absent
+//! member), a list value of a message attribute — and any request that one of the reference
+//! path's checks (which it calls, from `super`) refuses. A declined request is decoded again by
+//! the reference path, which produces every error response, so those stay byte for byte what
+//! they were. What it accepts, it decodes to exactly the `Action` and `Shape`
 //! of the reference path (checked by a property test and the decoder's fuzz target against
 //! [`super::decode_reference`]).
 //!
