@@ -1,10 +1,10 @@
 //! Finding, 16 bytes at a time, the bytes of a text that a JSON string cannot hold as they are
-//! (`"`, `\\` and control characters) and, where asked, the bytes of non-ASCII characters: what
+//! (`"`, `\` and control characters) and, where asked, the bytes of non-ASCII characters: what
 //! ends a string the JSON reader (`decode::json`) reads, and what the JSON writer (`encode`)
 //! must escape. Most strings of a request or an answer (a message body, a receipt handle) hold
 //! none of them, and a byte at a time took about 2 instructions a byte where this takes under 1.
 
-/// Whether `byte` is special: `"`, `\\`, a control character, or, if `non_ascii`, 0x80 or above.
+/// Whether `byte` is special: `"`, `\`, a control character, or, if `non_ascii`, 0x80 or above.
 fn is_special(byte: u8, non_ascii: bool) -> bool {
     byte == b'"' || byte == b'\\' || byte < 0x20 || (non_ascii && byte >= 0x80)
 }

@@ -12,8 +12,9 @@
 //! reference path, and it produces every error a client reads. The JSON requests of the hot
 //! actions (sending, receiving, deleting and changing visibility, one or a batch) first try a
 //! fast path (`fast`), which reads the body straight into typed requests that borrow from it
-//! (with a strict JSON reader of its own, `json`), without building the `Value` tree, and builds the action with the reference path's own
-//! checks (the small functions below that both call). It only accepts or declines: anything
+//! (with a strict JSON reader of its own, `json`), without building the `Value` tree, and
+//! builds the action with the reference path's own checks (the small functions below that both
+//! call). It only accepts or declines: anything
 //! unusual (a wrong type, a member the action does not read, a repeated key) or refused by a
 //! check is declined and decoded again by the reference path, so errors stay byte for byte the
 //! same, and what it accepts is exactly the reference path's action ([`decode_reference`] is that
