@@ -1210,7 +1210,7 @@ impl<'a> Reader<'a, '_> {
     fn str(&mut self) -> Result<&'a str, DecodeError> {
         let at = self.at;
         let bytes = self.bytes()?;
-        std::str::from_utf8(bytes).map_err(|_| DecodeError::Utf8(at))
+        crate::bytes::utf8(bytes).map_err(|_| DecodeError::Utf8(at))
     }
     fn string(&mut self) -> Result<String, DecodeError> {
         Ok(self.str()?.to_owned())

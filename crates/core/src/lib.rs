@@ -9,6 +9,7 @@
 //! Start at [`Engine`]; the states of a message and their indexes are described in [`queue`].
 
 pub mod backoff;
+pub mod bytes;
 pub mod codec;
 pub mod config;
 pub mod engine;

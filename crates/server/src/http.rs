@@ -240,7 +240,7 @@ fn request_id() -> Arc<str> {
     // The version and variant bits make the bytes a v4 UUID.
     let uuid = uuid::Builder::from_random_bytes(crate::ids::unique_bytes()).into_uuid();
     let text = leaseq_sqs::hex::hyphenated(uuid.as_bytes());
-    Arc::from(std::str::from_utf8(&text).expect("hexadecimal digits and hyphens are ASCII"))
+    Arc::from(leaseq_core::bytes::utf8(&text).expect("hexadecimal digits and hyphens are ASCII"))
 }
 
 /// The sender id: the access key id of the `Authorization` header, or the account id (shared,

@@ -1010,14 +1010,9 @@ fn write_json_list<T>(
 fn json_string(text: &str, out: &mut Vec<u8>) {
     let bytes = text.as_bytes();
     out.push(b'"');
-    // Most text needs no escape: find that out with a scan that does not stop early (which the
-    // compiler turns into wide compares, faster than a search that stops), then copy it whole.
-    // Otherwise copy the runs between the bytes that need one.
-    let needs_escape = |byte: u8| byte < 0x20 || byte == b'"' || byte == b'\\';
-    if !bytes
-        .iter()
-        .fold(false, |any, &byte| any | needs_escape(byte))
-    {
+    // Most text needs no escape, and is copied whole; otherwise the runs between the bytes that
+    // need one are.
+    if !crate::scan::any_special(bytes) {
         out.extend_from_slice(bytes);
         out.push(b'"');
         return;
