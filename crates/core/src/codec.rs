@@ -599,7 +599,7 @@ fn decode_with(bytes: &[u8], shared: &mut Decoder) -> Result<Record, DecodeError
                 now_ms,
                 queue_id,
                 name,
-                config,
+                config: Box::new(config),
                 tags,
             }
         }
@@ -610,7 +610,7 @@ fn decode_with(bytes: &[u8], shared: &mut Decoder) -> Result<Record, DecodeError
             Record::SetConfig {
                 now_ms,
                 queue_id,
-                config,
+                config: Box::new(config),
             }
         }
         TAG_SET_TAGS => Record::SetTags {
@@ -645,7 +645,7 @@ fn decode_with(bytes: &[u8], shared: &mut Decoder) -> Result<Record, DecodeError
                 now_ms,
                 queue_id,
                 seq,
-                message,
+                message: Box::new(message),
             }
         }
         TAG_RESTORE_TENANT if version >= 6 => Record::RestoreTenant {
@@ -710,7 +710,7 @@ fn decode_with(bytes: &[u8], shared: &mut Decoder) -> Result<Record, DecodeError
                 now_ms,
                 queue_id,
                 name,
-                config,
+                config: Box::new(config),
                 tags,
                 created_at_ms,
                 last_modified_at_ms,
@@ -727,7 +727,7 @@ fn decode_with(bytes: &[u8], shared: &mut Decoder) -> Result<Record, DecodeError
                 now_ms,
                 queue_id,
                 seq,
-                message,
+                message: Box::new(message),
             }
         }
         TAG_RECEIVE_ATTEMPT => {
@@ -798,7 +798,7 @@ fn decode_with(bytes: &[u8], shared: &mut Decoder) -> Result<Record, DecodeError
             };
             Record::SetMoveTask {
                 now_ms,
-                task: MoveTask {
+                task: Box::new(MoveTask {
                     task_id,
                     source_queue_id: queue_id,
                     destination_queue_id,
@@ -812,7 +812,7 @@ fn decode_with(bytes: &[u8], shared: &mut Decoder) -> Result<Record, DecodeError
                     status,
                     failure_reason,
                     remote_destination,
-                },
+                }),
             }
         }
         TAG_FAIL_MESSAGE if version >= 3 => Record::FailMessage {
@@ -907,7 +907,7 @@ fn decode_with(bytes: &[u8], shared: &mut Decoder) -> Result<Record, DecodeError
                 destination,
                 kind: r.transfer_kind()?,
                 reason,
-                message,
+                message: Box::new(message),
             }
         }
         TAG_RESTORE_TRANSFERS if version >= 9 => {
@@ -1624,13 +1624,13 @@ mod tests {
                 now_ms: 1,
                 queue_id: 2,
                 name: "q".into(),
-                config: config.clone(),
+                config: Box::new(config.clone()),
                 tags: [("k".to_string(), "v".to_string())].into(),
             },
             Record::SetConfig {
                 now_ms: 3,
                 queue_id: 2,
-                config,
+                config: Box::new(config),
             },
             Record::Send {
                 now_ms: 4,
@@ -1701,7 +1701,7 @@ mod tests {
                 now_ms: 12,
                 queue_id: 4,
                 name: "r".into(),
-                config: QueueConfig::default(),
+                config: Box::new(QueueConfig::default()),
                 tags: BTreeMap::new(),
                 created_at_ms: 1,
                 last_modified_at_ms: 2,
@@ -1717,7 +1717,7 @@ mod tests {
                 now_ms: 12,
                 queue_id: 4,
                 seq: 98,
-                message: Message {
+                message: Box::new(Message {
                     id: MessageId([3; 16]),
                     payload: PayloadRef::Inline(Arc::new(Payload::new(
                         "b".into(),
@@ -1759,13 +1759,13 @@ mod tests {
                     dead_letter_source: Some(Arc::from("src")),
                     redrive_generation: 0,
                     fifo: None,
-                },
+                }),
             },
             Record::RestoreMessage {
                 now_ms: 12,
                 queue_id: 4,
                 seq: 97,
-                message: Message {
+                message: Box::new(Message {
                     id: MessageId([4; 16]),
                     payload: PayloadRef::Stored(Location {
                         segment: 7,
@@ -1781,7 +1781,7 @@ mod tests {
                     dead_letter_source: None,
                     redrive_generation: 2,
                     fifo: None,
-                },
+                }),
             },
             Record::Relocate {
                 now_ms: 13,
@@ -1820,18 +1820,18 @@ mod tests {
         vec![
             Record::SetMoveTask {
                 now_ms: 5,
-                task: task.clone(),
+                task: Box::new(task.clone()),
             },
             Record::SetMoveTask {
                 now_ms: 6,
-                task: MoveTask {
+                task: Box::new(MoveTask {
                     remote_destination: Some("123456789012:eu-west-1:jobs".into()),
                     ..task.clone()
-                },
+                }),
             },
             Record::SetMoveTask {
                 now_ms: 6,
-                task: MoveTask {
+                task: Box::new(MoveTask {
                     destination_queue_id: Some(2),
                     rate_per_second: Some(500),
                     limit: Some(3),
@@ -1840,7 +1840,7 @@ mod tests {
                     status: MoveStatus::Failed,
                     failure_reason: Some("gone".into()),
                     ..task
-                },
+                }),
             },
             Record::FailMessage {
                 now_ms: 8,
@@ -1913,16 +1913,16 @@ mod tests {
                 now_ms: 1,
                 queue_id: 5,
                 name: "q.fifo".into(),
-                config: config.clone(),
+                config: Box::new(config.clone()),
                 tags: BTreeMap::new(),
             },
             Record::SetConfig {
                 now_ms: 2,
                 queue_id: 5,
-                config: QueueConfig {
+                config: Box::new(QueueConfig {
                     fifo: Some(FifoConfig::default()),
                     ..QueueConfig::default()
-                },
+                }),
             },
             Record::Send {
                 now_ms: 3,
@@ -1955,7 +1955,7 @@ mod tests {
                 now_ms: 5,
                 queue_id: 5,
                 name: "q.fifo".into(),
-                config,
+                config: Box::new(config),
                 tags: BTreeMap::new(),
                 created_at_ms: 1,
                 last_modified_at_ms: 2,
@@ -1967,7 +1967,7 @@ mod tests {
                 now_ms: 5,
                 queue_id: 5,
                 seq: 1,
-                message: Message {
+                message: Box::new(Message {
                     id: MessageId([1; 16]),
                     payload: PayloadRef::Inline(payload),
                     sent_at_ms: 3,
@@ -1979,7 +1979,7 @@ mod tests {
                     dead_letter_source: None,
                     redrive_generation: 0,
                     fifo,
-                },
+                }),
             },
             Record::RestoreDeduplication {
                 now_ms: 5,
@@ -2028,7 +2028,7 @@ mod tests {
                 now_ms: 4,
                 queue_id: 2,
                 seq: 1,
-                message: Message {
+                message: Box::new(Message {
                     id: MessageId([7; 16]),
                     payload: PayloadRef::Inline(payload),
                     sent_at_ms: 3,
@@ -2040,7 +2040,7 @@ mod tests {
                     dead_letter_source: None,
                     redrive_generation: 0,
                     fifo: group,
-                },
+                }),
             },
             Record::RestoreTenant {
                 now_ms: 4,
@@ -2100,11 +2100,11 @@ mod tests {
         let with_backoff = Record::SetConfig {
             now_ms: 1,
             queue_id: 2,
-            config: QueueConfig {
+            config: Box::new(QueueConfig {
                 redelivery_backoff: RedeliveryBackoff::parse("exponential(1s,5m) jitter=20%")
                     .unwrap(),
                 ..config.clone()
-            },
+            }),
         };
         let mut bytes = Vec::new();
         encode(&with_backoff, &mut bytes);
@@ -2114,10 +2114,10 @@ mod tests {
         let one_minute = Record::SetConfig {
             now_ms: 1,
             queue_id: 2,
-            config: QueueConfig {
+            config: Box::new(QueueConfig {
                 redelivery_backoff: RedeliveryBackoff::parse("1m").unwrap(),
                 ..config.clone()
-            },
+            }),
         };
         assert_eq!(
             RedeliveryBackoff::parse("60s").unwrap(),
@@ -2140,7 +2140,7 @@ mod tests {
         let record = Record::SetConfig {
             now_ms: 1,
             queue_id: 2,
-            config,
+            config: Box::new(config),
         };
         let mut bytes = Vec::new();
         encode(&record, &mut bytes);
@@ -2152,7 +2152,7 @@ mod tests {
         let expected = Record::SetConfig {
             now_ms: 1,
             queue_id: 2,
-            config: QueueConfig::default(),
+            config: Box::new(QueueConfig::default()),
         };
         assert_eq!(decode(&bytes), Ok(expected));
     }
@@ -2296,7 +2296,7 @@ mod tests {
             .into_iter()
             .chain(fair_samples())
             .filter_map(|record| match record {
-                Record::RestoreMessage { message, .. } => Some(message),
+                Record::RestoreMessage { message, .. } => Some(*message),
                 _ => None,
             })
             .collect();
@@ -2392,7 +2392,7 @@ mod tests {
                 destination: "dlq".into(),
                 kind: kinds[(i + 1) % 2],
                 reason: (i % 2 == 1).then(|| "failed".to_string()),
-                message,
+                message: Box::new(message),
             });
         }
         for record in records {
@@ -2437,7 +2437,7 @@ mod tests {
                     taken: Some(Box::new(TakenTransfer {
                         queue_id: 4,
                         seq: 11,
-                        message: message.clone(),
+                        message: *message.clone(),
                         kind,
                         reason: None,
                     })),

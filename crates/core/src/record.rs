@@ -35,7 +35,7 @@ pub enum Record {
         /// Its name.
         name: String,
         /// Its settings.
-        config: QueueConfig,
+        config: Box<QueueConfig>,
         /// Its tags.
         tags: BTreeMap<String, String>,
     },
@@ -53,7 +53,7 @@ pub enum Record {
         /// Which queue.
         queue_id: u64,
         /// The new settings, complete.
-        config: QueueConfig,
+        config: Box<QueueConfig>,
     },
     /// A queue's tags were replaced.
     SetTags {
@@ -251,7 +251,7 @@ pub enum Record {
         /// When.
         now_ms: u64,
         /// The task, complete.
-        task: MoveTask,
+        task: Box<MoveTask>,
     },
     /// A batch of a move task, moved atomically: each message left its source and entered its
     /// destination as a new message (a new id, no receives, retention from `now_ms`).
@@ -291,7 +291,7 @@ pub enum Record {
         /// Its name.
         name: String,
         /// Its settings.
-        config: QueueConfig,
+        config: Box<QueueConfig>,
         /// Its tags.
         tags: BTreeMap<String, String>,
         /// When it was created.
@@ -369,7 +369,7 @@ pub enum Record {
         /// A fail-now's reason, if the move was one.
         reason: Option<String>,
         /// The message as it left its queue.
-        message: Message,
+        message: Box<Message>,
     },
     /// Snapshot: the engine-wide state of transfers.
     RestoreTransfers {
@@ -392,7 +392,7 @@ pub enum Record {
         seq: u64,
         /// Everything about it (inline: `RestoreQueue` makes the enum larger than a message
         /// anyway, and a snapshot holds millions of these).
-        message: Message,
+        message: Box<Message>,
     },
 }
 

@@ -210,7 +210,7 @@ impl IncomingTransfer {
             destination: self.destination.to_string(),
             kind: self.kind,
             reason: self.reason.as_deref().map(str::to_string),
-            message: self.message.clone(),
+            message: Box::new(self.message.clone()),
         };
         let mut out = self.source_bucket.to_be_bytes().to_vec();
         crate::codec::encode(&record, &mut out);
@@ -252,7 +252,7 @@ impl IncomingTransfer {
             from_fifo,
             kind,
             reason: reason.map(Arc::from),
-            message,
+            message: *message,
         })
     }
 }

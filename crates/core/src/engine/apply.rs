@@ -33,7 +33,7 @@ impl Engine {
                 self.add_queue(Queue::new(
                     *queue_id,
                     name,
-                    config.clone(),
+                    (**config).clone(),
                     tags.clone(),
                     now_ms,
                 ));
@@ -49,7 +49,7 @@ impl Engine {
             } => {
                 let queue = self.advance(*queue_id, now_ms);
                 let delay_changed = queue.config.delay_seconds != config.delay_seconds;
-                queue.config = config.clone();
+                queue.config = (**config).clone();
                 queue.last_modified_at_ms = now_ms;
                 // A FIFO queue's delay is retroactive (see `Queue::apply_queue_delay`).
                 if delay_changed && queue.fifo().is_some() {
@@ -304,7 +304,7 @@ impl Engine {
                 let mut queue = Queue::new(
                     *queue_id,
                     name,
-                    config.clone(),
+                    (**config).clone(),
                     tags.clone(),
                     *created_at_ms,
                 );
@@ -356,7 +356,7 @@ impl Engine {
                 message,
                 ..
             } => {
-                let mut message = message.clone();
+                let mut message = (**message).clone();
                 // Restored attempts share their clients with live ones, as `Lease` does.
                 for attempt in message.history.iter_mut().flat_map(|h| &mut h.attempts) {
                     if let Some(client) = &mut attempt.client {
@@ -388,7 +388,7 @@ impl Engine {
                     now_ms,
                     queue_id: *queue_id,
                     name: queue.name.to_string(),
-                    config: queue.config.clone(),
+                    config: Box::new(queue.config.clone()),
                     tags: queue.tags.clone(),
                     created_at_ms: queue.created_at_ms,
                     last_modified_at_ms: queue.last_modified_at_ms,
@@ -425,7 +425,7 @@ impl Engine {
             .values()
             .map(|task| Record::SetMoveTask {
                 now_ms,
-                task: task.clone(),
+                task: Box::new(task.clone()),
             })
             .collect();
         let deleted_queues = self
@@ -661,7 +661,7 @@ impl FrozenEngine {
                     now_ms,
                     queue_id: queue.queue_id,
                     seq,
-                    message: message.clone(),
+                    message: Box::new(message.clone()),
                 });
             }
             for (scope, deduplication_id, entry) in &queue.window {

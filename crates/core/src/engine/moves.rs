@@ -154,7 +154,7 @@ impl Engine {
         self.commit(
             Record::SetMoveTask {
                 now_ms,
-                task: task.clone(),
+                task: Box::new(task.clone()),
             },
             journal,
         );
@@ -302,7 +302,7 @@ impl Engine {
             self.commit(
                 Record::SetMoveTask {
                     now_ms,
-                    task: task.clone(),
+                    task: Box::new(task.clone()),
                 },
                 journal,
             );
@@ -346,7 +346,7 @@ impl Engine {
         self.commit(
             Record::SetMoveTask {
                 now_ms,
-                task: task.clone(),
+                task: Box::new(task.clone()),
             },
             journal,
         );
@@ -496,7 +496,13 @@ impl Engine {
             .collect();
         let count = failed.len();
         for task in failed {
-            self.commit(Record::SetMoveTask { now_ms, task }, journal);
+            self.commit(
+                Record::SetMoveTask {
+                    now_ms,
+                    task: Box::new(task),
+                },
+                journal,
+            );
         }
         count
     }

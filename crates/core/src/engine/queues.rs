@@ -65,7 +65,7 @@ impl Engine {
             now_ms,
             queue_id,
             name: name.to_string(),
-            config,
+            config: Box::new(config),
             tags,
         };
         self.commit(record, journal);
@@ -138,7 +138,7 @@ impl Engine {
         let record = Record::SetConfig {
             now_ms,
             queue_id,
-            config,
+            config: Box::new(config),
         };
         self.commit(record, journal);
         Ok(())

@@ -450,7 +450,7 @@ impl Engine {
                 destination: Arc::from(destination.as_str()),
                 kind: *kind,
                 reason: reason.as_deref().map(Arc::from),
-                message: message.clone(),
+                message: (**message).clone(),
             },
         );
     }
@@ -491,7 +491,7 @@ impl Engine {
                     destination: outbound.destination.to_string(),
                     kind: outbound.kind,
                     reason: outbound.reason.as_deref().map(str::to_string),
-                    message: outbound.message.clone(),
+                    message: Box::new(outbound.message.clone()),
                 });
         let state = Record::RestoreTransfers {
             now_ms,
