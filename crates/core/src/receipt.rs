@@ -176,24 +176,40 @@ const VALUES: [u8; 256] = {
 /// Marks a byte outside the alphabet: the only value with its top bit set.
 const NOT_IN_ALPHABET: u8 = 0xff;
 
-/// The unpadded base64url of a sealed receipt: twelve groups of three bytes give four characters
-/// each, and the last byte two (its low two bits followed by four zero bits).
-fn encode(sealed: &[u8; SEALED_LEN]) -> String {
-    let mut text = [0u8; ENCODED_LEN];
-    let character = |sextet: u32| ALPHABET[(sextet & 63) as usize];
-    let (groups, [last]) = sealed.split_at(SEALED_LEN - 1) else {
-        unreachable!("one byte after the groups")
-    };
-    for (group, out) in groups.chunks_exact(3).zip(text.chunks_exact_mut(4)) {
-        let bits = u32::from(group[0]) << 16 | u32::from(group[1]) << 8 | u32::from(group[2]);
-        out[0] = character(bits >> 18);
-        out[1] = character(bits >> 12);
-        out[2] = character(bits >> 6);
-        out[3] = character(bits);
+/// Each 12-bit value's two characters in [`ALPHABET`]: the first for its high six bits.
+static PAIRS: [[u8; 2]; 4096] = {
+    let mut pairs = [[0u8; 2]; 4096];
+    let mut value = 0;
+    while value < pairs.len() {
+        pairs[value] = [ALPHABET[value >> 6], ALPHABET[value & 63]];
+        value += 1;
     }
-    text[ENCODED_LEN - 2] = character(u32::from(*last) >> 2);
-    text[ENCODED_LEN - 1] = character(u32::from(*last) << 4);
-    String::from_utf8(text.to_vec()).expect("base64url is ASCII")
+    pairs
+};
+
+/// The unpadded base64url of a sealed receipt: six groups of six bytes give eight characters
+/// each, two per 12 bits (from [`PAIRS`]), and the last byte two (its high six bits, then its
+/// low two followed by four zero bits). A character at a time, three bytes per step, took
+/// about 270 instructions; this takes about half (callgrind).
+fn encode(sealed: &[u8; SEALED_LEN]) -> String {
+    // Room to read each group as eight bytes.
+    let mut padded = [0u8; SEALED_LEN + 3];
+    padded[..SEALED_LEN].copy_from_slice(sealed);
+    let mut text = [0u8; ENCODED_LEN];
+    for (group, out) in text.chunks_exact_mut(8).enumerate() {
+        let at = group * 6;
+        let eight = u64::from_be_bytes(padded[at..at + 8].try_into().expect("8 bytes"));
+        for (pair, out) in out.chunks_exact_mut(2).enumerate() {
+            let value = (eight >> (52 - 12 * pair)) & 0xfff;
+            out.copy_from_slice(&PAIRS[value as usize]);
+        }
+    }
+    let last = sealed[SEALED_LEN - 1];
+    text[ENCODED_LEN - 2] = ALPHABET[usize::from(last >> 2)];
+    text[ENCODED_LEN - 1] = ALPHABET[usize::from(last << 4 & 63)];
+    crate::bytes::utf8(&text)
+        .expect("base64url is ASCII")
+        .to_owned()
 }
 
 /// The sealed receipt `text` encodes, if it is exactly the unpadded base64url of 37 bytes:

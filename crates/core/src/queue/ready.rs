@@ -4,6 +4,7 @@
 //! message was inserted out of order), the index needs only sequence numbers ([`SeqSet`]).
 //! Otherwise it keys by (sent_at_ms, seq).
 
+use std::cmp::Ordering;
 use std::collections::btree_map::Entry;
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Bound::{Excluded, Unbounded};
@@ -157,11 +158,23 @@ impl SeqSet {
         let (word, bit) = word_and_bit(seq);
         // The bits above `seq`'s in its own word, then any later word (none is empty).
         let above = !(bit | (bit - 1));
-        self.words
-            .range(word..)
-            .map(|(&at, &bits)| (at, if at == word { bits & above } else { bits }))
-            .find(|&(_, bits)| bits != 0)
-            .map(|(at, bits)| at << 6 | u64::from(bits.trailing_zeros()))
+        let number = |at: u64, bits: u64| at << 6 | u64::from(bits.trailing_zeros());
+        let later = |words: std::collections::btree_map::Range<'_, u64, u64>| {
+            words
+                .map(|(&at, &bits)| (at, if at == word { bits & above } else { bits }))
+                .find(|&(_, bits)| bits != 0)
+                .map(|(at, bits)| number(at, bits))
+        };
+        // A receive asks for the number after the one it just took out, which is usually in
+        // the first word or before it: answered from the first word, or from the one after
+        // it, without searching the tree for `seq`'s.
+        let (&first, &bits) = self.words.first_key_value()?;
+        match first.cmp(&word) {
+            Ordering::Greater => Some(number(first, bits)),
+            Ordering::Equal if bits & above != 0 => Some(number(first, bits & above)),
+            Ordering::Equal => later(self.words.range((Excluded(word), Unbounded))),
+            Ordering::Less => later(self.words.range(word..)),
+        }
     }
 
     /// Every number, in order.
