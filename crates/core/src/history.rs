@@ -130,12 +130,16 @@ pub struct AttemptHistory {
 impl AttemptHistory {
     /// A history with no attempt kept yet, of a message first received at `first_received_at_ms`
     /// (records of format version 3 and older carry only that).
+    ///
+    /// With room for one attempt, which it gets at once (a receive creates it): most messages
+    /// are received once, and a list grown from empty took room for four (224 bytes per
+    /// message received, where one takes 56) and about 130 instructions more (callgrind).
     pub fn empty(first_received_at_ms: u64, next_attempt: u32) -> AttemptHistory {
         AttemptHistory {
             first_received_at_ms,
             first_attempt: next_attempt,
             dead_lettered_at_ms: None,
-            attempts: VecDeque::new(),
+            attempts: VecDeque::with_capacity(1),
         }
     }
 
