@@ -17,6 +17,7 @@ use hyper::client::conn::http1::SendRequest;
 use hyper::header::{HeaderValue, AUTHORIZATION, CONTENT_TYPE, HOST};
 use hyper::{Request, Uri};
 use hyper_util::rt::TokioIo;
+use leaseq_sqs::encode::json_string;
 use rustls_pki_types::ServerName;
 use serde::de::IgnoredAny;
 use serde::{Deserialize, Serialize};
@@ -331,6 +332,60 @@ pub struct SendEntry<'a> {
     pub fifo: Option<FifoFields>,
 }
 
+impl SendMessage<'_> {
+    /// The request's body: what `encode` writes (serde_json), written directly. serde_json
+    /// escapes a string a byte at a time: about 2,400 instructions for a 256-byte body, more
+    /// than the server spends on the whole request's JSON (callgrind of the generator).
+    pub fn json(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.message_body.len() + self.queue_url.len() + 64);
+        out.extend_from_slice(b"{\"QueueUrl\":");
+        json_string(self.queue_url, &mut out);
+        write_message(self.message_body, self.fifo.as_ref(), &mut out);
+        out.push(b'}');
+        out
+    }
+}
+
+impl SendMessageBatch<'_> {
+    /// The request's body, as [`SendMessage::json`] writes one.
+    pub fn json(&self) -> Vec<u8> {
+        let bodies: usize = self
+            .entries
+            .iter()
+            .map(|entry| entry.message_body.len())
+            .sum();
+        let mut out = Vec::with_capacity(bodies + self.queue_url.len() + 64 * self.entries.len());
+        out.extend_from_slice(b"{\"QueueUrl\":");
+        json_string(self.queue_url, &mut out);
+        out.extend_from_slice(b",\"Entries\":[");
+        for (at, entry) in self.entries.iter().enumerate() {
+            if at > 0 {
+                out.push(b',');
+            }
+            out.extend_from_slice(b"{\"Id\":");
+            json_string(entry.id, &mut out);
+            write_message(entry.message_body, entry.fifo.as_ref(), &mut out);
+            out.push(b'}');
+        }
+        out.extend_from_slice(b"]}");
+        out
+    }
+}
+
+/// A message's members after another member: its body, then its group and deduplication ids.
+fn write_message(body: &str, fifo: Option<&FifoFields>, out: &mut Vec<u8>) {
+    out.extend_from_slice(b",\"MessageBody\":");
+    json_string(body, out);
+    if let Some(fifo) = fifo {
+        out.extend_from_slice(b",\"MessageGroupId\":");
+        json_string(&fifo.message_group_id, out);
+        if let Some(id) = &fifo.message_deduplication_id {
+            out.extend_from_slice(b",\"MessageDeduplicationId\":");
+            json_string(id, out);
+        }
+    }
+}
+
 #[derive(Serialize)]
 #[serde(rename_all = "PascalCase")]
 pub struct ReceiveMessage<'a> {
@@ -396,4 +451,67 @@ pub fn encode<T: Serialize>(request: &T) -> Vec<u8> {
 
 pub fn decode<'a, T: Deserialize<'a>>(body: &'a [u8]) -> Result<T, CallError> {
     serde_json::from_slice(body).map_err(|error| CallError::Decode(error.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fifo(dedup: Option<&str>) -> Option<FifoFields> {
+        Some(FifoFields {
+            message_group_id: "g\"1".into(),
+            message_deduplication_id: dedup.map(str::to_owned),
+        })
+    }
+
+    /// The send requests written directly are what serde_json writes of the same structs, for
+    /// bodies plain and not (quotes, backslashes, control and non-ASCII characters), with and
+    /// without FIFO fields.
+    #[test]
+    fn send_requests_are_what_serde_json_writes() {
+        let url = "http://127.0.0.1:9324/000000000000/q";
+        let bodies = [
+            "",
+            "plain",
+            "a \"quoted\" \\ body\n\t\u{1}",
+            "ünïcode ☃ \u{7f}",
+            &"x".repeat(300),
+        ];
+        for body in bodies {
+            for fifo in [None, fifo(None), fifo(Some("d\\1"))] {
+                let send = SendMessage {
+                    queue_url: url,
+                    message_body: body,
+                    fifo,
+                };
+                assert_eq!(
+                    String::from_utf8(send.json()).unwrap(),
+                    String::from_utf8(encode(&send)).unwrap()
+                );
+            }
+        }
+        let entries = bodies
+            .iter()
+            .zip(ENTRY_IDS)
+            .enumerate()
+            .map(|(at, (body, id))| SendEntry {
+                id,
+                message_body: body,
+                fifo: [None, fifo(None), fifo(Some("d"))][at % 3].take(),
+            })
+            .collect();
+        let batch = SendMessageBatch {
+            queue_url: url,
+            entries,
+        };
+        assert_eq!(
+            String::from_utf8(batch.json()).unwrap(),
+            String::from_utf8(encode(&batch)).unwrap()
+        );
+        let empty = SendMessageBatch {
+            queue_url: url,
+            entries: Vec::new(),
+        };
+        assert_eq!(empty.json(), encode(&empty));
+    }
 }

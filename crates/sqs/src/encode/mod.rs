@@ -1006,8 +1006,9 @@ fn write_json_list<T>(
 /// the control characters below U+0020 as `\b`, `\t`, `\n`, `\f`, `\r` or `\u00xx`, and every
 /// other character as it is (RFC 8259 asks no more; U+007F, U+2028 and U+2029 are valid in
 /// JSON strings). Every byte of a multi-byte UTF-8 sequence is 0x80 or above, so scanning bytes
-/// never splits a character.
-fn json_string(text: &str, out: &mut Vec<u8>) {
+/// never splits a character. Public for the load generator (`leaseq bench`), which writes its
+/// send requests with it.
+pub fn json_string(text: &str, out: &mut Vec<u8>) {
     let bytes = text.as_bytes();
     out.push(b'"');
     // Most text needs no escape, and is copied whole; otherwise the runs between the bytes that
