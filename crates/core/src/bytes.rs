@@ -1,6 +1,6 @@
 //! Whether any byte of a text is of a kind, asked 16 bytes at a time: the checks that every
-//! message body passes through on its way in and out (its characters when sent, its UTF-8 when
-//! read back from the log, what JSON must escape when answered). Most bodies hold no such byte,
+//! message body passes through (its characters when sent, its UTF-8 when read back from the
+//! log; what JSON must escape, when answered, is `leaseq_sqs::scan`'s). Most bodies hold no such byte,
 //! so the checks do not stop early (a branch per block costs more than the few blocks it saves)
 //! and a text's last bytes that do not fill a block are checked in the block that ends with the
 //! text, overlapping the one before (a byte loop over them cost about 3 instructions a byte:
@@ -11,7 +11,7 @@
 /// text shorter than 16; elsewhere `byte` marks every byte. The two must agree.
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
-pub fn any_marked(
+fn any_marked(
     bytes: &[u8],
     block: impl Fn(std::arch::x86_64::__m128i) -> std::arch::x86_64::__m128i,
     byte: impl Fn(u8) -> bool,
@@ -43,7 +43,7 @@ pub fn any_marked(
 
 #[cfg(not(target_arch = "x86_64"))]
 #[inline(always)]
-pub fn any_marked(bytes: &[u8], byte: impl Fn(u8) -> bool) -> bool {
+fn any_marked(bytes: &[u8], byte: impl Fn(u8) -> bool) -> bool {
     bytes.iter().fold(false, |any, &b| any | byte(b))
 }
 

@@ -38,8 +38,8 @@ fn special_lanes(bytes: std::arch::x86_64::__m128i, non_ascii: bool) -> std::arc
 /// On x86_64 it keeps two running minimums over 16 lanes instead of a mask per block: of each
 /// byte xor 0x02, which is at most 0x20 exactly for a control character (0x00 to 0x1f) or `"`
 /// (0x22); and of each byte xor `\`, which is 0 exactly for `\`. That is 6 instructions per
-/// 16 bytes where the masks took 15 (callgrind: a 256-byte body's check went from 326
-/// instructions to ...).
+/// 16 bytes where a mask per block took 15 (callgrind: `json_string` of a 256-byte body took
+/// 326 instructions with the masks, 216 with this).
 #[cfg(target_arch = "x86_64")]
 pub(crate) fn any_special(text: &[u8]) -> bool {
     use std::arch::x86_64::{
