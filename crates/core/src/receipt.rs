@@ -190,7 +190,8 @@ static PAIRS: [[u8; 2]; 4096] = {
 /// The unpadded base64url of a sealed receipt: six groups of six bytes give eight characters
 /// each, two per 12 bits (from [`PAIRS`]), and the last byte two (its high six bits, then its
 /// low two followed by four zero bits). A character at a time, three bytes per step, took
-/// about 270 instructions; this takes about half (callgrind).
+/// about 270 instructions (callgrind); with this, `Engine::delivery`, which seals the receipt,
+/// went from 547 instructions to 372.
 fn encode(sealed: &[u8; SEALED_LEN]) -> String {
     // Room to read each group as eight bytes.
     let mut padded = [0u8; SEALED_LEN + 3];
