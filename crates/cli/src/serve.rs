@@ -118,6 +118,11 @@ pub struct ServeArgs {
     /// is larger [default: 67108864].
     #[arg(long, env = "LEASEQ_CHECKPOINT_BYTES")]
     checkpoint_bytes: Option<u64>,
+    /// Memory for the bodies of recently logged messages, so that a receive soon after the
+    /// send reads nothing back from the log; older ones are read from the log. Each body counts
+    /// its logged size plus 128 bytes; 0 keeps none [default: 67108864].
+    #[arg(long, env = "LEASEQ_PAYLOAD_CACHE_BYTES")]
+    payload_cache_bytes: Option<u64>,
     /// Log filter, e.g. `info` or `leaseq_server=debug` [default: info].
     #[arg(long, env = "LEASEQ_LOG")]
     log: Option<String>,
@@ -212,6 +217,7 @@ struct FileConfig {
     in_memory: Option<bool>,
     salvage: Option<bool>,
     checkpoint_bytes: Option<u64>,
+    payload_cache_bytes: Option<u64>,
     log: Option<String>,
     metrics: Option<bool>,
     threads: Option<u16>,
@@ -294,6 +300,7 @@ struct Settings {
     in_memory: bool,
     salvage: bool,
     checkpoint_bytes: u64,
+    payload_cache_bytes: u64,
     log: String,
     metrics: bool,
     /// `None`: one per CPU.
@@ -563,6 +570,10 @@ fn settings(args: ServeArgs) -> anyhow::Result<Settings> {
             .checkpoint_bytes
             .or(file.checkpoint_bytes)
             .unwrap_or(leaseq_server::host::CHECKPOINT_LOG_BYTES_MIN),
+        payload_cache_bytes: args
+            .payload_cache_bytes
+            .or(file.payload_cache_bytes)
+            .unwrap_or(leaseq_core::PAYLOAD_CACHE_BYTES_DEFAULT),
         log: args.log.or(file.log).unwrap_or_else(|| "info".into()),
         metrics: args.metrics.or(file.metrics).unwrap_or(true),
         threads: match args.threads.or(file.threads) {
@@ -620,6 +631,7 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
     let service_config = ServiceConfig {
         engine: EngineConfig {
             reject_stale_deletes: settings.reject_stale_deletes,
+            payload_cache_bytes: settings.payload_cache_bytes,
             ..EngineConfig::default()
         },
         region: settings.region.clone(),

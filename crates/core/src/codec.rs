@@ -991,7 +991,9 @@ impl Writer<'_> {
                 self.u8(0);
                 self.payload(payload);
             }
-            PayloadRef::Stored(location) => {
+            // A cached payload is written as what it is durably: a location in the log.
+            PayloadRef::Stored(_) | PayloadRef::Cached(_) => {
+                let location = m.payload.stored().expect("in the log");
                 self.u8(1);
                 self.u32(location.segment);
                 self.u32(location.offset);

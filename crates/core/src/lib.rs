@@ -31,7 +31,7 @@ pub use backoff::{BackoffSchedule, RedeliveryBackoff};
 pub use config::{QueueConfig, QueueConfigPatch, RedriveAllowPolicy, RedrivePolicy};
 pub use engine::{
     Created, DeleteOutcome, Delivery, Engine, EngineConfig, FrozenEngine, Journal, LeaseView,
-    NoisyGroup, QueueInfo, ReceiveRequest, Sent,
+    NoisyGroup, QueueInfo, ReceiveRequest, Sent, PAYLOAD_CACHE_BYTES_DEFAULT,
 };
 pub use error::{AttributeProblem, Error, Field, Result, TargetProblem};
 pub use fair::{FairConfig, FairState, ProcessingWindow, Tenant};
@@ -39,7 +39,8 @@ pub use fifo::{DeduplicationScope, FifoConfig, FifoMessage, FifoThroughputLimit}
 pub use history::{Attempt, AttemptHistory, AttemptOutcome, Client};
 pub use limits::Limits;
 pub use message::{
-    AttributeValue, BaseType, Location, MessageAttribute, MessageId, Payload, PayloadRef, SendInput,
+    AttributeValue, BaseType, CachedPayload, Location, MessageAttribute, MessageId, Payload,
+    PayloadRef, SendInput,
 };
 pub use moves::{MoveStatus, MoveTask, MoveTaskChange, MovedMessage};
 pub use queue::{Message, MessageState, Queue, QueueCounters};

@@ -2,9 +2,10 @@
 //!
 //! A [`Payload`] is immutable once accepted and shared (`Arc`) between the queue, the record that
 //! logged it and every receive that returns it, so a delivery never copies a body. With a durable
-//! log, a message keeps only a [`PayloadRef::Stored`] [`Location`] of the record that carries its
+//! log, a message keeps a [`PayloadRef::Stored`] [`Location`] of the record that carries its
 //! payload, so a backlog costs memory for its metadata only; the server reads bodies back from
-//! the log when it delivers them.
+//! the log when it delivers them, except for the most recent, which stay in memory within a
+//! budget ([`PayloadRef::Cached`]).
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -109,20 +110,51 @@ fn base_type(data_type: &str) -> Option<BaseType> {
     }
 }
 
-/// Where a payload is kept: in memory, or in the log record at a [`Location`].
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// Where a payload is kept: in memory, in the log record at a [`Location`], or both.
+///
+/// Equality is by where the payload is durable: a [`PayloadRef::Cached`] payload equals the
+/// [`PayloadRef::Stored`] one of the same location (the copy in memory is a cache, not state;
+/// a snapshot writes both alike, and a recovered engine holds whichever its replay left).
+#[derive(Clone, Debug)]
 pub enum PayloadRef {
     /// In memory (without a durable log, and from a send until its record is logged).
     Inline(Arc<Payload>),
     /// In the log, in the record at this location (a `Send` or `Relocate` that carries it).
     Stored(Location),
+    /// In the log, and still in memory: a payload logged recently, kept within the engine's
+    /// payload cache budget ([`crate::EngineConfig::payload_cache_bytes`]) so that a receive
+    /// soon after the send need not read it back from the log. (Boxed: every message holds a
+    /// `PayloadRef`, and a location beside a pointer would make each 8 bytes larger.)
+    Cached(Box<CachedPayload>),
 }
+
+/// A payload logged at `location` and kept in memory too (see [`PayloadRef::Cached`]).
+#[derive(Clone, Debug)]
+pub struct CachedPayload {
+    /// Where its record is in the log.
+    pub location: Location,
+    /// The payload itself: the one that record carries.
+    pub payload: Arc<Payload>,
+}
+
+impl PartialEq for PayloadRef {
+    fn eq(&self, other: &PayloadRef) -> bool {
+        match (self, other) {
+            (PayloadRef::Inline(a), PayloadRef::Inline(b)) => a == b,
+            (PayloadRef::Inline(_), _) | (_, PayloadRef::Inline(_)) => false,
+            _ => self.stored() == other.stored(),
+        }
+    }
+}
+
+impl Eq for PayloadRef {}
 
 impl PayloadRef {
     /// The payload if it is in memory.
     pub fn inline(&self) -> Option<&Arc<Payload>> {
         match self {
             PayloadRef::Inline(payload) => Some(payload),
+            PayloadRef::Cached(cached) => Some(&cached.payload),
             PayloadRef::Stored(_) => None,
         }
     }
@@ -132,6 +164,7 @@ impl PayloadRef {
         match self {
             PayloadRef::Inline(_) => None,
             PayloadRef::Stored(location) => Some(*location),
+            PayloadRef::Cached(cached) => Some(cached.location),
         }
     }
 }

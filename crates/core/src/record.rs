@@ -440,7 +440,7 @@ impl Record {
                 taken: Some(taken), ..
             } => match &taken.message.payload {
                 PayloadRef::Inline(payload) => Some((taken.queue_id, taken.seq, payload)),
-                PayloadRef::Stored(_) => None,
+                PayloadRef::Stored(_) | PayloadRef::Cached(_) => None,
             },
             _ => None,
         }

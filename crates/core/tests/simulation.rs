@@ -546,6 +546,14 @@ impl FakeLog {
         match payload {
             PayloadRef::Inline(payload) => payload.clone(),
             PayloadRef::Stored(location) => self.payloads[location].clone(),
+            PayloadRef::Cached(cached) => {
+                // The copy kept in memory is the payload logged at its location.
+                assert!(
+                    Arc::ptr_eq(&cached.payload, &self.payloads[&cached.location]),
+                    "a cached payload is the one at its location"
+                );
+                cached.payload.clone()
+            }
         }
     }
 }
@@ -609,6 +617,9 @@ impl Sim {
                 ..Limits::default()
             },
             reject_stale_deletes,
+            // No cache, room for one or two small bodies (so that it forgets as it goes), or
+            // room for all: answers are the same whichever holds the payloads.
+            payload_cache_bytes: [0, 300, 600, 1 << 20][rng.random_range(0..4)],
             ..EngineConfig::default()
         };
         let max_receive_count = rng.random_range(1..=4);

@@ -143,7 +143,7 @@ fn config(placement: Placement) -> EngineConfig {
 fn body(payload: &PayloadRef) -> String {
     match payload {
         PayloadRef::Inline(payload) => payload.body.clone(),
-        PayloadRef::Stored(_) => panic!("no log stores payloads here"),
+        PayloadRef::Stored(_) | PayloadRef::Cached(_) => panic!("no log stores payloads here"),
     }
 }
 
@@ -235,7 +235,7 @@ fn hand_over(source: &Node, target: &mut Node, now_ms: u64) -> Option<(u64, Tran
     let transfer = source.engine.next_transfer()?;
     let payload: Arc<Payload> = match &transfer.message.payload {
         PayloadRef::Inline(payload) => payload.clone(),
-        PayloadRef::Stored(_) => panic!("no log stores payloads here"),
+        PayloadRef::Stored(_) | PayloadRef::Cached(_) => panic!("no log stores payloads here"),
     };
     let transfer_id = transfer.transfer_id;
     let incoming = transfer.with_payload(payload);

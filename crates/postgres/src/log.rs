@@ -629,6 +629,8 @@ impl LogStore for PgLog {
             fsync_micros: self.shared.flush_micros.snapshot(),
             batch_records: self.shared.batch_records.snapshot(),
             uncached_reads: self.shared.uncached_reads.load(Ordering::Relaxed),
+            // The engine's, added by the service.
+            payload_cache: (0, 0),
         })
     }
 }

@@ -256,7 +256,7 @@ fn listing(engine: &mut Engine, now_ms: u64) -> Vec<(String, u32, u64)> {
         .map(|peeked| {
             let tag = match &peeked.message.payload {
                 PayloadRef::Inline(payload) => payload.body.clone(),
-                PayloadRef::Stored(_) => unreachable!("nothing is spilled"),
+                PayloadRef::Stored(_) | PayloadRef::Cached(_) => unreachable!("nothing is spilled"),
             };
             let message = &peeked.message;
             (tag, message.receive_count, message.visible_at_ms)

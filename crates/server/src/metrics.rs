@@ -201,6 +201,9 @@ pub struct LogStats {
     pub batch_records: HistogramSnapshot,
     /// Message body reads that found the record only on the disk.
     pub uncached_reads: u64,
+    /// What the engines' payload caches count against their budget (bytes), and how many
+    /// payloads they count (see `leaseq_core`'s `engine/payload_cache.rs`).
+    pub payload_cache: (u64, u64),
 }
 
 impl LogStats {
@@ -209,6 +212,8 @@ impl LogStats {
         self.fsync_micros.merge(&other.fsync_micros);
         self.batch_records.merge(&other.batch_records);
         self.uncached_reads += other.uncached_reads;
+        self.payload_cache.0 += other.payload_cache.0;
+        self.payload_cache.1 += other.payload_cache.1;
     }
 }
 
@@ -299,6 +304,19 @@ pub fn render(scrape: &Scrape) -> String {
              page cache, and waited for the disk off the request threads.",
         );
         page.sample("leaseq_log_uncached_reads_total", &[], log.uncached_reads);
+        page.family(
+            "leaseq_payload_cache_bytes",
+            "gauge",
+            "Memory counted for the message bodies kept after they were logged, so that \
+             receives need not read them back (an upper bound; see --payload-cache-bytes).",
+        );
+        page.sample("leaseq_payload_cache_bytes", &[], log.payload_cache.0);
+        page.family(
+            "leaseq_payload_cache_payloads",
+            "gauge",
+            "Message bodies counted in leaseq_payload_cache_bytes.",
+        );
+        page.sample("leaseq_payload_cache_payloads", &[], log.payload_cache.1);
     }
     page.out
 }
@@ -918,6 +936,7 @@ mod tests {
                 fsync_micros: fsync.snapshot(),
                 batch_records: batch.snapshot(),
                 uncached_reads: 5,
+                payload_cache: (4224, 33),
             }),
             fifo_groups: &FxHashMap::default(),
             process: Some(ProcessStats {
@@ -972,6 +991,8 @@ mod tests {
             "leaseq_http_connection_limit_reached_total 2",
             "leaseq_buckets 16",
             "leaseq_transfers_waiting 3",
+            "leaseq_payload_cache_bytes 4224",
+            "leaseq_payload_cache_payloads 33",
         ] {
             assert!(
                 page.lines().any(|line| line == expected),

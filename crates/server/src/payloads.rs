@@ -3,7 +3,8 @@
 //!
 //! A `Send` (or `Relocate`) record carries the message's body and attributes. Once the record is
 //! appended, its log position is all the engine needs to keep ([`Engine::spill`]): memory then
-//! holds message metadata only, and a backlog can be far larger than RAM. A receive answers
+//! holds message metadata only (and, within a budget, the most recent payloads too), and a
+//! backlog can be far larger than RAM. A receive answers
 //! with payload references; the server reads them after releasing the engine lock, from the
 //! log's append buffer or its storage (the page cache, for messages sent recently).
 //!
@@ -90,6 +91,7 @@ pub(crate) fn payload(
 ) -> Result<Arc<Payload>, ReadError> {
     match payload {
         PayloadRef::Inline(payload) => Ok(payload.clone()),
+        PayloadRef::Cached(cached) => Ok(cached.payload.clone()),
         PayloadRef::Stored(location) => read(store, *location),
     }
 }
@@ -113,6 +115,7 @@ pub(crate) fn payloads<'a>(
     for (index, (reference, message_id)) in references.enumerate() {
         payloads.push(match reference {
             PayloadRef::Inline(payload) => Some(payload.clone()),
+            PayloadRef::Cached(cached) => Some(cached.payload.clone()),
             PayloadRef::Stored(location) => {
                 locations.push(*location);
                 stored.push((index, message_id));

@@ -37,6 +37,13 @@ fn config() -> ServiceConfig {
     }
 }
 
+/// [`config`] with no payload cache: every body is read back from the log.
+fn uncached_config() -> ServiceConfig {
+    let mut config = config();
+    config.engine.payload_cache_bytes = 0;
+    config
+}
+
 fn options(fsync: FsyncPolicy) -> Options {
     Options {
         fsync,
@@ -49,9 +56,18 @@ fn options(fsync: FsyncPolicy) -> Options {
 /// Opens the backend on `storage` as a (re)started server would, with the same receipt key
 /// every time (a real server keeps it in `receipt.key`).
 fn open(storage: &FaultStorage, fsync: FsyncPolicy) -> (Service, Recovery) {
+    open_with(storage, fsync, config())
+}
+
+/// [`open`] with `config`.
+fn open_with(
+    storage: &FaultStorage,
+    fsync: FsyncPolicy,
+    config: ServiceConfig,
+) -> (Service, Recovery) {
     recover(
         Arc::new(storage.clone()),
-        config(),
+        config,
         ReceiptKey::new([7; 16]),
         options(fsync),
     )
@@ -395,9 +411,29 @@ async fn bodies_not_in_the_page_cache_are_read_on_a_current_thread_runtime_too()
     bodies_read_from_the_disk().await;
 }
 
-async fn bodies_read_from_the_disk() {
+/// The payload cache (on by default) answers recent bodies from memory: a receive reads
+/// nothing back from the log, not even from a disk that the page cache would not spare.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn recent_bodies_are_answered_from_the_payload_cache() {
     let storage = FaultStorage::new();
     let (backend, _) = open(&storage, FsyncPolicy::Always);
+    create_queue(&backend).await;
+    let stats = || backend.log_stats().expect("a log");
+    let recent = bodies("recent", 25);
+    send_all(&backend, &recent).await;
+    assert_eq!(stats().payload_cache.1, 25, "every body is kept");
+    storage.set_reads_uncached(true);
+    let mut received = drain(&backend).await;
+    received.sort();
+    let mut expected = recent.clone();
+    expected.sort();
+    assert_eq!(received, expected);
+    assert_eq!(stats().uncached_reads, 0, "nothing was read from the disk");
+}
+
+async fn bodies_read_from_the_disk() {
+    let storage = FaultStorage::new();
+    let (backend, _) = open_with(&storage, FsyncPolicy::Always, uncached_config());
     create_queue(&backend).await;
     let uncached_reads = || backend.log_stats().expect("a log").uncached_reads;
 

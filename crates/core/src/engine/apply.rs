@@ -627,7 +627,7 @@ impl FrozenEngine {
     pub fn stored_payloads(&self, mut each: impl FnMut(u64, u64, Location)) {
         for queue in &self.queues {
             for (seq, message) in queue.messages.iter() {
-                if let PayloadRef::Stored(location) = message.payload {
+                if let Some(location) = message.payload.stored() {
                     each(queue.queue_id, seq, location);
                 }
             }
@@ -640,7 +640,7 @@ impl FrozenEngine {
                 ..
             } = record
             {
-                if let PayloadRef::Stored(location) = message.payload {
+                if let Some(location) = message.payload.stored() {
                     each(*queue_id, *seq, location);
                 }
             }

@@ -435,25 +435,6 @@ impl Engine {
         Ok(visible_at_ms)
     }
 
-    /// Keeps the payload that `record` carries (a `Send` or `Relocate` just applied) only at the
-    /// record's `location` in the log, dropping the copy in memory. Called by a caller with a
-    /// durable log once the record is appended, and by recovery for each replayed record.
-    ///
-    /// This changes where a payload is kept, not what the message is, so it is not a record
-    /// of its own: the location is where the record itself landed, which replay knows too.
-    /// Does nothing if the message is gone or already holds a different payload.
-    pub fn spill(&mut self, record: &Record, location: Location) {
-        let Some((queue_id, seq, payload)) = record.carried_payload() else {
-            return;
-        };
-        let Some(slot) = self.payload_mut(queue_id, seq) else {
-            return;
-        };
-        if matches!(slot, PayloadRef::Inline(held) if Arc::ptr_eq(held, payload)) {
-            *slot = PayloadRef::Stored(location);
-        }
-    }
-
     /// Writes message `seq`'s payload again (a `Relocate` record), if the message still exists
     /// and its payload is still at `from`: compaction moves the live payloads out of a sparse
     /// log segment so the segment can be removed. The caller read `payload` from `from`.
@@ -468,7 +449,7 @@ impl Engine {
     ) -> bool {
         let still_there = self
             .payload_mut(queue_id, seq)
-            .is_some_and(|payload| *payload == PayloadRef::Stored(from));
+            .is_some_and(|payload| payload.stored() == Some(from));
         if still_there {
             let now_ms = self.clock_ms;
             let record = Record::Relocate {

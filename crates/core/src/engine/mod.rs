@@ -33,11 +33,13 @@ mod history;
 mod messages;
 mod moves;
 mod observe;
+mod payload_cache;
 mod queues;
 mod transfer;
 
 pub use history::{HistoryLookup, MessageHistory, HISTORY_SCAN_STEP};
 pub use observe::LeaseView;
+pub use payload_cache::PAYLOAD_OVERHEAD_BYTES;
 pub use queues::check_dead_letter_target;
 
 pub use moves::{
@@ -49,7 +51,7 @@ pub use moves::{
 pub type Journal = Vec<Record>;
 
 /// What a deployment may tune.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct EngineConfig {
     /// Bounds on everything.
     pub limits: Limits,
@@ -59,6 +61,24 @@ pub struct EngineConfig {
     /// Where queues live: the buckets, and which one this engine serves (see
     /// [`crate::transfer`]). The default is one bucket: every queue is local.
     pub placement: crate::transfer::Placement,
+    /// With a durable log, how much memory the payloads of recently logged messages may keep,
+    /// so that receiving them soon after their send reads nothing back from the log (see
+    /// `engine/payload_cache.rs`); 0 keeps none. Default [`PAYLOAD_CACHE_BYTES_DEFAULT`].
+    pub payload_cache_bytes: u64,
+}
+
+/// The default payload cache budget: 64 MiB.
+pub const PAYLOAD_CACHE_BYTES_DEFAULT: u64 = 64 << 20;
+
+impl Default for EngineConfig {
+    fn default() -> EngineConfig {
+        EngineConfig {
+            limits: Limits::default(),
+            reject_stale_deletes: false,
+            placement: crate::transfer::Placement::default(),
+            payload_cache_bytes: PAYLOAD_CACHE_BYTES_DEFAULT,
+        }
+    }
 }
 
 /// A receive request.
@@ -241,6 +261,8 @@ pub struct Engine {
     /// them not found here lives elsewhere, as another bucket's name does. The service says so
     /// ([`Engine::place_elsewhere`]); the store, not this engine's log, keeps placements.
     placed_elsewhere: std::collections::BTreeSet<Arc<str>>,
+    /// The payloads kept in memory after their records were logged.
+    payload_cache: payload_cache::PayloadCache,
 }
 
 impl Engine {
@@ -258,6 +280,7 @@ impl Engine {
             deleted_names: BTreeMap::new(),
             transfers: transfer::Transfers::default(),
             placed_elsewhere: std::collections::BTreeSet::new(),
+            payload_cache: payload_cache::PayloadCache::default(),
         }
     }
 

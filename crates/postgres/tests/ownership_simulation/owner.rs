@@ -425,7 +425,9 @@ pub fn run(
                         .map(|delivery| Delivered {
                             tag: match delivery.payload {
                                 PayloadRef::Inline(payload) => payload.body.clone(),
-                                PayloadRef::Stored(_) => unreachable!("nothing is spilled"),
+                                PayloadRef::Stored(_) | PayloadRef::Cached(_) => {
+                                    unreachable!("nothing is spilled")
+                                }
                             },
                             receipt: delivery.receipt,
                             receive_count: delivery.receive_count,

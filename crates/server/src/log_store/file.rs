@@ -198,6 +198,8 @@ impl LogStore for FileLog {
             fsync_micros: stats.fsync_micros.snapshot(),
             batch_records: stats.batch_records.snapshot(),
             uncached_reads: stats.uncached_reads.load(Ordering::Relaxed),
+            // The engine's, added by the service.
+            payload_cache: (0, 0),
         })
     }
 }

@@ -338,7 +338,12 @@ impl Service {
     pub fn log_stats(&self) -> Option<LogStats> {
         self.hosts
             .iter()
-            .filter_map(|host| host.store().stats())
+            .filter_map(|host| {
+                let mut stats = host.store().stats()?;
+                let (bytes, payloads) = host.engine().payload_cache_usage();
+                stats.payload_cache = (bytes, payloads as u64);
+                Some(stats)
+            })
             .reduce(|mut all, one| {
                 all.merge(&one);
                 all
