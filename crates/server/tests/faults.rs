@@ -37,10 +37,10 @@ fn config() -> ServiceConfig {
     }
 }
 
-/// [`config`] with no payload cache: every body is read back from the log.
-fn uncached_config() -> ServiceConfig {
+/// [`config`] with a payload cache of 1 MiB.
+fn cached_config() -> ServiceConfig {
     let mut config = config();
-    config.engine.payload_cache_bytes = 0;
+    config.engine.payload_cache_bytes = 1 << 20;
     config
 }
 
@@ -411,12 +411,12 @@ async fn bodies_not_in_the_page_cache_are_read_on_a_current_thread_runtime_too()
     bodies_read_from_the_disk().await;
 }
 
-/// The payload cache (on by default) answers recent bodies from memory: a receive reads
-/// nothing back from the log, not even from a disk that the page cache would not spare.
+/// The payload cache answers recent bodies from memory: a receive reads nothing back from the
+/// log, not even from a disk that the page cache would not spare.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn recent_bodies_are_answered_from_the_payload_cache() {
     let storage = FaultStorage::new();
-    let (backend, _) = open(&storage, FsyncPolicy::Always);
+    let (backend, _) = open_with(&storage, FsyncPolicy::Always, cached_config());
     create_queue(&backend).await;
     let stats = || backend.log_stats().expect("a log");
     let recent = bodies("recent", 25);
@@ -433,7 +433,7 @@ async fn recent_bodies_are_answered_from_the_payload_cache() {
 
 async fn bodies_read_from_the_disk() {
     let storage = FaultStorage::new();
-    let (backend, _) = open_with(&storage, FsyncPolicy::Always, uncached_config());
+    let (backend, _) = open(&storage, FsyncPolicy::Always);
     create_queue(&backend).await;
     let uncached_reads = || backend.log_stats().expect("a log").uncached_reads;
 

@@ -3,9 +3,11 @@
 //! With a durable log, a message's payload lives in the record that logged it, and the engine
 //! keeps its location ([`Engine::spill`]). Reading it back for a receive costs a copy out of the
 //! log's buffers and a decode (about 1,000 instructions a message, callgrind), yet most messages
-//! are received soon after they are sent. So the engine keeps the most recently logged payloads
-//! in memory as well ([`PayloadRef::Cached`]), up to [`crate::EngineConfig::payload_cache_bytes`],
-//! and forgets the oldest first: a receive of a recent message reads nothing, a backlog older
+//! are received soon after they are sent. So, given a budget
+//! ([`crate::EngineConfig::payload_cache_bytes`]; none by default, see
+//! [`super::PAYLOAD_CACHE_BYTES_DEFAULT`] for what it costs sends), the engine keeps the most
+//! recently logged payloads in memory as well ([`PayloadRef::Cached`]) and forgets the oldest
+//! first: a receive of a recent message reads nothing, a backlog older
 //! than the budget is read from the log as before, and memory stays bounded whatever the backlog.
 //!
 //! What counts against the budget is each payload's record length plus
