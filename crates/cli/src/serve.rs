@@ -120,8 +120,8 @@ pub struct ServeArgs {
     checkpoint_bytes: Option<u64>,
     /// Memory for the bodies of recently logged messages, so that a receive soon after the
     /// send reads nothing back from the log; older ones are read from the log. Each body counts
-    /// its logged size plus 128 bytes. Saves CPU per message consumed, but costs sends CPU when
-    /// bodies are forgotten unread (a backlog that outgrows it) [default: 0, none].
+    /// its logged size plus 128 bytes, and is kept only while its queue's messages would all
+    /// fit [default: 0, none].
     #[arg(long, env = "LEASEQ_PAYLOAD_CACHE_BYTES")]
     payload_cache_bytes: Option<u64>,
     /// Log filter, e.g. `info` or `leaseq_server=debug` [default: info].

@@ -67,13 +67,12 @@ pub struct EngineConfig {
     pub payload_cache_bytes: u64,
 }
 
-/// The default payload cache budget: none. Measured (`scripts/bench-jetstream.sh`, A/B in one
-/// run), a budget of 4 or 64 MiB cost sends 0.7-1.9 us more server CPU each at W1 and W2's
-/// steady state, where every kept payload is forgotten unread: forgetting touches a message
-/// long out of the CPU's caches and frees its payload there (callgrind, which counts
-/// instructions and not cache misses, saw +77 per send). Consuming gained 1,200 instructions a
-/// message, which showed in W3 at `--fsync never` (4.4-5.1 -> 3.9 us) and not above the noise
-/// at `--fsync always`. So it is opt-in, for deployments that mostly consume recent messages.
+/// The default payload cache budget: none, so memory holds no bodies unless asked to. With
+/// 64 MiB, consuming a cached message costs 1,200 fewer instructions (callgrind: 10.7 k -> 9.6 k
+/// per message), yet at `--fsync always`, where the kernel's share dominates, server CPU per
+/// message moved within the noise (`scripts/bench-jetstream.sh`, A/B: W3 5.4 / 5.6 -> 5.3 /
+/// 5.1 us; W1, W2 and `leaseq bench --workload w4` unchanged). It pays more at `--fsync never`
+/// (W3 4.4-5.1 -> 3.9 us, measured before the backlog rule of `engine/payload_cache.rs`).
 pub const PAYLOAD_CACHE_BYTES_DEFAULT: u64 = 0;
 
 impl Default for EngineConfig {
