@@ -423,11 +423,7 @@ async fn recent_bodies_are_answered_from_the_payload_cache() {
     send_all(&backend, &recent).await;
     assert_eq!(stats().payload_cache.1, 25, "every body is kept");
     storage.set_reads_uncached(true);
-    let mut received = drain(&backend).await;
-    received.sort();
-    let mut expected = recent.clone();
-    expected.sort();
-    assert_eq!(received, expected);
+    assert_eq!(drain_sorted(&backend).await, sorted(recent));
     assert_eq!(stats().uncached_reads, 0, "nothing was read from the disk");
 }
 
@@ -439,20 +435,24 @@ async fn bodies_read_from_the_disk() {
 
     let warm = bodies("warm", 5);
     send_all(&backend, &warm).await;
-    let mut received = drain(&backend).await;
-    received.sort();
-    assert_eq!(received, warm);
+    assert_eq!(drain_sorted(&backend).await, warm);
     assert_eq!(uncached_reads(), 0, "the page cache held every body");
 
     let cold = bodies("cold", 25);
     send_all(&backend, &cold).await;
     storage.set_reads_uncached(true);
-    let mut received = drain(&backend).await;
-    received.sort();
-    let mut expected = cold.clone();
-    expected.sort();
-    assert_eq!(received, expected);
+    assert_eq!(drain_sorted(&backend).await, sorted(cold));
     assert_eq!(uncached_reads(), 25, "one read from the disk per cold body");
+}
+
+/// Every body `drain` receives, sorted.
+async fn drain_sorted(backend: &Service) -> Vec<String> {
+    sorted(drain(backend).await)
+}
+
+fn sorted(mut bodies: Vec<String>) -> Vec<String> {
+    bodies.sort();
+    bodies
 }
 
 /// How many bytes of unsynced writes the storage holds (records overwrite the zeros the log

@@ -62,20 +62,24 @@ impl Engine {
             return;
         };
         let budget = self.config.payload_cache_bytes;
-        // The messages of the payload's queue, this one included (none for one in the outbox).
-        let backlog = self
-            .queues
-            .get(&queue_id)
-            .map_or(0, |queue| queue.len() as u64);
+        // Consumers read a queue oldest first: behind a backlog larger than the budget holds, a
+        // payload would be forgotten, unread, before they reach it (see the module docs). The
+        // backlog is the queue's messages, this one included (none for one in the outbox); with
+        // no budget (the default) it is not looked up.
+        let keep = budget > 0 && {
+            let backlog = self
+                .queues
+                .get(&queue_id)
+                .map_or(0, |queue| queue.len() as u64);
+            cost(location).saturating_mul(backlog.max(1)) <= budget
+        };
         let Some(slot) = self.payload_mut(queue_id, seq) else {
             return;
         };
         if !matches!(slot, PayloadRef::Inline(held) if std::sync::Arc::ptr_eq(held, payload)) {
             return;
         }
-        // Consumers read a queue oldest first: behind a backlog larger than the budget holds, a
-        // payload would be forgotten, unread, before they reach it (see the module docs).
-        if cost(location).saturating_mul(backlog.max(1)) > budget {
+        if !keep {
             *slot = PayloadRef::Stored(location);
             return;
         }
