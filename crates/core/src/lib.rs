@@ -19,6 +19,7 @@ pub mod fifo;
 pub mod histogram;
 pub mod history;
 pub mod limits;
+pub mod md5_lanes;
 pub mod message;
 pub mod moves;
 pub mod queue;

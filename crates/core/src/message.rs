@@ -212,8 +212,9 @@ impl Payload {
         Payload::with_body_md5(body, attributes, trace_header, sender_id, body_md5)
     }
 
-    /// A payload with the MD5 its record carried (only the codec: a record's MD5 was computed
-    /// from the same body when it was written, and the log's checksums keep the two together).
+    /// A payload with the MD5 its record carried (the codec: a record's MD5 was computed from
+    /// the same body when it was written, and the log's checksums keep the two together), or that
+    /// its sender computed ([`validate_send`], which debug builds check).
     pub(crate) fn with_body_md5(
         body: String,
         attributes: BTreeMap<String, MessageAttribute>,
@@ -238,8 +239,7 @@ impl Payload {
 
 /// The MD5 digest of a body's UTF-8 bytes.
 pub(crate) fn body_md5(body: &str) -> [u8; 16] {
-    use md5::Digest;
-    md5::Md5::digest(body.as_bytes()).into()
+    crate::md5_lanes::digest(body.as_bytes())
 }
 
 /// A send request, before validation.
@@ -284,8 +284,15 @@ impl SendInput {
 }
 
 /// Checks a send against SQS's rules and the queue's size limit, and returns the payload to
-/// store with its size in bytes (body plus attributes, as SQS counts it).
-pub fn validate_send(input: SendInput, size_max_bytes: u32, limits: &Limits) -> Result<Payload> {
+/// store, with `body_md5`, the MD5 of the input's body (computed by the caller, for a batch all at
+/// once: see [`crate::md5_lanes`]; debug builds check it).
+pub fn validate_send(
+    input: SendInput,
+    body_md5: [u8; 16],
+    size_max_bytes: u32,
+    limits: &Limits,
+) -> Result<Payload> {
+    debug_assert_eq!(body_md5, self::body_md5(&input.body), "not the body's MD5");
     if input.body.is_empty() {
         return Err(Error::Missing(Field::MessageBody));
     }
@@ -321,11 +328,12 @@ pub fn validate_send(input: SendInput, size_max_bytes: u32, limits: &Limits) -> 
             max_bytes: size_max_bytes,
         });
     }
-    Ok(Payload::new(
+    Ok(Payload::with_body_md5(
         input.body,
         input.attributes,
         input.trace_header,
         input.sender_id,
+        body_md5,
     ))
 }
 

@@ -37,6 +37,22 @@ impl Engine {
         message_id: MessageId,
         journal: &mut Journal,
     ) -> Result<Sent> {
+        let body_md5 = crate::message::body_md5(&input.body);
+        self.send_digested(now_ms, name, input, body_md5, message_id, journal)
+    }
+
+    /// [`Engine::send`], given the MD5 of the input's body (`body_md5`), which the caller
+    /// computed before taking the engine's lock, for a batch's bodies all at once
+    /// ([`crate::md5_lanes::digests`]). Debug builds check it.
+    pub fn send_digested(
+        &mut self,
+        now_ms: u64,
+        name: &str,
+        input: SendInput,
+        body_md5: [u8; 16],
+        message_id: MessageId,
+        journal: &mut Journal,
+    ) -> Result<Sent> {
         let (now_ms, queue_id) = self.advanced(now_ms, name)?;
         let queue = &self.queues[&queue_id];
         let fifo = super::fifo::fifo_fields(queue, &input)?;
@@ -48,6 +64,7 @@ impl Engine {
         };
         let payload = validate_send(
             input,
+            body_md5,
             queue.config.maximum_message_size_bytes,
             &self.config.limits,
         )?;

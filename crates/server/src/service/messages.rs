@@ -3,7 +3,7 @@
 //! request (and so does a FIFO send batch with an entry that lacks a group or deduplication id,
 //! as in SQS), anything else only its entry.
 
-use leaseq_core::{Engine, Error, Journal, MessageId, SendInput};
+use leaseq_core::{md5_lanes, Engine, Error, Journal, MessageId, SendInput};
 use leaseq_sqs::error::SqsError;
 use leaseq_sqs::{BatchEntry, Outcome};
 
@@ -18,8 +18,12 @@ impl Service {
     ) -> Result<Outcome, SqsError> {
         let id = MessageId::from_random(crate::ids::unique_bytes());
         let message = send_input(message, caller);
+        // Computed before the engine's lock is taken, as a batch's are.
+        let body_md5 = md5_lanes::digest(message.body.as_bytes());
         let sent = self
-            .run(name, |e, j| e.send(self.now_ms(), name, message, id, j))
+            .run(name, |e, j| {
+                e.send_digested(self.now_ms(), name, message, body_md5, id, j)
+            })
             .await?;
         Ok(Outcome::Sent(sent))
     }
@@ -30,6 +34,13 @@ impl Service {
         entries: Vec<BatchEntry<SendInput>>,
         caller: &Caller,
     ) -> Result<Outcome, SqsError> {
+        // The bodies' MD5s, all at once (several per instruction, see `md5_lanes`) and before
+        // the engine's lock is taken; `per_entry` sends the entries in order.
+        let bodies: Vec<&[u8]> = entries
+            .iter()
+            .map(|entry| entry.value.body.as_bytes())
+            .collect();
+        let mut digests = md5_lanes::digests(&bodies).into_iter();
         let check = |engine: &Engine, entries: &[BatchEntry<SendInput>]| {
             engine
                 .check_send_batch(name, entries.iter().map(|entry| &entry.value))
@@ -37,10 +48,11 @@ impl Service {
         };
         let results = self
             .per_entry(name, entries, check, |engine, now, message, journal| {
+                let body_md5 = digests.next().expect("a digest per entry");
                 let message = send_input(message, caller);
                 let id = MessageId::from_random(crate::ids::unique_bytes());
                 engine
-                    .send(now, name, message, id, journal)
+                    .send_digested(now, name, message, body_md5, id, journal)
                     .map_err(SqsError::for_batch_entry)
             })
             .await?;
