@@ -96,14 +96,17 @@ pub fn kernels() -> Vec<(&'static str, Kernel)> {
 
 /// One lane's message as MD5 reads it: its whole blocks, then the padded tail (the last bytes,
 /// the 0x80 byte, zeros and the length in bits, little-endian), which takes one block or two.
+#[cfg(target_arch = "x86_64")]
 struct Padded<'a> {
     whole: &'a [u8],
     tail: [u8; 128],
     blocks: usize,
 }
 
+#[cfg(target_arch = "x86_64")]
 const ZERO_BLOCK: [u8; 64] = [0; 64];
 
+#[cfg(target_arch = "x86_64")]
 impl<'a> Padded<'a> {
     fn new(message: &'a [u8]) -> Padded<'a> {
         let whole_len = message.len() / 64 * 64;
@@ -137,9 +140,11 @@ impl<'a> Padded<'a> {
 }
 
 /// The initial state (RFC 1321, 3.3).
+#[cfg(target_arch = "x86_64")]
 const INIT: [u32; 4] = [0x6745_2301, 0xefcd_ab89, 0x98ba_dcfe, 0x1032_5476];
 
 /// The 64 steps' constants: the integer part of 2^32 × |sin(i + 1)| (RFC 1321, 3.4).
+#[cfg(target_arch = "x86_64")]
 const K: [u32; 64] = [
     0xd76a_a478,
     0xe8c7_b756,
@@ -206,6 +211,38 @@ const K: [u32; 64] = [
     0x2ad7_d2bb,
     0xeb86_d391,
 ];
+
+/// RFC 1321's 64 steps (3.4), for a kernel's `$step` macro: each with its round's function (one
+/// of `$f`, `$g`, `$h`, `$i`), the state's words in turn (a, d, c, b), its message word, its
+/// constant's index in [`K`] and its rotation.
+#[cfg(target_arch = "x86_64")]
+macro_rules! md5_steps {
+    ($step:ident, [$f:ident, $g:ident, $h:ident, $i:ident], $a:ident, $b:ident, $c:ident, $d:ident) => {
+        md5_steps!(@four $step, $f, 0, [0, 1, 2, 3], [7, 12, 17, 22], $a, $b, $c, $d);
+        md5_steps!(@four $step, $f, 4, [4, 5, 6, 7], [7, 12, 17, 22], $a, $b, $c, $d);
+        md5_steps!(@four $step, $f, 8, [8, 9, 10, 11], [7, 12, 17, 22], $a, $b, $c, $d);
+        md5_steps!(@four $step, $f, 12, [12, 13, 14, 15], [7, 12, 17, 22], $a, $b, $c, $d);
+        md5_steps!(@four $step, $g, 16, [1, 6, 11, 0], [5, 9, 14, 20], $a, $b, $c, $d);
+        md5_steps!(@four $step, $g, 20, [5, 10, 15, 4], [5, 9, 14, 20], $a, $b, $c, $d);
+        md5_steps!(@four $step, $g, 24, [9, 14, 3, 8], [5, 9, 14, 20], $a, $b, $c, $d);
+        md5_steps!(@four $step, $g, 28, [13, 2, 7, 12], [5, 9, 14, 20], $a, $b, $c, $d);
+        md5_steps!(@four $step, $h, 32, [5, 8, 11, 14], [4, 11, 16, 23], $a, $b, $c, $d);
+        md5_steps!(@four $step, $h, 36, [1, 4, 7, 10], [4, 11, 16, 23], $a, $b, $c, $d);
+        md5_steps!(@four $step, $h, 40, [13, 0, 3, 6], [4, 11, 16, 23], $a, $b, $c, $d);
+        md5_steps!(@four $step, $h, 44, [9, 12, 15, 2], [4, 11, 16, 23], $a, $b, $c, $d);
+        md5_steps!(@four $step, $i, 48, [0, 7, 14, 5], [6, 10, 15, 21], $a, $b, $c, $d);
+        md5_steps!(@four $step, $i, 52, [12, 3, 10, 1], [6, 10, 15, 21], $a, $b, $c, $d);
+        md5_steps!(@four $step, $i, 56, [8, 15, 6, 13], [6, 10, 15, 21], $a, $b, $c, $d);
+        md5_steps!(@four $step, $i, 60, [4, 11, 2, 9], [6, 10, 15, 21], $a, $b, $c, $d);
+    };
+    (@four $step:ident, $fun:ident, $first:expr, [$w0:expr, $w1:expr, $w2:expr, $w3:expr],
+        [$s0:literal, $s1:literal, $s2:literal, $s3:literal], $a:ident, $b:ident, $c:ident, $d:ident) => {
+        $step!($fun, $a, $b, $c, $d, $w0, $first, $s0);
+        $step!($fun, $d, $a, $b, $c, $w1, $first + 1, $s1);
+        $step!($fun, $c, $d, $a, $b, $w2, $first + 2, $s2);
+        $step!($fun, $b, $c, $d, $a, $w3, $first + 3, $s3);
+    };
+}
 
 #[cfg(target_arch = "x86_64")]
 mod avx2 {
@@ -358,31 +395,7 @@ mod avx2 {
                 $a = _mm256_add_epi32($b, rotated);
             };
         }
-        // Four steps of a round: the state's words take turns, each with the round's shifts.
-        macro_rules! four {
-            ($fun:ident, $first:expr, [$w0:expr, $w1:expr, $w2:expr, $w3:expr], [$s0:literal, $s1:literal, $s2:literal, $s3:literal]) => {
-                step!($fun, a, b, c, d, $w0, $first, $s0);
-                step!($fun, d, a, b, c, $w1, $first + 1, $s1);
-                step!($fun, c, d, a, b, $w2, $first + 2, $s2);
-                step!($fun, b, c, d, a, $w3, $first + 3, $s3);
-            };
-        }
-        four!(f, 0, [0, 1, 2, 3], [7, 12, 17, 22]);
-        four!(f, 4, [4, 5, 6, 7], [7, 12, 17, 22]);
-        four!(f, 8, [8, 9, 10, 11], [7, 12, 17, 22]);
-        four!(f, 12, [12, 13, 14, 15], [7, 12, 17, 22]);
-        four!(g, 16, [1, 6, 11, 0], [5, 9, 14, 20]);
-        four!(g, 20, [5, 10, 15, 4], [5, 9, 14, 20]);
-        four!(g, 24, [9, 14, 3, 8], [5, 9, 14, 20]);
-        four!(g, 28, [13, 2, 7, 12], [5, 9, 14, 20]);
-        four!(h, 32, [5, 8, 11, 14], [4, 11, 16, 23]);
-        four!(h, 36, [1, 4, 7, 10], [4, 11, 16, 23]);
-        four!(h, 40, [13, 0, 3, 6], [4, 11, 16, 23]);
-        four!(h, 44, [9, 12, 15, 2], [4, 11, 16, 23]);
-        four!(i, 48, [0, 7, 14, 5], [6, 10, 15, 21]);
-        four!(i, 52, [12, 3, 10, 1], [6, 10, 15, 21]);
-        four!(i, 56, [8, 15, 6, 13], [6, 10, 15, 21]);
-        four!(i, 60, [4, 11, 2, 9], [6, 10, 15, 21]);
+        md5_steps!(step, [f, g, h, i], a, b, c, d);
         [
             _mm256_add_epi32(state[0], a),
             _mm256_add_epi32(state[1], b),
@@ -470,30 +483,7 @@ mod avx512 {
                 $a = _mm512_add_epi32($b, _mm512_rol_epi32::<$shift>(sum));
             };
         }
-        macro_rules! four {
-            ($fun:ident, $first:expr, [$w0:expr, $w1:expr, $w2:expr, $w3:expr], [$s0:literal, $s1:literal, $s2:literal, $s3:literal]) => {
-                step!($fun, a, b, c, d, $w0, $first, $s0);
-                step!($fun, d, a, b, c, $w1, $first + 1, $s1);
-                step!($fun, c, d, a, b, $w2, $first + 2, $s2);
-                step!($fun, b, c, d, a, $w3, $first + 3, $s3);
-            };
-        }
-        four!(F, 0, [0, 1, 2, 3], [7, 12, 17, 22]);
-        four!(F, 4, [4, 5, 6, 7], [7, 12, 17, 22]);
-        four!(F, 8, [8, 9, 10, 11], [7, 12, 17, 22]);
-        four!(F, 12, [12, 13, 14, 15], [7, 12, 17, 22]);
-        four!(G, 16, [1, 6, 11, 0], [5, 9, 14, 20]);
-        four!(G, 20, [5, 10, 15, 4], [5, 9, 14, 20]);
-        four!(G, 24, [9, 14, 3, 8], [5, 9, 14, 20]);
-        four!(G, 28, [13, 2, 7, 12], [5, 9, 14, 20]);
-        four!(H, 32, [5, 8, 11, 14], [4, 11, 16, 23]);
-        four!(H, 36, [1, 4, 7, 10], [4, 11, 16, 23]);
-        four!(H, 40, [13, 0, 3, 6], [4, 11, 16, 23]);
-        four!(H, 44, [9, 12, 15, 2], [4, 11, 16, 23]);
-        four!(I, 48, [0, 7, 14, 5], [6, 10, 15, 21]);
-        four!(I, 52, [12, 3, 10, 1], [6, 10, 15, 21]);
-        four!(I, 56, [8, 15, 6, 13], [6, 10, 15, 21]);
-        four!(I, 60, [4, 11, 2, 9], [6, 10, 15, 21]);
+        md5_steps!(step, [F, G, H, I], a, b, c, d);
         [
             _mm512_add_epi32(state[0], a),
             _mm512_add_epi32(state[1], b),
