@@ -658,6 +658,16 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
         Some(tls) => Some(tokio::spawn(reload_on_hangup(tls)?)),
         None => None,
     };
+    // The admin listener is bound before the main one, so that once the SQS port accepts
+    // connections the admin port does too (whoever waits for the first may use the second).
+    let admin_listener = match settings.admin_listen {
+        None => None,
+        Some(address) => Some(
+            tokio::net::TcpListener::bind(address)
+                .await
+                .with_context(|| format!("listening on {address} (admin_listen)"))?,
+        ),
+    };
     let listener = tokio::net::TcpListener::bind(settings.listen)
         .await
         .with_context(|| format!("listening on {}", settings.listen))?;
@@ -687,12 +697,9 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
         settings.account_id,
     );
     let dashboard_routes = leaseq_server::dashboard::routes(service.clone());
-    let (main_routes, admin) = match settings.admin_listen {
+    let (main_routes, admin) = match admin_listener {
         None => (dashboard_routes, None),
-        Some(address) => {
-            let listener = tokio::net::TcpListener::bind(address)
-                .await
-                .with_context(|| format!("listening on {address} (admin_listen)"))?;
+        Some(listener) => {
             tracing::info!(
                 "dashboard, /api and /metrics on http://{} (admin_listen)",
                 listener.local_addr()?

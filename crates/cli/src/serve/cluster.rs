@@ -147,6 +147,26 @@ pub(super) async fn serve(mut settings: Settings, service: ServiceConfig) -> any
         clock: None,
     };
     let node = ClusterNode::new(config)?;
+    // The admin and peer listeners are bound before the main one, so that once the SQS port
+    // accepts connections the others do too (whoever waits for the first may use the others at
+    // once: a test's `GET /api/cluster` on the admin port was refused, now and then, in the
+    // moment between the two binds).
+    let admin_listener = match settings.admin_listen {
+        None => None,
+        Some(address) => Some(
+            tokio::net::TcpListener::bind(address)
+                .await
+                .with_context(|| format!("listening on {address} (admin_listen)"))?,
+        ),
+    };
+    let peer_listener = match cluster.cluster_listen {
+        None => None,
+        Some(address) => Some(
+            tokio::net::TcpListener::bind(address)
+                .await
+                .with_context(|| format!("listening on {address} (cluster_listen)"))?,
+        ),
+    };
     let listener = tokio::net::TcpListener::bind(settings.listen)
         .await
         .with_context(|| format!("listening on {}", settings.listen))?;
@@ -187,12 +207,9 @@ pub(super) async fn serve(mut settings: Settings, service: ServiceConfig) -> any
             let _ = failed.send(error.to_string());
         }
     });
-    let admin = match settings.admin_listen {
+    let admin = match admin_listener {
         None => None,
-        Some(address) => {
-            let listener = tokio::net::TcpListener::bind(address)
-                .await
-                .with_context(|| format!("listening on {address} (admin_listen)"))?;
+        Some(listener) => {
             let router = routes(node.clone())
                 .route("/", get(|| async { leaseq_server::dashboard::page() }))
                 .merge(leaseq_server::http::probes(node.clone()));
@@ -226,12 +243,9 @@ pub(super) async fn serve(mut settings: Settings, service: ServiceConfig) -> any
     // The other nodes' forwards arrive here when `--listen` speaks TLS: the same API over
     // plain HTTP, stopped once the main listener has drained.
     let (peers_stop, peers_stopped) = tokio::sync::oneshot::channel::<()>();
-    let peers = match cluster.cluster_listen {
+    let peers = match peer_listener {
         None => None,
-        Some(address) => {
-            let listener = tokio::net::TcpListener::bind(address)
-                .await
-                .with_context(|| format!("listening on {address} (cluster_listen)"))?;
+        Some(listener) => {
             tracing::info!(
                 "the other nodes' forwards on http://{}",
                 listener.local_addr()?
