@@ -660,14 +660,7 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
     };
     // The admin listener is bound before the main one, so that once the SQS port accepts
     // connections the admin port does too (whoever waits for the first may use the second).
-    let admin_listener = match settings.admin_listen {
-        None => None,
-        Some(address) => Some(
-            tokio::net::TcpListener::bind(address)
-                .await
-                .with_context(|| format!("listening on {address} (admin_listen)"))?,
-        ),
-    };
+    let admin_listener = bind_setting(settings.admin_listen, "admin_listen").await?;
     let listener = tokio::net::TcpListener::bind(settings.listen)
         .await
         .with_context(|| format!("listening on {}", settings.listen))?;
@@ -755,6 +748,20 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
 }
 
 /// The SigV4 verifier of `auth = "sigv4"`, or `None`.
+/// The listener of an optional address setting (`setting` names it in the error), bound now.
+async fn bind_setting(
+    address: Option<SocketAddr>,
+    setting: &str,
+) -> anyhow::Result<Option<tokio::net::TcpListener>> {
+    let Some(address) = address else {
+        return Ok(None);
+    };
+    let listener = tokio::net::TcpListener::bind(address)
+        .await
+        .with_context(|| format!("listening on {address} ({setting})"))?;
+    Ok(Some(listener))
+}
+
 fn authenticator(settings: &Settings) -> Option<Arc<Authenticator>> {
     match settings.auth {
         AuthMode::None => None,

@@ -8,7 +8,7 @@
 //! takes six instructions instead of ten (a round's function is one `vpternlogd`, a rotation one
 //! `vprold`). For 256-byte bodies (five blocks) the scalar code (the `md-5` crate) takes about
 //! 3,230 instructions a body (callgrind, W2's batches of ten: 36% of a batched message's cost);
-//! eight AVX2 lanes do eight blocks in about 730, one more than the scalar code does one.
+//! eight AVX2 lanes do eight blocks in about 730, a little more than the scalar code spends on one.
 //!
 //! Messages are grouped by length, so that a group's lanes end close together; a lane whose
 //! message has ended keeps its digest while the others finish (its extra blocks are computed and
@@ -37,6 +37,11 @@ pub fn digests(messages: &[&[u8]]) -> Vec<[u8; 16]> {
             return in_groups(messages, |lanes| unsafe { avx2::digests(lanes) });
         }
     }
+    one_by_one(messages)
+}
+
+/// The digests of `messages`, one after the other (the `md-5` crate).
+fn one_by_one(messages: &[&[u8]]) -> Vec<[u8; 16]> {
     messages.iter().map(|message| digest(message)).collect()
 }
 
@@ -73,9 +78,8 @@ pub type Kernel = fn(&[&[u8]]) -> Vec<[u8; 16]>;
 /// Each way of computing [`digests`] this CPU has, by name: `scalar`, then `avx2` and `avx512`
 /// where it has them (`digests` takes the widest). For the tests and `benches/md5.rs`.
 pub fn kernels() -> Vec<(&'static str, Kernel)> {
-    let scalar: Kernel = |messages| messages.iter().map(|message| digest(message)).collect();
     #[allow(unused_mut)]
-    let mut kernels = vec![("scalar", scalar)];
+    let mut kernels: Vec<(&'static str, Kernel)> = vec![("scalar", one_by_one)];
     #[cfg(target_arch = "x86_64")]
     {
         if std::arch::is_x86_feature_detected!("avx2") {
@@ -212,6 +216,19 @@ const K: [u32; 64] = [
     0xeb86_d391,
 ];
 
+/// Each lane's digest from the final state, stored word by word (`state[w][lane]`): the four
+/// words of its lane, little-endian.
+#[cfg(target_arch = "x86_64")]
+fn lane_digests<const LANES: usize>(state: &[[u32; LANES]; 4]) -> [[u8; 16]; LANES] {
+    std::array::from_fn(|lane| {
+        let mut digest = [0; 16];
+        for (bytes, words) in digest.chunks_exact_mut(4).zip(state) {
+            bytes.copy_from_slice(&words[lane].to_le_bytes());
+        }
+        digest
+    })
+}
+
 /// RFC 1321's 64 steps (3.4), for a kernel's `$step` macro: each with its round's function (one
 /// of `$f`, `$g`, `$h`, `$i`), the state's words in turn (a, d, c, b), its message word, its
 /// constant's index in [`K`] and its rotation.
@@ -296,13 +313,7 @@ mod avx2 {
             // SAFETY: a store of 32 bytes into an array of 32 bytes; no alignment needed.
             unsafe { _mm256_storeu_si256(lanes.as_mut_ptr().cast::<__m256i>(), word) };
         }
-        std::array::from_fn(|lane| {
-            let mut digest = [0; 16];
-            for (bytes, lanes) in digest.chunks_exact_mut(4).zip(&lanes) {
-                bytes.copy_from_slice(&lanes[lane].to_le_bytes());
-            }
-            digest
-        })
+        super::lane_digests(&lanes)
     }
 
     /// The sixteen words of one block of each lane, word by word: `words[i]` holds word `i` of
@@ -449,18 +460,12 @@ mod avx512 {
                 *word = _mm512_mask_blend_epi32(live, *word, next);
             }
         }
-        let mut lanes = [[0i32; LANES]; 4];
+        let mut lanes = [[0u32; LANES]; 4];
         for (lanes, word) in lanes.iter_mut().zip(state) {
             // SAFETY: a store of 64 bytes into an array of 64 bytes; no alignment needed.
-            unsafe { _mm512_storeu_epi32(lanes.as_mut_ptr(), word) };
+            unsafe { _mm512_storeu_epi32(lanes.as_mut_ptr().cast::<i32>(), word) };
         }
-        std::array::from_fn(|lane| {
-            let mut digest = [0; 16];
-            for (bytes, lanes) in digest.chunks_exact_mut(4).zip(&lanes) {
-                bytes.copy_from_slice(&lanes[lane].to_le_bytes());
-            }
-            digest
-        })
+        super::lane_digests(&lanes)
     }
 
     /// One block's 64 steps (RFC 1321, 3.4) in every lane, and the state it leaves.

@@ -21,7 +21,7 @@ use leaseq_server::http::Connections;
 use leaseq_server::{Api, HttpConfig, Metrics, ServiceConfig};
 use serde_json::json;
 
-use super::{create_queue, shutdown_signal, Settings};
+use super::{bind_setting, create_queue, shutdown_signal, Settings};
 
 /// A cluster node's settings.
 #[derive(Debug)]
@@ -151,22 +151,8 @@ pub(super) async fn serve(mut settings: Settings, service: ServiceConfig) -> any
     // accepts connections the others do too (whoever waits for the first may use the others at
     // once: a test's `GET /api/cluster` on the admin port was refused, now and then, in the
     // moment between the two binds).
-    let admin_listener = match settings.admin_listen {
-        None => None,
-        Some(address) => Some(
-            tokio::net::TcpListener::bind(address)
-                .await
-                .with_context(|| format!("listening on {address} (admin_listen)"))?,
-        ),
-    };
-    let peer_listener = match cluster.cluster_listen {
-        None => None,
-        Some(address) => Some(
-            tokio::net::TcpListener::bind(address)
-                .await
-                .with_context(|| format!("listening on {address} (cluster_listen)"))?,
-        ),
-    };
+    let admin_listener = bind_setting(settings.admin_listen, "admin_listen").await?;
+    let peer_listener = bind_setting(cluster.cluster_listen, "cluster_listen").await?;
     let listener = tokio::net::TcpListener::bind(settings.listen)
         .await
         .with_context(|| format!("listening on {}", settings.listen))?;
